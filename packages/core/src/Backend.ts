@@ -1,0 +1,345 @@
+/**
+ * Backends: a queue of work on a device (ggml's backend, a stream). Every operation enqueues a command
+ * (see `Command`) that the device's interpreter carries out in order, so copies, computes and events
+ * keep ggml's ordering. `compute` waits for its graph; interrupting it is ggml's abort callback: the
+ * interpreter stops at the next node, work in flight finishes, and the backend stays usable.
+ *
+ * @since 0.1.0
+ */
+import * as Cause from "effect/Cause"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
+import * as Predicate from "effect/Predicate"
+import * as Queue from "effect/Queue"
+import type * as Scope from "effect/Scope"
+import * as Buffer from "./Buffer.js"
+import type { ComputeOptions, Interpreter, Trace } from "./Command.js"
+import { Command } from "./Command.js"
+import type { Device } from "./Device.js"
+import * as Event from "./Event.js"
+import type { AllocationError, BackendError } from "./GpuError.js"
+import { DeviceLost, OutOfBounds, UnsupportedOp } from "./GpuError.js"
+import * as Graph from "./Graph.js"
+import * as GraphAllocator from "./GraphAllocator.js"
+import type * as Ledger from "./Ledger.js"
+import * as Op from "./Op.js"
+import * as Plan from "./Plan.js"
+import * as T from "./Tensor.js"
+
+/**
+ * @since 0.1.0
+ * @category type ids
+ */
+export const TypeId: unique symbol = Symbol.for("@effect-gpu/core/Backend")
+
+/**
+ * @since 0.1.0
+ * @category type ids
+ */
+export type TypeId = typeof TypeId
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface AllocateOptions {
+  /** tensors (weights) that live in buffers of their own */
+  readonly bindings?: ReadonlyArray<Plan.Binding>
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Backend {
+  readonly [TypeId]: TypeId
+  readonly id: number
+  readonly name: string
+  readonly device: Device
+  /** enqueues a write of `data` at `offset` bytes into the tensor at `dst` */
+  readonly setAsync: (dst: Plan.Location, data: Uint8Array, offset?: number) => Effect.Effect<void, OutOfBounds>
+  /** enqueues a read; the returned effect waits for the bytes */
+  readonly getAsync: (
+    src: Plan.Location,
+    offset?: number,
+    size?: number
+  ) => Effect.Effect<Effect.Effect<Uint8Array, BackendError>, OutOfBounds>
+  /**
+   * Enqueues a copy of a tensor's bytes into `dst` (same byte size). With `from`, the copy waits for
+   * the work queued on that backend first (ggml's cpy_tensor_async between backends).
+   */
+  readonly copyAsync: (
+    src: Plan.Location,
+    dst: Plan.Location,
+    from?: Backend
+  ) => Effect.Effect<void, OutOfBounds>
+  /** waits until all queued work has finished; reports a failure of work nobody awaited */
+  readonly synchronize: Effect.Effect<void, BackendError>
+  /** places a graph's tensors in one compute buffer (scoped) */
+  readonly allocate: (
+    graph: Graph.Graph | Graph.Builder,
+    options?: AllocateOptions
+  ) => Effect.Effect<Plan.Plan, AllocationError | UnsupportedOp, Scope.Scope>
+  /** enqueues a compute of the plan and waits for it; interruption aborts it cleanly */
+  readonly compute: (plan: Plan.Plan, options?: ComputeOptions) => Effect.Effect<void, BackendError>
+  /** enqueues a compute and returns at once; failures surface at `synchronize` */
+  readonly computeAsync: (plan: Plan.Plan, options?: ComputeOptions) => Effect.Effect<void, UnsupportedOp>
+  /** a rewrite of the graph this backend computes faster (fusions); same results */
+  readonly optimize: (graph: Graph.Graph) => Graph.Graph
+  readonly recordEvent: (event: Event.Event) => Effect.Effect<void>
+  readonly waitEvent: (event: Event.Event) => Effect.Effect<void>
+  /** the next compute records a trace; the returned effect waits for it */
+  readonly captureNext: Effect.Effect<Effect.Effect<Trace>>
+}
+
+interface Job {
+  readonly command: Command
+  readonly done: Deferred.Deferred<unknown, BackendError>
+  /** nobody awaits it: a failure is kept for the next synchronize */
+  readonly detached: boolean
+}
+
+let nextId = 0
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface MakeOptions {
+  readonly name: string
+  readonly device: Device
+  readonly interpreter: Interpreter
+  readonly ledger: Ledger.Ledger
+  readonly optimize?: (graph: Graph.Graph) => Graph.Graph
+}
+
+/**
+ * Builds a backend over a device's interpreter: the queue, its worker fiber, events, capture, and
+ * allocation of plans. Closing the scope drains the queue and stops the worker.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const { device, interpreter } = options
+    const scope = yield* Effect.scope
+    const queue = yield* Queue.unbounded<Job>()
+    let lost: DeviceLost | undefined
+    let pendingError: BackendError | undefined
+    let captureRequest: Deferred.Deferred<Trace> | undefined
+
+    const execute = (command: Command): Effect.Effect<unknown, BackendError> => {
+      switch (command._tag) {
+        case "RecordEvent":
+          // the fence resolves when the device finishes; the queue goes on meanwhile
+          return interpreter.fence.pipe(
+            Effect.exit,
+            Effect.flatMap((exit) => Deferred.done(command.done, exit)),
+            Effect.forkIn(scope),
+            Effect.asVoid
+          )
+        case "WaitEvent":
+          return Deferred.await(command.on)
+        case "Synchronize":
+          return Effect.flatMap(interpreter.fence, () => {
+            const e = pendingError
+            pendingError = undefined
+            return e === undefined ? Effect.void : Effect.fail(e)
+          })
+        case "CopyTensor":
+          if (command.src.bufferType.device !== interpreter.device) {
+            return Effect.flatMap(
+              command.src.get(command.srcOffset, command.size),
+              (data) => interpreter.execute(Command.SetTensor({ buffer: command.dst, offset: command.dstOffset, data }))
+            )
+          }
+          return interpreter.execute(command)
+        default:
+          return interpreter.execute(command)
+      }
+    }
+
+    const process = (job: Job) =>
+      Effect.gen(function*() {
+        const exit = lost !== undefined
+          ? Exit.fail(lost)
+          : yield* Effect.exit(execute(job.command))
+        if (Exit.isFailure(exit)) {
+          const e = Option.getOrUndefined(Cause.failureOption(exit.cause))
+          if (e !== undefined && e._tag === "DeviceLost") lost = e
+          if (job.detached && e !== undefined && pendingError === undefined) pendingError = e
+        }
+        yield* Deferred.done(job.done, exit as Exit.Exit<unknown, BackendError>)
+      })
+
+    yield* Effect.forkScoped(Effect.forever(Effect.flatMap(Queue.take(queue), process)))
+
+    const enqueue = (command: Command, detached: boolean) =>
+      Effect.flatMap(Deferred.make<unknown, BackendError>(), (done) =>
+        Effect.as(Queue.offer(queue, { command, done, detached }), done))
+
+    options.ledger.addBackend(1)
+    // runs before the worker is interrupted: let queued work finish, bounded in time
+    yield* Effect.addFinalizer(() =>
+      enqueue(Command.Synchronize(), false).pipe(
+        Effect.flatMap(Deferred.await),
+        Effect.ignore,
+        Effect.timeoutOption("10 seconds"),
+        Effect.ensuring(Effect.sync(() => options.ledger.addBackend(-1)))
+      )
+    )
+
+    const checkTensorRange = (loc: Plan.Location, offset: number, size: number) =>
+      Buffer.checkRange(loc.tensor.name || `tensor #${loc.tensor.id}`, offset, size, T.nbytes(loc.tensor))
+
+    const checkPlan = (plan: Plan.Plan) =>
+      device.supportsBufferType(plan.buffer.bufferType)
+        ? Effect.void
+        : Effect.fail(
+          new UnsupportedOp({
+            op: "compute",
+            dtypes: [],
+            device: device.name,
+            reason: `the plan's memory is in ${plan.buffer.bufferType.name}, which ${device.name} cannot use`
+          })
+        )
+
+    const computeCommand = (plan: Plan.Plan, computeOptions: ComputeOptions | undefined, abort: { aborted: boolean }) => {
+      const capture = captureRequest
+      captureRequest = undefined
+      return { capture, command: Command.Compute({ plan, options: computeOptions ?? {}, abort, capture: capture !== undefined }) }
+    }
+
+    const self: Backend = {
+      [TypeId]: TypeId,
+      id: nextId++,
+      name: options.name,
+      device,
+      setAsync: (dst, data, offset = 0) =>
+        Effect.zipRight(
+          checkTensorRange(dst, offset, data.byteLength),
+          // copied: the caller may reuse its array at once, as ggml's set_tensor_async allows
+          enqueue(Command.SetTensor({ buffer: dst.buffer, offset: dst.offset + offset, data: data.slice() }), true)
+        ).pipe(Effect.asVoid, Effect.withSpan("Backend.setAsync", { captureStackTrace: false })),
+      getAsync: (src, offset = 0, size) => {
+        const n = size ?? T.nbytes(src.tensor) - offset
+        return Effect.zipRight(
+          checkTensorRange(src, offset, n),
+          enqueue(Command.GetTensor({ buffer: src.buffer, offset: src.offset + offset, size: n }), false)
+        ).pipe(Effect.map((done) => Deferred.await(done) as Effect.Effect<Uint8Array, BackendError>))
+      },
+      copyAsync: (src, dst, from) =>
+        Effect.gen(function*() {
+          const size = T.nbytes(src.tensor)
+          if (size !== T.nbytes(dst.tensor)) {
+            return yield* new OutOfBounds({
+              target: dst.tensor.name || `tensor #${dst.tensor.id}`,
+              offset: 0,
+              size,
+              limit: T.nbytes(dst.tensor)
+            })
+          }
+          if (from !== undefined && from !== self) {
+            const ev = Event.unsafeAnonymous(from.device.name)
+            yield* from.recordEvent(ev)
+            yield* self.waitEvent(ev)
+          }
+          yield* enqueue(
+            Command.CopyTensor({ src: src.buffer, srcOffset: src.offset, dst: dst.buffer, dstOffset: dst.offset, size }),
+            true
+          )
+        }).pipe(Effect.withSpan("Backend.copyAsync", { captureStackTrace: false })),
+      synchronize: Effect.flatMap(enqueue(Command.Synchronize(), false), Deferred.await).pipe(
+        Effect.asVoid,
+        Effect.withSpan("Backend.synchronize", { captureStackTrace: false })
+      ),
+      allocate: (graph, allocOptions) =>
+        Effect.gen(function*() {
+          const g = Graph.from(graph)
+          for (const n of g.nodes) {
+            if (!Op.isView(n.op) && !device.supportsOp(n)) {
+              return yield* new UnsupportedOp({
+                op: Op.name(n.op),
+                dtypes: [n.dtype, ...n.src.map((s) => s.dtype)],
+                device: device.name
+              })
+            }
+          }
+          const bindings = allocOptions?.bindings ?? []
+          const external = new Set(bindings.map((b) => b.tensor.id))
+          const bufferType = device.bufferType
+          const layout = GraphAllocator.plan(g, {
+            alignment: bufferType.alignment,
+            allocSize: bufferType.allocSize,
+            external: (t) => external.has(t.id)
+          })
+          const buffer = yield* bufferType.allocate(layout.size, { usage: "compute" })
+          return Plan.make(g, self, buffer, layout, bindings)
+        }).pipe(Effect.withSpan("Backend.allocate", { captureStackTrace: false })),
+      compute: (plan, computeOptions) =>
+        Effect.uninterruptibleMask((restore) =>
+          Effect.gen(function*() {
+            yield* checkPlan(plan)
+            const abort = { aborted: false }
+            const { capture, command } = computeCommand(plan, computeOptions, abort)
+            const done = yield* enqueue(command, false)
+            const result = yield* restore(Deferred.await(done)).pipe(
+              Effect.onInterrupt(() =>
+                Effect.sync(() => {
+                  abort.aborted = true
+                }).pipe(Effect.zipRight(Effect.ignore(Deferred.await(done))))
+              )
+            )
+            if (capture !== undefined && result !== undefined) yield* Deferred.succeed(capture, result as Trace)
+          })
+        ).pipe(Effect.withSpan("Backend.compute", { captureStackTrace: false })),
+      computeAsync: (plan, computeOptions) =>
+        Effect.gen(function*() {
+          yield* checkPlan(plan)
+          const { capture, command } = computeCommand(plan, computeOptions, { aborted: false })
+          const done = yield* enqueue(command, true)
+          if (capture !== undefined) {
+            yield* Deferred.await(done).pipe(
+              Effect.flatMap((trace) => Deferred.succeed(capture, trace as Trace)),
+              Effect.ignore,
+              Effect.forkIn(scope)
+            )
+          }
+        }),
+      optimize: options.optimize ?? ((g) => g),
+      recordEvent: (event) =>
+        Effect.gen(function*() {
+          const done = yield* Deferred.make<void, BackendError>()
+          Event.state(event).pending = done
+          yield* enqueue(Command.RecordEvent({ eventId: event.id, done }), true)
+        }),
+      waitEvent: (event) =>
+        Effect.suspend(() => {
+          const on = Event.state(event).pending
+          return on === undefined ? Effect.void : Effect.asVoid(enqueue(Command.WaitEvent({ eventId: event.id, on }), true))
+        }),
+      captureNext: Effect.gen(function*() {
+        const d = yield* Deferred.make<Trace>()
+        captureRequest = d
+        return Deferred.await(d)
+      })
+    }
+    return self
+  })
+
+/**
+ * @since 0.1.0
+ * @category refinements
+ */
+export const isBackend = (u: unknown): u is Backend => Predicate.hasProperty(u, TypeId)
+
+/**
+ * The device was lost: a value for interpreters to fail with.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const deviceLost = (device: string, reason: string): DeviceLost => new DeviceLost({ device, reason })

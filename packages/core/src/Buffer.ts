@@ -1,0 +1,147 @@
+/**
+ * Buffers: one allocation of a buffer type. Every method is bounds-checked and returns an Effect; the
+ * provider supplies only unchecked primitives (`make`), as ggml's buffer interface does.
+ *
+ * @since 0.1.0
+ */
+import * as Effect from "effect/Effect"
+import * as Predicate from "effect/Predicate"
+import type { BufferType } from "./BufferType.js"
+import type { BackendError } from "./GpuError.js"
+import { OutOfBounds } from "./GpuError.js"
+
+/**
+ * @since 0.1.0
+ * @category type ids
+ */
+export const TypeId: unique symbol = Symbol.for("@effect-gpu/core/Buffer")
+
+/**
+ * @since 0.1.0
+ * @category type ids
+ */
+export type TypeId = typeof TypeId
+
+/**
+ * What the memory holds, as ggml tags it: weights guide the scheduler, compute buffers hold graphs.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Usage = "any" | "weights" | "compute"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Buffer {
+  readonly [TypeId]: TypeId
+  readonly id: number
+  /** the buffer type's name and this buffer's id */
+  readonly name: string
+  readonly bufferType: BufferType
+  readonly size: number
+  readonly usage: Usage
+  /** host memory of the buffer, where the buffer type is host memory (the CPU reads it directly) */
+  readonly host: Uint8Array | undefined
+  /** the provider's handle (a GPUBuffer for WebGPU) */
+  readonly native: unknown
+  /** fills `size` bytes at `offset` with the byte `value` */
+  readonly memset: (offset: number, size: number, value: number) => Effect.Effect<void, OutOfBounds | BackendError>
+  readonly set: (offset: number, data: Uint8Array) => Effect.Effect<void, OutOfBounds | BackendError>
+  readonly get: (offset: number, size: number) => Effect.Effect<Uint8Array, OutOfBounds | BackendError>
+  /** copies `size` bytes from `src` (any buffer, any device) into this buffer (ggml's cpy_tensor) */
+  readonly copyFrom: (
+    src: Buffer,
+    srcOffset: number,
+    dstOffset: number,
+    size: number
+  ) => Effect.Effect<void, OutOfBounds | BackendError>
+  /** fills the whole buffer with the byte `value` */
+  readonly clear: (value: number) => Effect.Effect<void, BackendError>
+}
+
+/**
+ * The unchecked operations a provider implements.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Primitives {
+  readonly host?: Uint8Array | undefined
+  readonly native?: unknown
+  readonly memset: (offset: number, size: number, value: number) => Effect.Effect<void, BackendError>
+  readonly write: (offset: number, data: Uint8Array) => Effect.Effect<void, BackendError>
+  readonly read: (offset: number, size: number) => Effect.Effect<Uint8Array, BackendError>
+  /** a device-side copy; `false` when it cannot copy from that source (then the host carries the bytes) */
+  readonly copyFrom?: (
+    src: Buffer,
+    srcOffset: number,
+    dstOffset: number,
+    size: number
+  ) => Effect.Effect<boolean, BackendError>
+}
+
+let nextId = 0
+
+/**
+ * Checks that [offset, offset + size) lies in [0, limit).
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const checkRange = (
+  target: string,
+  offset: number,
+  size: number,
+  limit: number
+): Effect.Effect<void, OutOfBounds> =>
+  Number.isSafeInteger(offset) && Number.isSafeInteger(size) && offset >= 0 && size >= 0 && offset + size <= limit
+    ? Effect.void
+    : Effect.fail(new OutOfBounds({ target, offset, size, limit }))
+
+/**
+ * Builds the checked buffer from a provider's primitives.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (bufferType: BufferType, size: number, usage: Usage, primitives: Primitives): Buffer => {
+  const id = nextId++
+  const name = `${bufferType.name}#${id}`
+  const self: Buffer = {
+    [TypeId]: TypeId,
+    id,
+    name,
+    bufferType,
+    size,
+    usage,
+    host: primitives.host,
+    native: primitives.native,
+    memset: (offset, n, value) =>
+      Effect.zipRight(checkRange(name, offset, n, size), n === 0 ? Effect.void : primitives.memset(offset, n, value & 0xff)),
+    set: (offset, data) =>
+      Effect.zipRight(
+        checkRange(name, offset, data.byteLength, size),
+        data.byteLength === 0 ? Effect.void : primitives.write(offset, data)
+      ),
+    get: (offset, n) =>
+      Effect.zipRight(checkRange(name, offset, n, size), n === 0 ? Effect.succeed(new Uint8Array(0)) : primitives.read(offset, n)),
+    copyFrom: (src, srcOffset, dstOffset, n) =>
+      Effect.gen(function*() {
+        yield* checkRange(src.name, srcOffset, n, src.size)
+        yield* checkRange(name, dstOffset, n, size)
+        if (n === 0) return
+        const done = primitives.copyFrom ? yield* primitives.copyFrom(src, srcOffset, dstOffset, n) : false
+        if (!done) yield* Effect.flatMap(src.get(srcOffset, n), (bytes) => primitives.write(dstOffset, bytes))
+      }),
+    clear: (value) => size === 0 ? Effect.void : primitives.memset(0, size, value & 0xff)
+  }
+  return self
+}
+
+/**
+ * @since 0.1.0
+ * @category refinements
+ */
+export const isBuffer = (u: unknown): u is Buffer => Predicate.hasProperty(u, TypeId)

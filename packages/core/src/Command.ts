@@ -1,0 +1,124 @@
+/**
+ * The command algebra. A backend does not run anything itself: its operations enqueue these values, and
+ * the device's interpreter (its kernel layer) carries them out in order. The WebGPU interpreter encodes
+ * and submits, the CPU one computes in TypeScript, a mock records; tests can assert on the stream.
+ *
+ * @since 0.1.0
+ */
+import * as Data from "effect/Data"
+import type * as Deferred from "effect/Deferred"
+import type * as Effect from "effect/Effect"
+import type { Buffer } from "./Buffer.js"
+import type { BackendError } from "./GpuError.js"
+import type { Plan } from "./Plan.js"
+
+/**
+ * Set by an interrupted compute; interpreters check it between nodes and stop encoding.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface AbortFlag {
+  aborted: boolean
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface ComputeOptions {
+  /** split the encoding into this many command buffers (ggml's n_cb); default 1 */
+  readonly commandBuffers?: number
+}
+
+/**
+ * One node of a captured compute.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface TraceEntry {
+  readonly index: number
+  readonly op: string
+  readonly name: string
+  readonly dtype: string
+  readonly ne: ReadonlyArray<number>
+  /** the kernel that ran (a pipeline key on GPUs) */
+  readonly kernel: string
+  /** the kernel's source (WGSL on WebGPU) */
+  readonly source?: string | undefined
+  /** GPU time where the device can measure it */
+  readonly gpuTimeNs?: number | undefined
+  /** host time to run (CPU) or encode (GPU) the node */
+  readonly hostTimeMs: number
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Trace {
+  readonly device: string
+  readonly backend: string
+  readonly entries: ReadonlyArray<TraceEntry>
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type Command = Data.TaggedEnum<{
+  SetTensor: { readonly buffer: Buffer; readonly offset: number; readonly data: Uint8Array }
+  GetTensor: { readonly buffer: Buffer; readonly offset: number; readonly size: number }
+  CopyTensor: {
+    readonly src: Buffer
+    readonly srcOffset: number
+    readonly dst: Buffer
+    readonly dstOffset: number
+    readonly size: number
+  }
+  Memset: { readonly buffer: Buffer; readonly offset: number; readonly size: number; readonly value: number }
+  Compute: {
+    readonly plan: Plan
+    readonly options: ComputeOptions
+    readonly abort: AbortFlag
+    readonly capture: boolean
+  }
+  /** completes `done` once all work before it has finished on the device */
+  RecordEvent: { readonly eventId: number; readonly done: Deferred.Deferred<void, BackendError> }
+  /** later commands wait until `on` completes */
+  WaitEvent: { readonly eventId: number; readonly on: Deferred.Deferred<void, BackendError> }
+  Synchronize: {}
+}>
+
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
+export const Command = Data.taggedEnum<Command>()
+
+/**
+ * The commands an interpreter carries out itself; events and synchronization are the queue's.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type DeviceCommand = Extract<Command, { _tag: "SetTensor" | "GetTensor" | "CopyTensor" | "Memset" | "Compute" }>
+
+/**
+ * A device's kernel layer.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Interpreter {
+  /** the device it runs on */
+  readonly device: string
+  /**
+   * Carries out one command: GetTensor yields the bytes, a captured Compute its Trace. A CopyTensor
+   * whose source lives on another device is never given: the queue carries such bytes through the host.
+   */
+  readonly execute: (command: DeviceCommand) => Effect.Effect<Uint8Array | Trace | void, BackendError>
+  /** completes once all work handed to the device so far has finished */
+  readonly fence: Effect.Effect<void, BackendError>
+}

@@ -1,0 +1,238 @@
+/**
+ * The CPU backend: every op in plain TypeScript over host memory. It is the reference other backends are
+ * checked against, and the device programs get when no other exists. Work runs on the backend's queue
+ * fiber and yields between nodes, so a compute can be interrupted.
+ *
+ * @since 0.1.0
+ */
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Backend from "./Backend.js"
+import * as BufferTypeModule from "./BufferType.js"
+import type { Interpreter, TraceEntry } from "./Command.js"
+import type { Device } from "./Device.js"
+import { TypeId as DeviceTypeId } from "./Device.js"
+import * as DType from "./DType.js"
+import * as Event from "./Event.js"
+import { AllocationError } from "./GpuError.js"
+import * as Ledger from "./Ledger.js"
+import * as Op from "./Op.js"
+import * as Registry from "./Registry.js"
+import type { Tensor } from "./Tensor.js"
+import * as cpu from "./internal/cpuKernels.js"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /** the device's name (default "CPU") */
+  readonly name?: string
+  /** bytes the device may hold (default 16 GiB); allocations beyond fail with AllocationError */
+  readonly memory?: number
+}
+
+const hostPrimitives = (host: Uint8Array) => ({
+  host,
+  native: host,
+  memset: (offset: number, size: number, value: number) =>
+    Effect.sync(() => {
+      host.fill(value, offset, offset + size)
+    }),
+  write: (offset: number, data: Uint8Array) =>
+    Effect.sync(() => {
+      host.set(data, offset)
+    }),
+  read: (offset: number, size: number) => Effect.sync(() => host.slice(offset, offset + size)),
+  copyFrom: (src: { readonly host: Uint8Array | undefined }, srcOffset: number, dstOffset: number, size: number) =>
+    Effect.sync(() => {
+      if (src.host === undefined) return false
+      host.set(src.host.subarray(srcOffset, srcOffset + size), dstOffset)
+      return true
+    })
+})
+
+/**
+ * The CPU's interpreter: runs each command at once, each compute node by node.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const interpreter = (deviceName: string): Interpreter => ({
+  device: deviceName,
+  fence: Effect.void,
+  execute: (command) => {
+    switch (command._tag) {
+      case "SetTensor":
+        return Effect.sync(() => {
+          command.buffer.host!.set(command.data, command.offset)
+        })
+      case "GetTensor":
+        return Effect.sync(() => command.buffer.host!.slice(command.offset, command.offset + command.size))
+      case "Memset":
+        return Effect.sync(() => {
+          command.buffer.host!.fill(command.value, command.offset, command.offset + command.size)
+        })
+      case "CopyTensor":
+        return Effect.sync(() => {
+          const src = command.src.host!.subarray(command.srcOffset, command.srcOffset + command.size)
+          command.dst.host!.set(src, command.dstOffset)
+        })
+      case "Compute":
+        return Effect.gen(function*() {
+          const { abort, plan } = command
+          const accs = new Map<number, cpu.Acc>()
+          const acc = (t: Tensor): cpu.Acc => {
+            let a = accs.get(t.id)
+            if (a === undefined) {
+              const loc = plan.location(t)
+              const host = loc?.buffer.host
+              if (loc === undefined || host === undefined) {
+                throw new Error(`cpu: tensor ${t.name || `#${t.id}`} has no host memory in this plan`)
+              }
+              a = new cpu.Acc(t, cpu.memoryOf(host), host.byteOffset + loc.offset)
+              accs.set(t.id, a)
+            }
+            return a
+          }
+          const entries: Array<TraceEntry> = []
+          let lastYield = performance.now()
+          const nodes = plan.graph.nodes
+          for (let i = 0; i < nodes.length; i++) {
+            const node = nodes[i]
+            if (Op.isView(node.op)) continue
+            const t0 = performance.now()
+            cpu.run(node, acc)
+            const t1 = performance.now()
+            if (command.capture) {
+              entries.push({
+                index: i,
+                op: Op.name(node.op),
+                name: node.name,
+                dtype: node.dtype,
+                ne: [...node.ne],
+                kernel: `cpu:${Op.name(node.op)}`,
+                hostTimeMs: t1 - t0
+              })
+            }
+            // let other fibers run (an interruption sets the abort flag) every few milliseconds
+            if (t1 - lastYield > 4) {
+              yield* Effect.yieldNow()
+              lastYield = performance.now()
+            }
+            if (abort.aborted) break
+          }
+          return command.capture ? { device: deviceName, backend: deviceName, entries } : undefined
+        })
+    }
+  }
+})
+
+/**
+ * Every op with f32, f16 and i32 tensors (quantized types have no CPU kernels yet).
+ *
+ * @since 0.1.0
+ * @category predicates
+ */
+export const supportsOp = (t: Tensor): boolean => DType.isComputable(t.dtype) && t.src.every((s) => DType.isComputable(s.dtype))
+
+/**
+ * Builds a CPU device.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (options?: Options): Device => {
+  const name = options?.name ?? "CPU"
+  const ledger = Ledger.make(options?.memory ?? 16 * 1024 ** 3)
+  const bufferType = BufferTypeModule.make({
+    name,
+    device: name,
+    kind: "host",
+    alignment: 32,
+    maxSize: 2 ** 31,
+    isHost: true,
+    ledger,
+    create: (size) => Effect.sync(() => hostPrimitives(new Uint8Array(Math.ceil(size / 4) * 4).subarray(0, size))),
+    destroy: () => Effect.void
+  })
+  const mappedType = BufferTypeModule.make({
+    name: `${name}_Mapped`,
+    device: name,
+    kind: "mapped",
+    alignment: 32,
+    maxSize: 2 ** 31,
+    isHost: true,
+    ledger,
+    create: (size) => Effect.sync(() => hostPrimitives(new Uint8Array(size))),
+    destroy: () => Effect.void
+  })
+  const interp = interpreter(name)
+  const device: Device = {
+    [DeviceTypeId]: DeviceTypeId,
+    name,
+    description: "the reference backend: pure TypeScript on the host",
+    type: "CPU",
+    caps: { async: true, hostBuffer: false, bufferFromHostPtr: true, events: true },
+    memory: Effect.sync(() => ({ free: ledger.free(), total: ledger.totalMemory })),
+    props: Effect.sync(() => ({
+      name,
+      description: device.description,
+      type: "CPU" as const,
+      memory: { free: ledger.free(), total: ledger.totalMemory },
+      caps: device.caps
+    })),
+    bufferType,
+    bufferTypes: [bufferType, mappedType],
+    hostBufferType: Option.none(),
+    bufferFromHost: (bytes, bufferOptions) =>
+      bytes.byteOffset % 4 !== 0
+        ? Effect.fail(
+          new AllocationError({
+            bufferType: mappedType.name,
+            requested: bytes.byteLength,
+            available: ledger.free(),
+            reason: "host bytes must start at a 4-byte boundary"
+          })
+        )
+        : BufferTypeModule.make({
+          name: mappedType.name,
+          device: name,
+          kind: "mapped",
+          alignment: 32,
+          maxSize: 2 ** 31,
+          isHost: true,
+          ledger,
+          // wraps the caller's bytes: no copy
+          create: () => Effect.succeed(hostPrimitives(bytes)),
+          destroy: () => Effect.void
+        }).allocate(bytes.byteLength, bufferOptions),
+    supportsOp,
+    supportsBufferType: (bt) => bt.device === name && bt.isHost,
+    offloadOp: () => false,
+    makeBackend: (backendOptions) =>
+      Backend.make({ name: backendOptions?.name ?? name, device, interpreter: interp, ledger }),
+    makeEvent: Event.make(name, ledger),
+    ledger
+  }
+  return device
+}
+
+/**
+ * Registers a CPU device into the registry for the layer's life.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const register = (options?: Options): Layer.Layer<never, never, Registry.Registry> =>
+  Layer.scopedDiscard(Effect.flatMap(Registry.Registry, (r) => r.register(make(options))))
+
+/**
+ * A registry holding the CPU device.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (options?: Options): Layer.Layer<Registry.Registry> =>
+  register(options).pipe(Layer.provideMerge(Registry.layer))

@@ -1,0 +1,164 @@
+/**
+ * Compute graphs: the tensors reachable from the outputs, in a topological order (sources before
+ * users), split like ggml into leafs (no op) and nodes. The order is computed iteratively, so graphs of
+ * any depth are fine.
+ *
+ * @since 0.1.0
+ */
+import * as Effect from "effect/Effect"
+import type * as DType from "./DType.js"
+import type { ShapeError } from "./GpuError.js"
+import * as Op from "./Op.js"
+import type { Tensor, TensorLike } from "./Tensor.js"
+import * as T from "./Tensor.js"
+
+/**
+ * @since 0.1.0
+ * @category type ids
+ */
+export const TypeId: unique symbol = Symbol.for("@effect-gpu/core/Graph")
+
+/**
+ * @since 0.1.0
+ * @category type ids
+ */
+export type TypeId = typeof TypeId
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Graph {
+  readonly [TypeId]: TypeId
+  /** tensors with an op, sources first */
+  readonly nodes: ReadonlyArray<Tensor>
+  /** tensors without an op: inputs, weights, constants */
+  readonly leafs: ReadonlyArray<Tensor>
+  readonly outputs: ReadonlyArray<Tensor>
+}
+
+/**
+ * A mutable builder: declare inputs and weights, build ops with `Ops`, mark outputs, then `build`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Builder {
+  /** a graph input, set before each compute */
+  readonly input: (name: string, dtype: DType.DType, ne: ReadonlyArray<number>) => Effect.Effect<Tensor, ShapeError>
+  /** a weight: kept for the graph's whole life */
+  readonly param: (name: string, dtype: DType.DType, ne: ReadonlyArray<number>) => Effect.Effect<Tensor, ShapeError>
+  /** marks a result to read back; its memory is never reused */
+  readonly output: (t: TensorLike, name?: string) => Effect.Effect<Tensor, ShapeError>
+  readonly outputs: ReadonlyArray<Tensor>
+  readonly build: () => Graph
+}
+
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (): Builder => {
+  const outputs: Array<Tensor> = []
+  return {
+    input: (name, dtype, ne) => T.make(name, dtype, ne, { flags: T.Flags.input }),
+    param: (name, dtype, ne) => T.make(name, dtype, ne, { flags: T.Flags.param }),
+    output: (t, name) =>
+      Effect.map(T.resolve(t), (t) => {
+        T.setFlag(t, T.Flags.output)
+        if (name !== undefined && t.name === "") (t as { name: string }).name = name
+        if (!outputs.includes(t)) outputs.push(t)
+        return t
+      }),
+    outputs,
+    build: () => fromOutputs(outputs)
+  }
+}
+
+/**
+ * The graph of everything the outputs depend on. Sources are visited in order (src0 first) like ggml's
+ * ggml_build_forward_expand, with an explicit stack.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const fromOutputs = (outputs: ReadonlyArray<Tensor>): Graph => {
+  const nodes: Array<Tensor> = []
+  const leafs: Array<Tensor> = []
+  const visited = new Set<number>()
+  const stack: Array<{ t: Tensor; next: number }> = []
+  for (const out of outputs) {
+    if (visited.has(out.id)) continue
+    visited.add(out.id)
+    stack.push({ t: out, next: 0 })
+    while (stack.length > 0) {
+      const top = stack[stack.length - 1]
+      if (top.next < top.t.src.length) {
+        const s = top.t.src[top.next++]
+        if (!visited.has(s.id)) {
+          visited.add(s.id)
+          stack.push({ t: s, next: 0 })
+        }
+      } else {
+        stack.pop()
+        if (top.t.op._tag === "None") leafs.push(top.t)
+        else nodes.push(top.t)
+      }
+    }
+  }
+  return { [TypeId]: TypeId, nodes, leafs, outputs: [...outputs] }
+}
+
+/**
+ * @since 0.1.0
+ * @category refinements
+ */
+export const isGraph = (u: unknown): u is Graph => typeof u === "object" && u !== null && TypeId in u
+
+/**
+ * A graph from a graph or a builder.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const from = (g: Graph | Builder): Graph => isGraph(g) ? g : g.build()
+
+/**
+ * Nodes that run a kernel (views only reinterpret memory).
+ *
+ * @since 0.1.0
+ * @category getters
+ */
+export const computeNodes = (g: Graph): ReadonlyArray<Tensor> => g.nodes.filter((t) => !Op.isView(t.op))
+
+/**
+ * Users of each tensor, by id.
+ *
+ * @since 0.1.0
+ * @category getters
+ */
+export const consumers = (g: Graph): ReadonlyMap<number, ReadonlyArray<Tensor>> => {
+  const m = new Map<number, Array<Tensor>>()
+  for (const n of g.nodes) {
+    for (const s of n.src) {
+      const list = m.get(s.id)
+      if (list) {
+        if (!list.includes(n)) list.push(n)
+      } else m.set(s.id, [n])
+    }
+  }
+  return m
+}
+
+/**
+ * One line per node: what ggml's ggml_graph_print shows.
+ *
+ * @since 0.1.0
+ * @category getters
+ */
+export const describe = (g: Graph): string =>
+  g.nodes.map((t, i) =>
+    `${i}: ${Op.name(t.op)} ${t.dtype}[${t.ne.join(", ")}] <- ${
+      t.src.map((s) => s.name || `#${s.id}`).join(", ")
+    }`
+  ).join("\n")

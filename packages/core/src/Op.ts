@@ -1,0 +1,186 @@
+/**
+ * Ops as data: one tagged union, the `op` field of every tensor. The shape and type rules live with
+ * the builders in `Ops`; backends pattern-match on `_tag`.
+ *
+ * @since 0.1.0
+ */
+import * as Data from "effect/Data"
+import type { DType } from "./DType.js"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type UnaryKind = "relu" | "gelu" | "gelu_quick" | "silu" | "tanh" | "sigmoid" | "neg" | "abs"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type GluKind = "swiglu" | "geglu"
+
+/**
+ * rope modes as ggml numbers them: 0 rotates adjacent pairs, 2 (neox) rotates the two halves.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type RopeMode = 0 | 2
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type Op = Data.TaggedEnum<{
+  /** a leaf: an input, a weight or a constant */
+  None: {}
+  Add: {}
+  Sub: {}
+  Mul: {}
+  Div: {}
+  Scale: { readonly s: number }
+  Sqr: {}
+  Sqrt: {}
+  Exp: {}
+  Log: {}
+  Unary: { readonly kind: UnaryKind }
+  Clamp: { readonly min: number; readonly max: number }
+  MulMat: {}
+  SoftMax: { readonly scale: number; readonly maxBias: number }
+  RmsNorm: { readonly eps: number }
+  Norm: { readonly eps: number }
+  Rope: {
+    readonly nDims: number
+    readonly mode: RopeMode
+    readonly freqBase: number
+    readonly freqScale: number
+  }
+  GetRows: {}
+  /** writes rows of src1 into src0 at the indices src2; the result is a view of src0 */
+  SetRows: {}
+  /** a copy converting to the tensor's dtype (ggml's cpy/dup) */
+  Cpy: { readonly dtype: DType }
+  Cont: {}
+  SumRows: {}
+  Sum: {}
+  Mean: {}
+  Argmax: {}
+  Argsort: { readonly order: "asc" | "desc" }
+  TopK: { readonly k: number }
+  Cumsum: {}
+  Concat: { readonly dim: number }
+  Glu: { readonly kind: GluKind; readonly swapped: boolean }
+  DiagMaskInf: { readonly nPast: number }
+  Pad: { readonly p: readonly [number, number, number, number] }
+  Repeat: {}
+  View: {}
+  Reshape: {}
+  Permute: { readonly axes: readonly [number, number, number, number] }
+  Transpose: {}
+  /** fused by an optimizer: rms_norm(src0) * src1 */
+  RmsNormMul: { readonly eps: number }
+  /** fused by an optimizer: rms_norm(src0 + src1) [* src2]; the sum is not kept */
+  AddRmsNorm: { readonly eps: number; readonly withMul: boolean }
+  /** fused by an optimizer: mul_mat(src0, src1) + src2 */
+  MulMatAdd: {}
+}>
+
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
+export const Op = Data.taggedEnum<Op>()
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type Tag = Op["_tag"]
+
+const names: Record<Tag, string> = {
+  None: "none",
+  Add: "add",
+  Sub: "sub",
+  Mul: "mul",
+  Div: "div",
+  Scale: "scale",
+  Sqr: "sqr",
+  Sqrt: "sqrt",
+  Exp: "exp",
+  Log: "log",
+  Unary: "unary",
+  Clamp: "clamp",
+  MulMat: "mul_mat",
+  SoftMax: "soft_max",
+  RmsNorm: "rms_norm",
+  Norm: "norm",
+  Rope: "rope",
+  GetRows: "get_rows",
+  SetRows: "set_rows",
+  Cpy: "cpy",
+  Cont: "cont",
+  SumRows: "sum_rows",
+  Sum: "sum",
+  Mean: "mean",
+  Argmax: "argmax",
+  Argsort: "argsort",
+  TopK: "top_k",
+  Cumsum: "cumsum",
+  Concat: "concat",
+  Glu: "glu",
+  DiagMaskInf: "diag_mask_inf",
+  Pad: "pad",
+  Repeat: "repeat",
+  View: "view",
+  Reshape: "reshape",
+  Permute: "permute",
+  Transpose: "transpose",
+  RmsNormMul: "rms_norm_mul",
+  AddRmsNorm: "add_rms_norm",
+  MulMatAdd: "mul_mat_add"
+}
+
+/**
+ * ggml's name of an op (unary ops by their kind: "silu", "gelu", ...).
+ *
+ * @since 0.1.0
+ * @category getters
+ */
+export const name = (op: Op): string => op._tag === "Unary" ? op.kind : names[op._tag]
+
+/**
+ * Ops that only reinterpret memory: backends run nothing for them.
+ *
+ * @since 0.1.0
+ * @category predicates
+ */
+export const isView = (op: Op): boolean =>
+  op._tag === "View" || op._tag === "Reshape" || op._tag === "Permute" || op._tag === "Transpose"
+
+/**
+ * Ops whose kernels may write their result over a source of the same layout (ggml_op_can_inplace).
+ *
+ * @since 0.1.0
+ * @category predicates
+ */
+export const canInPlace = (op: Op): boolean => {
+  switch (op._tag) {
+    case "Scale":
+    case "DiagMaskInf":
+    case "Add":
+    case "Sub":
+    case "Mul":
+    case "Div":
+    case "Sqr":
+    case "Sqrt":
+    case "Log":
+    case "Exp":
+    case "Unary":
+    case "Rope":
+    case "RmsNorm":
+    case "SoftMax":
+      return true
+    default:
+      return false
+  }
+}

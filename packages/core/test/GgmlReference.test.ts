@@ -1,0 +1,22 @@
+import { Cpu, GgmlReference, Registry } from "@effect-gpu/core"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { loadReference } from "./utils.js"
+
+const suite = loadReference()
+
+describe("ggml reference cases on the CPU backend", () => {
+  it("has all 67 cases", () => {
+    assert.strictEqual(suite.cases.length, 67)
+  })
+
+  for (const c of suite.cases) {
+    it.scoped(c.name, () =>
+      Effect.gen(function*() {
+        const device = yield* Registry.deviceByName("CPU")
+        const backend = yield* device.makeBackend()
+        const outcome = yield* GgmlReference.run(suite, c, backend)
+        assert.isTrue(outcome.passed, `${c.name}: ${outcome.detail} (bound ${outcome.bound})`)
+      }).pipe(Effect.provide(Cpu.layer())))
+  }
+})
