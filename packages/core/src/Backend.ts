@@ -188,7 +188,9 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
         Effect.flatMap(Deferred.await),
         Effect.ignore,
         Effect.timeoutOption("10 seconds"),
-        Effect.ensuring(Effect.sync(() => options.ledger.addBackend(-1)))
+        Effect.ensuring(Effect.sync(() =>
+          options.ledger.addBackend(-1)
+        ))
       )
     )
 
@@ -207,10 +209,17 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
           })
         )
 
-    const computeCommand = (plan: Plan.Plan, computeOptions: ComputeOptions | undefined, abort: { aborted: boolean }) => {
+    const computeCommand = (
+      plan: Plan.Plan,
+      computeOptions: ComputeOptions | undefined,
+      abort: { aborted: boolean }
+    ) => {
       const capture = captureRequest
       captureRequest = undefined
-      return { capture, command: Command.Compute({ plan, options: computeOptions ?? {}, abort, capture: capture !== undefined }) }
+      return {
+        capture,
+        command: Command.Compute({ plan, options: computeOptions ?? {}, abort, capture: capture !== undefined })
+      }
     }
 
     const self: Backend = {
@@ -248,7 +257,13 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
             yield* self.waitEvent(ev)
           }
           yield* enqueue(
-            Command.CopyTensor({ src: src.buffer, srcOffset: src.offset, dst: dst.buffer, dstOffset: dst.offset, size }),
+            Command.CopyTensor({
+              src: src.buffer,
+              srcOffset: src.offset,
+              dst: dst.buffer,
+              dstOffset: dst.offset,
+              size
+            }),
             true
           )
         }).pipe(Effect.withSpan("Backend.copyAsync", { captureStackTrace: false })),
@@ -319,7 +334,9 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
       waitEvent: (event) =>
         Effect.suspend(() => {
           const on = Event.state(event).pending
-          return on === undefined ? Effect.void : Effect.asVoid(enqueue(Command.WaitEvent({ eventId: event.id, on }), true))
+          return on === undefined
+            ? Effect.void
+            : Effect.asVoid(enqueue(Command.WaitEvent({ eventId: event.id, on }), true))
         }),
       captureNext: Effect.gen(function*() {
         const d = yield* Deferred.make<Trace>()

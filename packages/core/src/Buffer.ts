@@ -119,14 +119,20 @@ export const make = (bufferType: BufferType, size: number, usage: Usage, primiti
     host: primitives.host,
     native: primitives.native,
     memset: (offset, n, value) =>
-      Effect.zipRight(checkRange(name, offset, n, size), n === 0 ? Effect.void : primitives.memset(offset, n, value & 0xff)),
+      Effect.zipRight(
+        checkRange(name, offset, n, size),
+        n === 0 ? Effect.void : primitives.memset(offset, n, value & 0xff)
+      ),
     set: (offset, data) =>
       Effect.zipRight(
         checkRange(name, offset, data.byteLength, size),
         data.byteLength === 0 ? Effect.void : primitives.write(offset, data)
       ),
     get: (offset, n) =>
-      Effect.zipRight(checkRange(name, offset, n, size), n === 0 ? Effect.succeed(new Uint8Array(0)) : primitives.read(offset, n)),
+      Effect.zipRight(
+        checkRange(name, offset, n, size),
+        n === 0 ? Effect.succeed(new Uint8Array(0)) : primitives.read(offset, n)
+      ),
     copyFrom: (src, srcOffset, dstOffset, n) =>
       Effect.gen(function*() {
         yield* checkRange(src.name, srcOffset, n, src.size)

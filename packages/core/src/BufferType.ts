@@ -126,7 +126,9 @@ export const make = (options: MakeOptions): BufferType => {
       return Effect.acquireRelease(
         Effect.suspend(() => {
           if (!options.ledger.reserve(size)) {
-            return Effect.fail(fail(`over the device's free memory (${options.ledger.free()} of ${options.ledger.totalMemory} bytes)`))
+            return Effect.fail(
+              fail(`over the device's free memory (${options.ledger.free()} of ${options.ledger.totalMemory} bytes)`)
+            )
           }
           return options.create(size).pipe(
             Effect.mapError((e) => e._tag === "AllocationError" ? e : fail(e.message, e)),

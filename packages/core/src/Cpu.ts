@@ -16,11 +16,11 @@ import { TypeId as DeviceTypeId } from "./Device.js"
 import * as DType from "./DType.js"
 import * as Event from "./Event.js"
 import { AllocationError } from "./GpuError.js"
+import * as cpu from "./internal/cpuKernels.js"
 import * as Ledger from "./Ledger.js"
 import * as Op from "./Op.js"
 import * as Registry from "./Registry.js"
 import type { Tensor } from "./Tensor.js"
-import * as cpu from "./internal/cpuKernels.js"
 
 /**
  * @since 0.1.0
@@ -51,6 +51,16 @@ const hostPrimitives = (host: Uint8Array) => ({
       host.set(src.host.subarray(srcOffset, srcOffset + size), dstOffset)
       return true
     })
+})
+
+/**
+ * A macrotask turn: unlike `Effect.yieldNow`, which stays on the microtask queue, this lets timers
+ * and I/O callbacks run while a long compute is in progress.
+ */
+const yieldToEventLoop: Effect.Effect<void> = Effect.async<void>((resume) => {
+  const schedule = (globalThis as { setImmediate?: (f: () => void) => unknown }).setImmediate
+  if (schedule !== undefined) schedule(() => resume(Effect.void))
+  else setTimeout(() => resume(Effect.void), 0)
 })
 
 /**
@@ -116,9 +126,9 @@ export const interpreter = (deviceName: string): Interpreter => ({
                 hostTimeMs: t1 - t0
               })
             }
-            // let other fibers run (an interruption sets the abort flag) every few milliseconds
-            if (t1 - lastYield > 4) {
-              yield* Effect.yieldNow()
+            // let timers and other fibers run (an interruption sets the abort flag) every few milliseconds
+            if (t1 - lastYield > 8) {
+              yield* yieldToEventLoop
               lastYield = performance.now()
             }
             if (abort.aborted) break
@@ -135,7 +145,8 @@ export const interpreter = (deviceName: string): Interpreter => ({
  * @since 0.1.0
  * @category predicates
  */
-export const supportsOp = (t: Tensor): boolean => DType.isComputable(t.dtype) && t.src.every((s) => DType.isComputable(s.dtype))
+export const supportsOp = (t: Tensor): boolean =>
+  DType.isComputable(t.dtype) && t.src.every((s) => DType.isComputable(s.dtype))
 
 /**
  * Builds a CPU device.

@@ -124,5 +124,4 @@ export const isDevice = (u: unknown): u is Device => Predicate.hasProperty(u, Ty
  * @since 0.1.0
  * @category getters
  */
-export const batchSize = (t: Tensor): number =>
-  t.op._tag === "MulMat" ? t.ne[1] : t.ne[1] * t.ne[2] * t.ne[3]
+export const batchSize = (t: Tensor): number => t.op._tag === "MulMat" ? t.ne[1] : t.ne[1] * t.ne[2] * t.ne[3]

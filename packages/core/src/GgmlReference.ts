@@ -190,7 +190,12 @@ export const buildStep = (step: Step, src: ReadonlyArray<Tensor>): Effect.Effect
     default:
       if (unaryOps.includes(step.op)) return Ops.unary(a, step.op as UnaryKind)
       return Effect.fail(
-        new ShapeError({ op: step.op, shapes: src.map((t) => [...t.ne]), dtypes: src.map((t) => t.dtype), reason: "unknown op" })
+        new ShapeError({
+          op: step.op,
+          shapes: src.map((t) => [...t.ne]),
+          dtypes: src.map((t) => t.dtype),
+          reason: "unknown op"
+        })
       )
   }
 }
@@ -203,7 +208,10 @@ export const buildStep = (step: Step, src: ReadonlyArray<Tensor>): Effect.Effect
  */
 export const buildCase = (
   c: Case
-): Effect.Effect<{ readonly graph: Graph.Graph; readonly inputs: Map<string, Tensor>; readonly output: Tensor }, ShapeError> =>
+): Effect.Effect<
+  { readonly graph: Graph.Graph; readonly inputs: Map<string, Tensor>; readonly output: Tensor },
+  ShapeError
+> =>
   Effect.gen(function*() {
     const g = Graph.make()
     const named = new Map<string, Tensor>()
@@ -271,7 +279,13 @@ export const compare = (c: Case, ours: ArrayLike<number>, ref: ArrayLike<number>
     case "nmse": {
       const e = nmse(ours, ref)
       const nan = Array.prototype.some.call(ours, (x: number) => Number.isNaN(x))
-      return { name: c.name, passed: !nan && e <= c.nmse, error: e, bound: c.nmse, detail: `nmse ${e.toExponential(3)}` }
+      return {
+        name: c.name,
+        passed: !nan && e <= c.nmse,
+        error: e,
+        bound: c.nmse,
+        detail: `nmse ${e.toExponential(3)}`
+      }
     }
     case "exact": {
       let bad = 0

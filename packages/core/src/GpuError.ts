@@ -50,12 +50,14 @@ export class ShapeError extends Schema.TaggedError<ShapeError>("@effect-gpu/core
  * @since 0.1.0
  * @category errors
  */
-export class UnsupportedOp extends Schema.TaggedError<UnsupportedOp>("@effect-gpu/core/UnsupportedOp")("UnsupportedOp", {
-  op: Schema.String,
-  dtypes: Schema.Array(Schema.String),
-  device: Schema.String,
-  reason: Schema.optional(Schema.String)
-}) {
+export class UnsupportedOp
+  extends Schema.TaggedError<UnsupportedOp>("@effect-gpu/core/UnsupportedOp")("UnsupportedOp", {
+    op: Schema.String,
+    dtypes: Schema.Array(Schema.String),
+    device: Schema.String,
+    reason: Schema.optional(Schema.String)
+  })
+{
   /** @since 0.1.0 */
   readonly [TypeId]: TypeId = TypeId
   /** @since 0.1.0 */

@@ -158,7 +158,5 @@ export const consumers = (g: Graph): ReadonlyMap<number, ReadonlyArray<Tensor>> 
  */
 export const describe = (g: Graph): string =>
   g.nodes.map((t, i) =>
-    `${i}: ${Op.name(t.op)} ${t.dtype}[${t.ne.join(", ")}] <- ${
-      t.src.map((s) => s.name || `#${s.id}`).join(", ")
-    }`
+    `${i}: ${Op.name(t.op)} ${t.dtype}[${t.ne.join(", ")}] <- ${t.src.map((s) => s.name || `#${s.id}`).join(", ")}`
   ).join("\n")

@@ -376,7 +376,8 @@ export const cpy = (a: TensorLike, dtype: DType.DType): Built =>
  * @since 0.1.0
  * @category copies
  */
-export const dup = (a: TensorLike): Built => T.lift1((a: Tensor) => T.unsafeMake("", a.dtype, a.ne, Op.Cpy({ dtype: a.dtype }), [a]))(a)
+export const dup = (a: TensorLike): Built =>
+  T.lift1((a: Tensor) => T.unsafeMake("", a.dtype, a.ne, Op.Cpy({ dtype: a.dtype }), [a]))(a)
 
 /**
  * @since 0.1.0

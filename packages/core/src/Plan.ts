@@ -117,7 +117,12 @@ export const make = (
         if (loc === undefined) return Effect.fail(notInPlan("plan.set", t))
         if (!T.isContiguous(t)) {
           return Effect.fail(
-            new ShapeError({ op: "plan.set", shapes: [[...t.ne]], dtypes: [t.dtype], reason: "set needs a contiguous tensor" })
+            new ShapeError({
+              op: "plan.set",
+              shapes: [[...t.ne]],
+              dtypes: [t.dtype],
+              reason: "set needs a contiguous tensor"
+            })
           )
         }
         const expected = TensorData.expectedLength(t, data)

@@ -56,7 +56,9 @@ export const make: Effect.Effect<Service> = Effect.sync(() => {
     byName: (name) =>
       Effect.suspend(() => {
         const d = devices.find((d) => d.name === name)
-        return d ? Effect.succeed(d) : Effect.fail(new NoAdapter({ reason: `no device named ${name} (have: ${names()})` }))
+        return d
+          ? Effect.succeed(d)
+          : Effect.fail(new NoAdapter({ reason: `no device named ${name} (have: ${names()})` }))
       }),
     byType: (type) => Effect.sync(() => devices.filter((d) => d.type === type)),
     best: Effect.suspend(() => {

@@ -136,21 +136,24 @@ export const guard = <A>(thunk: () => A): Effect.Effect<A, ShapeError> =>
 export const resolve = (t: TensorLike): Effect.Effect<Tensor, ShapeError> => isTensor(t) ? Effect.succeed(t) : t
 
 /** @internal: lifts a throwing builder of one tensor argument */
-export const lift1 = <P extends ReadonlyArray<unknown>>(impl: (a: Tensor, ...p: P) => Tensor) =>
-(a: TensorLike, ...p: P): Effect.Effect<Tensor, ShapeError> =>
-  isTensor(a) ? guard(() => impl(a, ...p)) : Effect.flatMap(a, (a) => guard(() => impl(a, ...p)))
+export const lift1 =
+  <P extends ReadonlyArray<unknown>>(impl: (a: Tensor, ...p: P) => Tensor) =>
+  (a: TensorLike, ...p: P): Effect.Effect<Tensor, ShapeError> =>
+    isTensor(a) ? guard(() => impl(a, ...p)) : Effect.flatMap(a, (a) => guard(() => impl(a, ...p)))
 
 /** @internal: lifts a throwing builder of two tensor arguments */
-export const lift2 = <P extends ReadonlyArray<unknown>>(impl: (a: Tensor, b: Tensor, ...p: P) => Tensor) =>
-(a: TensorLike, b: TensorLike, ...p: P): Effect.Effect<Tensor, ShapeError> =>
-  isTensor(a) && isTensor(b)
-    ? guard(() => impl(a, b, ...p))
-    : Effect.flatMap(Effect.all([resolve(a), resolve(b)]), ([a, b]) => guard(() => impl(a, b, ...p)))
+export const lift2 =
+  <P extends ReadonlyArray<unknown>>(impl: (a: Tensor, b: Tensor, ...p: P) => Tensor) =>
+  (a: TensorLike, b: TensorLike, ...p: P): Effect.Effect<Tensor, ShapeError> =>
+    isTensor(a) && isTensor(b)
+      ? guard(() => impl(a, b, ...p))
+      : Effect.flatMap(Effect.all([resolve(a), resolve(b)]), ([a, b]) => guard(() => impl(a, b, ...p)))
 
 /** @internal: lifts a throwing builder of three tensor arguments */
-export const lift3 = (impl: (a: Tensor, b: Tensor, c: Tensor) => Tensor) =>
-(a: TensorLike, b: TensorLike, c: TensorLike): Effect.Effect<Tensor, ShapeError> =>
-  Effect.flatMap(Effect.all([resolve(a), resolve(b), resolve(c)]), ([a, b, c]) => guard(() => impl(a, b, c)))
+export const lift3 =
+  (impl: (a: Tensor, b: Tensor, c: Tensor) => Tensor) =>
+  (a: TensorLike, b: TensorLike, c: TensorLike): Effect.Effect<Tensor, ShapeError> =>
+    Effect.flatMap(Effect.all([resolve(a), resolve(b), resolve(c)]), ([a, b, c]) => guard(() => impl(a, b, c)))
 
 const checkShape = (op: string, ne: ReadonlyArray<number>, dtype: DType.DType): Shape => {
   if (!DType.isDType(dtype)) {

@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import * as DType from "./DType.js"
+import type * as DType from "./DType.js"
 import * as Float16 from "./Float16.js"
 import type { Tensor } from "./Tensor.js"
 import * as T from "./Tensor.js"

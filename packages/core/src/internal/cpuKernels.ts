@@ -150,8 +150,11 @@ const map = (dst: Acc, src: Acc, f: (x: number) => number) =>
   each(dst, (i0, i1, i2, i3) => dst.set(i0, i1, i2, i3, f(src.get(i0, i1, i2, i3))))
 
 const binary = (dst: Acc, a: Acc, b: Acc, f: (x: number, y: number) => number) =>
-  each(dst, (i0, i1, i2, i3) =>
-    dst.set(i0, i1, i2, i3, f(a.get(i0, i1, i2, i3), b.get(i0 % b.ne0, i1 % b.ne1, i2 % b.ne2, i3 % b.ne3))))
+  each(
+    dst,
+    (i0, i1, i2, i3) =>
+      dst.set(i0, i1, i2, i3, f(a.get(i0, i1, i2, i3), b.get(i0 % b.ne0, i1 % b.ne1, i2 % b.ne2, i3 % b.ne3)))
+  )
 
 const eachRow = (a: Acc, f: (i1: number, i2: number, i3: number) => void) => {
   for (let i3 = 0; i3 < a.ne3; i3++) {
@@ -394,18 +397,25 @@ export const run = (node: Tensor, acc: (t: Tensor) => Acc): void => {
         const a = src(0)
         const g = src(1)
         const [x, y] = op.swapped ? [g, a] : [a, g]
-        return each(dst, (i0, i1, i2, i3) => dst.set(i0, i1, i2, i3, act(x.get(i0, i1, i2, i3)) * y.get(i0, i1, i2, i3)))
+        return each(
+          dst,
+          (i0, i1, i2, i3) => dst.set(i0, i1, i2, i3, act(x.get(i0, i1, i2, i3)) * y.get(i0, i1, i2, i3))
+        )
       }
       const a = src(0)
       const n = dst.ne0
       const [ox, oy] = op.swapped ? [n, 0] : [0, n]
-      return each(dst, (i0, i1, i2, i3) =>
-        dst.set(i0, i1, i2, i3, act(a.get(i0 + ox, i1, i2, i3)) * a.get(i0 + oy, i1, i2, i3)))
+      return each(
+        dst,
+        (i0, i1, i2, i3) => dst.set(i0, i1, i2, i3, act(a.get(i0 + ox, i1, i2, i3)) * a.get(i0 + oy, i1, i2, i3))
+      )
     }
     case "DiagMaskInf": {
       const a = src(0)
-      return each(dst, (i0, i1, i2, i3) =>
-        dst.set(i0, i1, i2, i3, i0 > op.nPast + i1 ? -Infinity : a.get(i0, i1, i2, i3)))
+      return each(
+        dst,
+        (i0, i1, i2, i3) => dst.set(i0, i1, i2, i3, i0 > op.nPast + i1 ? -Infinity : a.get(i0, i1, i2, i3))
+      )
     }
     case "Pad": {
       const a = src(0)
@@ -420,7 +430,10 @@ export const run = (node: Tensor, acc: (t: Tensor) => Acc): void => {
     }
     case "Repeat": {
       const a = src(0)
-      return each(dst, (i0, i1, i2, i3) => dst.set(i0, i1, i2, i3, a.get(i0 % a.ne0, i1 % a.ne1, i2 % a.ne2, i3 % a.ne3)))
+      return each(
+        dst,
+        (i0, i1, i2, i3) => dst.set(i0, i1, i2, i3, a.get(i0 % a.ne0, i1 % a.ne1, i2 % a.ne2, i3 % a.ne3))
+      )
     }
   }
 }

@@ -1,0 +1,42 @@
+/**
+ * quickstart: matmul -> add -> softmax on the best device there is (a WebGPU adapter, else the CPU).
+ *
+ *   pnpm demo
+ */
+import { Cpu, Graph, Ops, Registry } from "@effect-gpu/core"
+import { NodeRuntime } from "@effect/platform-node"
+import { Console, Effect } from "effect"
+
+const M = 4 // rows of the result
+const N = 3 // columns
+const K = 8 // shared dimension
+
+const program = Effect.gen(function*() {
+  const device = yield* Registry.bestDevice
+  const props = yield* device.props
+  yield* Console.log(`device: ${props.name} (${props.type}) - ${props.description}`)
+  const backend = yield* device.makeBackend()
+
+  const g = Graph.make()
+  const w = yield* g.input("w", "f32", [K, M])
+  const x = yield* g.input("x", "f32", [K, N])
+  const bias = yield* g.input("bias", "f32", [M, 1])
+  const y = yield* g.output(Ops.softMax(Ops.add(Ops.mulMat(w, x), bias)), "y")
+
+  const plan = yield* backend.allocate(g)
+  yield* plan.set(w, Array.from({ length: K * M }, (_, i) => Math.sin(i + 1)))
+  yield* plan.set(x, Array.from({ length: K * N }, (_, i) => Math.cos(i + 1)))
+  yield* plan.set(bias, [0.1, -0.2, 0.3, -0.4])
+  yield* backend.compute(plan)
+  const out = yield* plan.get(y)
+
+  yield* Console.log(`softmax(w^T x + bias), ${M}x${N}, one column per line:`)
+  for (let j = 0; j < N; j++) {
+    const col = Array.from(out.subarray(j * M, (j + 1) * M))
+    yield* Console.log(
+      `  [${col.map((v) => v.toFixed(4)).join(", ")}]  sum=${col.reduce((a, b) => a + b, 0).toFixed(4)}`
+    )
+  }
+})
+
+program.pipe(Effect.scoped, Effect.provide(Cpu.layer()), NodeRuntime.runMain)

@@ -1,0 +1,136 @@
+import type { Command as CommandNs } from "@effect-gpu/core"
+import { Backend, Cpu, Graph, Ops, Registry } from "@effect-gpu/core"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+
+const cpu = Effect.provide(Cpu.layer())
+
+/** the CPU interpreter, with every write delayed: work queued behind it is visibly ordered */
+const slowWrites = (ms: number): CommandNs.Interpreter => {
+  const base = Cpu.interpreter("CPU")
+  return {
+    ...base,
+    execute: (c) => c._tag === "SetTensor" ? Effect.zipRight(Effect.sleep(ms), base.execute(c)) : base.execute(c)
+  }
+}
+
+const twoTensorPlan = (backend: Backend.Backend) =>
+  Effect.gen(function*() {
+    const g = Graph.make()
+    const x = yield* g.input("x", "f32", [4])
+    const y = yield* g.output(Ops.scale(x, 2))
+    const plan = yield* backend.allocate(g)
+    return { plan, x, y }
+  })
+
+describe("Backend", () => {
+  it.live("an event recorded on one backend orders another backend's later work", () =>
+    Effect.gen(function*() {
+      const device = yield* Registry.bestDevice
+      const slow = yield* Backend.make({ name: "slow", device, interpreter: slowWrites(100), ledger: device.ledger })
+      const fast = yield* device.makeBackend()
+      const { plan, x } = yield* twoTensorPlan(slow)
+      const loc = plan.location(x)!
+      const event = yield* device.makeEvent
+      yield* slow.setAsync(loc, new Uint8Array(new Float32Array([1, 2, 3, 4]).buffer))
+      yield* event.record(slow)
+      // without waiting, the fast backend reads before the slow write lands
+      const early = yield* Effect.flatten(fast.getAsync(loc))
+      assert.deepStrictEqual(Array.from(new Float32Array(early.buffer)), [0, 0, 0, 0])
+      yield* event.wait(fast)
+      const late = yield* Effect.flatten(fast.getAsync(loc))
+      assert.deepStrictEqual(Array.from(new Float32Array(late.buffer)), [1, 2, 3, 4])
+      // the host can wait for it too
+      yield* slow.setAsync(loc, new Uint8Array(new Float32Array([5, 6, 7, 8]).buffer))
+      yield* event.record(slow)
+      yield* event.synchronize
+      assert.deepStrictEqual(Array.from(new Float32Array(loc.buffer.host!.slice(loc.offset, loc.offset + 16).buffer)), [
+        5,
+        6,
+        7,
+        8
+      ])
+    }).pipe(Effect.scoped, cpu))
+
+  it.live("copyAsync between two backends waits for the source backend's queue", () =>
+    Effect.gen(function*() {
+      const device = yield* Registry.bestDevice
+      const slow = yield* Backend.make({ name: "slow", device, interpreter: slowWrites(50), ledger: device.ledger })
+      const other = yield* device.makeBackend()
+      const a = yield* twoTensorPlan(slow)
+      const b = yield* twoTensorPlan(other)
+      yield* a.plan.set(a.x, [1, 2, 3, 4])
+      yield* other.copyAsync(a.plan.location(a.x)!, b.plan.location(b.x)!, slow)
+      yield* other.compute(b.plan)
+      assert.deepStrictEqual(Array.from(yield* b.plan.get(b.y)), [2, 4, 6, 8])
+      const scalar = { ...b.plan.location(b.x)!, tensor: yield* Ops.sum(b.x) }
+      const wrongSize = yield* Effect.flip(other.copyAsync(a.plan.location(a.x)!, scalar))
+      assert.strictEqual(wrongSize._tag, "OutOfBounds")
+    }).pipe(Effect.scoped, cpu))
+
+  it.scoped("captureNext records the next compute, node by node", () =>
+    Effect.gen(function*() {
+      const backend = yield* (yield* Registry.bestDevice).makeBackend()
+      const g = Graph.make()
+      const x = yield* g.input("x", "f32", [8, 2])
+      yield* g.output(Ops.softMax(Ops.rmsNorm(Ops.add(x, x), 1e-6)))
+      const plan = yield* backend.allocate(g)
+      const trace = yield* backend.captureNext
+      yield* backend.compute(plan)
+      const t = yield* trace
+      assert.deepStrictEqual(t.entries.map((e) => e.op), ["add", "rms_norm", "soft_max"])
+      assert.isTrue(t.entries.every((e) => e.hostTimeMs >= 0 && e.kernel.startsWith("cpu:")))
+    }).pipe(cpu))
+
+  it.scoped("buffers: memset, set, get, copy between buffers, clear", () =>
+    Effect.gen(function*() {
+      const device = yield* Registry.bestDevice
+      const a = yield* device.bufferType.allocate(16)
+      const b = yield* device.bufferType.allocate(16)
+      yield* a.set(0, new Uint8Array([1, 2, 3, 4, 5, 6, 7, 8]))
+      yield* a.memset(8, 8, 9)
+      assert.deepStrictEqual(Array.from(yield* a.get(6, 4)), [7, 8, 9, 9])
+      yield* b.copyFrom(a, 2, 4, 6)
+      assert.deepStrictEqual(Array.from(yield* b.get(0, 12)), [0, 0, 0, 0, 3, 4, 5, 6, 7, 8, 0, 0])
+      yield* b.clear(255)
+      assert.deepStrictEqual(Array.from(yield* b.get(14, 2)), [255, 255])
+      assert.strictEqual(device.ledger.snapshot().buffers, 2)
+    }).pipe(cpu))
+
+  it.scoped("bufferFromHost wraps host bytes without copying them", () =>
+    Effect.gen(function*() {
+      const device = yield* Registry.bestDevice
+      const bytes = new Uint8Array(new Float32Array([1, 2, 3, 4]).buffer)
+      const buf = yield* device.bufferFromHost(bytes, { usage: "weights" })
+      assert.strictEqual(buf.host, bytes)
+      assert.strictEqual(buf.bufferType.kind, "mapped")
+      const g = Graph.make()
+      const w = yield* g.param("w", "f32", [4])
+      const y = yield* g.output(Ops.scale(w, 10))
+      const backend = yield* device.makeBackend()
+      const plan = yield* backend.allocate(g, { bindings: [{ tensor: w, buffer: buf, offset: 0 }] })
+      yield* backend.compute(plan)
+      assert.deepStrictEqual(Array.from(yield* plan.get(y)), [10, 20, 30, 40])
+      // the weight was never copied into the compute buffer
+      assert.isFalse(plan.layout.offsets.has(w.id))
+      const odd = yield* Effect.flip(device.bufferFromHost(new Uint8Array(9).subarray(1)))
+      assert.strictEqual(odd._tag, "AllocationError")
+    }).pipe(cpu))
+
+  it.scoped("device props describe the CPU", () =>
+    Effect.gen(function*() {
+      const device = yield* Registry.bestDevice
+      const props = yield* device.props
+      assert.strictEqual(props.name, "CPU")
+      assert.strictEqual(props.type, "CPU")
+      assert.strictEqual(props.memory.total, 1 << 30)
+      assert.isTrue(props.caps.events && props.caps.async && props.caps.bufferFromHostPtr)
+      const a = yield* Ops.mulMat(
+        yield* Graph.make().input("a", "f32", [8, 64]),
+        yield* Graph.make().input("b", "f32", [8, 64])
+      )
+      assert.isFalse(device.offloadOp(a))
+      assert.isTrue(device.supportsOp(a))
+      assert.isTrue(device.supportsBufferType(device.bufferType))
+    }).pipe(Effect.provide(Cpu.layer({ memory: 1 << 30 }))))
+})
