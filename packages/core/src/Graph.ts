@@ -35,7 +35,17 @@ export interface Graph {
   /** tensors without an op: inputs, weights, constants */
   readonly leafs: ReadonlyArray<Tensor>
   readonly outputs: ReadonlyArray<Tensor>
+  /** after a rewrite: original tensor id -> the tensor that now computes it */
+  readonly aliases?: ReadonlyMap<number, Tensor>
 }
+
+/**
+ * The tensor of `g` that holds `t`'s value (itself, or its replacement after a rewrite).
+ *
+ * @since 0.1.0
+ * @category getters
+ */
+export const resolve = (g: Graph, t: Tensor): Tensor => g.aliases?.get(t.id) ?? t
 
 /**
  * A mutable builder: declare inputs and weights, build ops with `Ops`, mark outputs, then `build`.
@@ -82,7 +92,7 @@ export const make = (): Builder => {
  * @since 0.1.0
  * @category constructors
  */
-export const fromOutputs = (outputs: ReadonlyArray<Tensor>): Graph => {
+export const fromOutputs = (outputs: ReadonlyArray<Tensor>, aliases?: ReadonlyMap<number, Tensor>): Graph => {
   const nodes: Array<Tensor> = []
   const leafs: Array<Tensor> = []
   const visited = new Set<number>()
@@ -106,7 +116,9 @@ export const fromOutputs = (outputs: ReadonlyArray<Tensor>): Graph => {
       }
     }
   }
-  return { [TypeId]: TypeId, nodes, leafs, outputs: [...outputs] }
+  return aliases === undefined
+    ? { [TypeId]: TypeId, nodes, leafs, outputs: [...outputs] }
+    : { [TypeId]: TypeId, nodes, leafs, outputs: [...outputs], aliases }
 }
 
 /**

@@ -12,6 +12,7 @@ import type { Buffer } from "./Buffer.js"
 import type { BackendError, OutOfBounds } from "./GpuError.js"
 import { ShapeError } from "./GpuError.js"
 import type { Graph } from "./Graph.js"
+import * as GraphNs from "./Graph.js"
 import type * as GraphAllocator from "./GraphAllocator.js"
 import type { Tensor } from "./Tensor.js"
 import * as T from "./Tensor.js"
@@ -96,7 +97,8 @@ export const make = (
 ): Plan => {
   const bound = new Map(bindings.map((b) => [b.tensor.id, b]))
   const members = new Set<number>([...graph.nodes, ...graph.leafs].map((t) => t.id))
-  const location = (t: Tensor): Location | undefined => {
+  const location = (original: Tensor): Location | undefined => {
+    const t = GraphNs.resolve(graph, original)
     if (!members.has(t.id)) return undefined
     const owner = t.viewSrc ?? t
     const b = bound.get(owner.id)
@@ -115,6 +117,7 @@ export const make = (
       Effect.suspend((): Effect.Effect<void, ShapeError | OutOfBounds | BackendError> => {
         const loc = location(t)
         if (loc === undefined) return Effect.fail(notInPlan("plan.set", t))
+        t = loc.tensor
         if (!T.isContiguous(t)) {
           return Effect.fail(
             new ShapeError({
@@ -138,10 +141,11 @@ export const make = (
         }
         return backend.setAsync(loc, TensorData.encode(t.dtype, data))
       }),
-    get: (t) =>
+    get: (original) =>
       Effect.gen(function*() {
-        const loc = location(t)
-        if (loc === undefined) return yield* Effect.fail(notInPlan("plan.get", t))
+        const loc = location(original)
+        if (loc === undefined) return yield* Effect.fail(notInPlan("plan.get", original))
+        const t = loc.tensor
         const bytes = yield* Effect.flatten(backend.getAsync(loc))
         return T.isContiguous(t) ? TensorData.decode(t.dtype, bytes) : TensorData.gather(t, bytes, t.viewOffset)
       })

@@ -78,3 +78,7 @@ export * as TensorData from "./TensorData.js"
  * @since 0.1.0
  */
 export * as GgmlReference from "./GgmlReference.js"
+/**
+ * @since 0.1.0
+ */
+export * as Fusion from "./Fusion.js"

@@ -1,0 +1,172 @@
+/**
+ * The WebGPU provider: finds an adapter (Dawn in Node, navigator.gpu in browsers), opens one GPUDevice per
+ * logical device, and registers them in the Registry next to the CPU. `devices: n` (or the Config
+ * variable EFFECT_GPU_WEBGPU_DEVICES) gives n logical devices "WebGPU0".."WebGPU{n-1}" over one adapter,
+ * as GGML_METAL_DEVICES does. Every GPUDevice is destroyed when the layer's scope closes.
+ *
+ * @since 0.1.0
+ */
+import * as Cpu from "@effect-gpu/core/Cpu"
+import type { Device } from "@effect-gpu/core/Device"
+import { NoAdapter } from "@effect-gpu/core/GpuError"
+import * as Registry from "@effect-gpu/core/Registry"
+import * as Config from "effect/Config"
+import type * as ConfigError from "effect/ConfigError"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import type * as Scope from "effect/Scope"
+import * as Gpu from "./internal/gpu.js"
+import * as WebGpuDevice from "./WebGpuDevice.js"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /** logical devices over the adapter; default: EFFECT_GPU_WEBGPU_DEVICES, else 1 */
+  readonly devices?: number | undefined
+  /**
+   * Dawn toggles to enable (one list: Dawn keeps only the last flag). The default enables f16 on NVIDIA
+   * (vulkan_enable_f16_on_nvidia) and experimental features such as subgroup matrices (allow_unsafe_apis).
+   */
+  readonly toggles?: ReadonlyArray<string> | undefined
+  /** Dawn toggles to disable; default: timestamp_quantization (exact timings in traces) */
+  readonly disabledToggles?: ReadonlyArray<string> | undefined
+  readonly powerPreference?: GPUPowerPreference | undefined
+  /** use only an adapter whose name or description contains this */
+  readonly adapter?: string | undefined
+  /** bytes each device may hold; default: the adapter's maxBufferSize */
+  readonly memory?: number | undefined
+  /** ggml's op_offload_min_batch_size; default 32 */
+  readonly offloadMinBatch?: number | undefined
+}
+
+/**
+ * @since 0.1.0
+ * @category constants
+ */
+export const defaultToggles: ReadonlyArray<string> = ["allow_unsafe_apis", "vulkan_enable_f16_on_nvidia"]
+
+/** features we use when the adapter has them */
+const wanted: ReadonlyArray<GPUFeatureName> = [
+  "shader-f16",
+  "subgroups",
+  "timestamp-query",
+  "chromium-experimental-subgroup-matrix" as GPUFeatureName
+]
+
+const describeAdapter = (a: GPUAdapter): string => {
+  const i = a.info
+  return [i.vendor, i.architecture, i.device, i.description].filter((s) => s !== undefined && s !== "").join(" ")
+}
+
+const openDevice = (gpu: GPU, options: Options, index: number): Effect.Effect<Device, NoAdapter, Scope.Scope> =>
+  Effect.gen(function*() {
+    // a fresh adapter per device: Dawn hands out a lost device from an adapter used before
+    const adapter = yield* Effect.tryPromise({
+      try: () => gpu.requestAdapter(options.powerPreference ? { powerPreference: options.powerPreference } : {}),
+      catch: (cause) => new NoAdapter({ reason: `requestAdapter failed: ${cause}`, cause })
+    })
+    if (adapter === null) return yield* new NoAdapter({ reason: "no WebGPU adapter is available" })
+    const description = describeAdapter(adapter)
+    if (options.adapter !== undefined && !description.toLowerCase().includes(options.adapter.toLowerCase())) {
+      return yield* new NoAdapter({ reason: `the adapter is "${description}", not "${options.adapter}"` })
+    }
+    const requiredFeatures = wanted.filter((f) => adapter.features.has(f))
+    const l = adapter.limits
+    const requiredLimits: Record<string, number> = {
+      maxStorageBufferBindingSize: l.maxStorageBufferBindingSize,
+      maxBufferSize: l.maxBufferSize,
+      maxComputeWorkgroupStorageSize: l.maxComputeWorkgroupStorageSize,
+      maxComputeInvocationsPerWorkgroup: l.maxComputeInvocationsPerWorkgroup,
+      maxStorageBuffersPerShaderStage: l.maxStorageBuffersPerShaderStage,
+      maxComputeWorkgroupSizeX: l.maxComputeWorkgroupSizeX,
+      maxComputeWorkgroupSizeY: l.maxComputeWorkgroupSizeY
+    }
+    const gpuDevice = yield* Effect.acquireRelease(
+      Effect.tryPromise({
+        try: () => adapter.requestDevice({ requiredFeatures, requiredLimits, label: `WebGPU${index}` }),
+        catch: (cause) => new NoAdapter({ reason: `requestDevice failed on ${description}: ${cause}`, cause })
+      }),
+      (d) => Effect.sync(() => d.destroy())
+    )
+    return WebGpuDevice.make(gpuDevice, {
+      name: `WebGPU${index}`,
+      description: `${description} (${requiredFeatures.join(", ") || "no optional features"})`,
+      memory: options.memory,
+      offloadMinBatch: options.offloadMinBatch
+    })
+  })
+
+/**
+ * Opens the logical devices, for the life of the scope.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (
+  options: Options = {}
+): Effect.Effect<ReadonlyArray<Device>, NoAdapter | ConfigError.ConfigError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const n = options.devices ?? (yield* Config.integer("EFFECT_GPU_WEBGPU_DEVICES").pipe(Config.withDefault(1)))
+    if (!Number.isInteger(n) || n < 1 || n > 16) {
+      return yield* new NoAdapter({ reason: `devices must be an integer in [1, 16], got ${n}` })
+    }
+    const gpu = yield* Gpu.acquire(
+      options.toggles ?? defaultToggles,
+      options.disabledToggles ?? ["timestamp_quantization"]
+    )
+    const devices: Array<Device> = []
+    for (let i = 0; i < n; i++) devices.push(yield* openDevice(gpu, options, i))
+    return devices
+  }).pipe(Effect.withSpan("WebGpu.make", { captureStackTrace: false }))
+
+/**
+ * Registers the WebGPU devices into the registry.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const register = (
+  options: Options = {}
+): Layer.Layer<never, NoAdapter | ConfigError.ConfigError, Registry.Registry> =>
+  Layer.scopedDiscard(Effect.gen(function*() {
+    const registry = yield* Registry.Registry
+    for (const d of yield* make(options)) yield* registry.register(d)
+  }))
+
+/**
+ * A registry with the WebGPU devices and the CPU; fails with NoAdapter when there is no adapter.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (
+  options: Options = {}
+): Layer.Layer<Registry.Registry, NoAdapter | ConfigError.ConfigError> =>
+  Layer.merge(register(options), Cpu.register()).pipe(Layer.provideMerge(Registry.layer))
+
+/**
+ * The WebGPU devices when an adapter exists, else the CPU alone.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerOrCpu = (options: Options = {}): Layer.Layer<Registry.Registry, ConfigError.ConfigError> =>
+  Layer.merge(
+    register(options).pipe(
+      Layer.catchAll((e) => e._tag === "NoAdapter" ? Layer.empty : Layer.fail(e))
+    ),
+    Cpu.register()
+  ).pipe(Layer.provideMerge(Registry.layer))
+
+/**
+ * `layer`, with the options read from Config (e.g. EFFECT_GPU_WEBGPU_DEVICES, EFFECT_GPU_WEBGPU_ADAPTER).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerConfig = (
+  config: Config.Config.Wrap<Options>
+): Layer.Layer<Registry.Registry, NoAdapter | ConfigError.ConfigError> =>
+  Layer.unwrapEffect(Effect.map(Config.unwrap(config), layer))

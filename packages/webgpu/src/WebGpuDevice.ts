@@ -1,0 +1,132 @@
+/**
+ * A core `Device` over one GPUDevice: three buffer types (private device memory, shared with a staging
+ * host path, mapped from host bytes), the WebGPU kernel layer as its interpreter, and ggml's device
+ * answers (supportsOp, offloadOp, supportsBufferType).
+ *
+ * @since 0.1.0
+ */
+import * as Backend from "@effect-gpu/core/Backend"
+import * as BufferType from "@effect-gpu/core/BufferType"
+import type { Device } from "@effect-gpu/core/Device"
+import { TypeId as DeviceTypeId } from "@effect-gpu/core/Device"
+import * as Event from "@effect-gpu/core/Event"
+import * as Fusion from "@effect-gpu/core/Fusion"
+import * as Ledger from "@effect-gpu/core/Ledger"
+import type { Tensor } from "@effect-gpu/core/Tensor"
+import * as T from "@effect-gpu/core/Tensor"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as C from "./internal/context.js"
+import * as Interpreter from "./internal/interpreter.js"
+import * as Memory from "./internal/memory.js"
+import * as Program from "./internal/program.js"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /** the device's name, e.g. "WebGPU0" */
+  readonly name: string
+  /** bytes the device may hold; default: the adapter's maxBufferSize */
+  readonly memory?: number | undefined
+  /** mul_mat with at least this many columns (ggml's batch) is worth offloading; default 32 */
+  readonly offloadMinBatch?: number | undefined
+  /** dispatches per command buffer at most (abort granularity); default 128 */
+  readonly chunk?: number | undefined
+  /** a description of the adapter */
+  readonly description?: string | undefined
+}
+
+const contexts = new WeakMap<Device, C.Context>()
+
+/**
+ * The GPUDevice behind a WebGPU device (for interop, and to simulate a device loss in tests).
+ *
+ * @since 0.1.0
+ * @category getters
+ */
+export const gpuDevice = (device: Device): Option.Option<GPUDevice> =>
+  Option.map(Option.fromNullable(contexts.get(device)), (c) => c.device)
+
+/**
+ * Native GPU buffers alive on the device (compute buffers, params, staging): a leak check's figure.
+ *
+ * @since 0.1.0
+ * @category getters
+ */
+export const liveNativeBuffers = (device: Device): number => contexts.get(device)?.live ?? 0
+
+/**
+ * Builds the device. The GPUDevice stays the caller's: destroy it when done.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (gpu: GPUDevice, options: Options): Device => {
+  const name = options.name
+  const f16 = gpu.features.has("shader-f16")
+  const ctx = C.make(name, gpu, { f16, maxWorkgroups: gpu.limits.maxComputeWorkgroupsPerDimension })
+  const ledger = Ledger.make(options.memory ?? gpu.limits.maxBufferSize)
+  const alignment = gpu.limits.minStorageBufferOffsetAlignment
+  const maxSize = gpu.limits.maxStorageBufferBindingSize
+  const bufferType = (kind: "private" | "shared") =>
+    BufferType.make({
+      name: `${name}_${kind === "private" ? "Private" : "Shared"}`,
+      device: name,
+      kind,
+      alignment,
+      maxSize,
+      isHost: false,
+      ledger,
+      create: (size) => Memory.allocate(ctx, size, kind),
+      destroy: (p) => Memory.release(ctx, p)
+    })
+  const privateType = bufferType("private")
+  const sharedType = bufferType("shared")
+  const mappedType = (bytes: Uint8Array) =>
+    BufferType.make({
+      name: `${name}_Mapped`,
+      device: name,
+      kind: "mapped",
+      alignment,
+      maxSize,
+      isHost: false,
+      ledger,
+      create: (size) => Memory.allocate(ctx, size, "mapped", bytes),
+      destroy: (p) => Memory.release(ctx, p)
+    })
+  const interpreter = Interpreter.make(ctx, options.chunk === undefined ? undefined : { chunk: options.chunk })
+  const offloadMinBatch = options.offloadMinBatch ?? 32
+  const description = options.description ?? "WebGPU"
+  const device: Device = {
+    [DeviceTypeId]: DeviceTypeId,
+    name,
+    description,
+    type: "GPU",
+    caps: { async: true, hostBuffer: false, bufferFromHostPtr: true, events: true },
+    memory: Effect.sync(() => ({ free: ledger.free(), total: ledger.totalMemory })),
+    props: Effect.sync(() => ({
+      name,
+      description,
+      type: "GPU" as const,
+      memory: { free: ledger.free(), total: ledger.totalMemory },
+      caps: device.caps
+    })),
+    bufferType: privateType,
+    bufferTypes: [privateType, sharedType, mappedType(new Uint8Array(0))],
+    hostBufferType: Option.none(),
+    bufferFromHost: (bytes, bufferOptions) => mappedType(bytes).allocate(bytes.byteLength, bufferOptions),
+    supportsOp: (t: Tensor) => Program.supports(ctx, t),
+    supportsBufferType: (bt) => bt.device === name && !bt.isHost,
+    offloadOp: (t: Tensor) =>
+      (t.op._tag === "MulMat" || t.op._tag === "MulMatAdd") && t.ne[1] >= offloadMinBatch &&
+      Program.supports(ctx, t) && T.nelements(t) > 0,
+    makeBackend: (backendOptions) =>
+      Backend.make({ name: backendOptions?.name ?? name, device, interpreter, ledger, optimize: Fusion.optimize }),
+    makeEvent: Event.make(name, ledger),
+    ledger
+  }
+  contexts.set(device, ctx)
+  return device
+}

@@ -1,0 +1,142 @@
+/**
+ * Per-device state of the kernel layer: the GPUDevice, its limits and features, the pipeline cache,
+ * bind group layouts, a pool of readback staging buffers, and a count of every native buffer we made
+ * (so tests can prove that closing a scope frees them).
+ *
+ * @internal
+ */
+import { DeviceLost, KernelError } from "@effect-gpu/core/GpuError"
+import * as Effect from "effect/Effect"
+import type { Caps } from "./kernels.js"
+
+/** @internal */
+export interface Context {
+  readonly name: string
+  readonly device: GPUDevice
+  readonly caps: Caps
+  readonly features: ReadonlySet<string>
+  readonly limits: GPUSupportedLimits
+  readonly pipelines: Map<string, Promise<GPUComputePipeline>>
+  readonly sources: Map<string, string>
+  readonly layouts: Map<number, { readonly group: GPUBindGroupLayout; readonly pipeline: GPUPipelineLayout }>
+  /** native buffers alive, ours only */
+  live: number
+  /** set once the device is lost; every later operation fails with it */
+  lost: string | undefined
+  /** an uncaptured error (validation, out of memory) not yet reported */
+  uncaptured: string | undefined
+}
+
+/** @internal */
+export const make = (name: string, device: GPUDevice, caps: Caps): Context => {
+  const ctx: Context = {
+    name,
+    device,
+    caps,
+    features: new Set([...device.features]),
+    limits: device.limits,
+    pipelines: new Map(),
+    sources: new Map(),
+    layouts: new Map(),
+    live: 0,
+    lost: undefined,
+    uncaptured: undefined
+  }
+  device.lost.then((info) => {
+    ctx.lost = info.message || info.reason || "lost"
+  })
+  device.onuncapturederror = (e) => {
+    ctx.uncaptured ??= e.error.message
+  }
+  return ctx
+}
+
+/** @internal */
+export const checkAlive = (ctx: Context): Effect.Effect<void, DeviceLost | KernelError> =>
+  Effect.suspend((): Effect.Effect<void, DeviceLost | KernelError> => {
+    if (ctx.lost !== undefined) return Effect.fail(new DeviceLost({ device: ctx.name, reason: ctx.lost }))
+    if (ctx.uncaptured !== undefined) {
+      const detail = ctx.uncaptured
+      ctx.uncaptured = undefined
+      return Effect.fail(new KernelError({ op: "submit", device: ctx.name, detail }))
+    }
+    return Effect.void
+  })
+
+/** @internal: a native buffer, counted */
+export const createBuffer = (ctx: Context, descriptor: GPUBufferDescriptor): GPUBuffer => {
+  const b = ctx.device.createBuffer(descriptor)
+  ctx.live++
+  return b
+}
+
+/** @internal */
+export const destroyBuffer = (ctx: Context, b: GPUBuffer): void => {
+  b.destroy()
+  ctx.live--
+}
+
+/** @internal: bind group layout for `storage` storage bindings and one dynamic-offset uniform */
+export const layout = (ctx: Context, storage: number) => {
+  let l = ctx.layouts.get(storage)
+  if (l === undefined) {
+    const entries: Array<GPUBindGroupLayoutEntry> = []
+    for (let i = 0; i < storage; i++) {
+      entries.push({ binding: i, visibility: GPUShaderStage.COMPUTE, buffer: { type: "storage" } })
+    }
+    entries.push({
+      binding: storage,
+      visibility: GPUShaderStage.COMPUTE,
+      buffer: { type: "uniform", hasDynamicOffset: true }
+    })
+    const group = ctx.device.createBindGroupLayout({ entries })
+    l = { group, pipeline: ctx.device.createPipelineLayout({ bindGroupLayouts: [group] }) }
+    ctx.layouts.set(storage, l)
+  }
+  return l
+}
+
+/** @internal: a pipeline from the cache, or compiled now (asynchronously, errors captured) */
+export const pipeline = (
+  ctx: Context,
+  key: string,
+  op: string,
+  storage: number,
+  source: string
+): Effect.Effect<GPUComputePipeline, KernelError> => {
+  let p = ctx.pipelines.get(key)
+  if (p === undefined) {
+    const device = ctx.device
+    p = (async () => {
+      device.pushErrorScope("validation")
+      const module = device.createShaderModule({ code: source, label: key })
+      const info = await module.getCompilationInfo()
+      const errors = info.messages.filter((m) => m.type === "error")
+      const created = device.createComputePipelineAsync({
+        layout: layout(ctx, storage).pipeline,
+        compute: { module, entryPoint: "main" },
+        label: key
+      })
+      const result = await created.catch((e: unknown) => e as Error)
+      const scope = await device.popErrorScope()
+      if (errors.length > 0 || scope !== null || result instanceof Error) {
+        const detail = [
+          ...errors.map((m) => `${m.lineNum}:${m.linePos} ${m.message}`),
+          scope?.message,
+          result instanceof Error ? result.message : undefined
+        ].filter(Boolean).join("; ")
+        throw new Error(detail || "pipeline creation failed")
+      }
+      return result
+    })()
+    ctx.pipelines.set(key, p)
+    ctx.sources.set(key, source)
+    // a failed compile is not cached: the next attempt reports it again
+    p.catch(() => ctx.pipelines.delete(key))
+  }
+  return Effect.tryPromise({
+    try: () => p,
+    catch: (e) =>
+      new KernelError({ op, device: ctx.name, detail: e instanceof Error ? e.message : String(e), cause: e })
+  })
+}

@@ -1,0 +1,38 @@
+/**
+ * Where the GPU comes from: `navigator.gpu` in browsers, Dawn (npm `webgpu`) in Node. One Dawn instance
+ * per set of toggles for the process: Dawn's flags are process-level and the instance cannot be
+ * released safely (node-webgpu issue 18).
+ *
+ * @internal
+ */
+import { NoAdapter } from "@effect-gpu/core/GpuError"
+import * as Effect from "effect/Effect"
+
+const instances = new Map<string, Promise<GPU>>()
+
+/** @internal */
+export const acquire = (
+  toggles: ReadonlyArray<string>,
+  disabled: ReadonlyArray<string>
+): Effect.Effect<GPU, NoAdapter> =>
+  Effect.tryPromise({
+    try: () => {
+      const nav = (globalThis as { navigator?: { gpu?: GPU } }).navigator
+      if (nav?.gpu !== undefined) return Promise.resolve(nav.gpu)
+      const key = `${toggles.join(",")}|${disabled.join(",")}`
+      let p = instances.get(key)
+      if (p === undefined) {
+        p = import("webgpu").then((m) => {
+          Object.assign(globalThis, m.globals)
+          const flags: Array<string> = []
+          if (toggles.length > 0) flags.push(`enable-dawn-features=${toggles.join(",")}`)
+          if (disabled.length > 0) flags.push(`disable-dawn-features=${disabled.join(",")}`)
+          return m.create(flags)
+        })
+        instances.set(key, p)
+      }
+      return p
+    },
+    catch: (cause) =>
+      new NoAdapter({ reason: `cannot load WebGPU (the webgpu package or navigator.gpu): ${cause}`, cause })
+  })

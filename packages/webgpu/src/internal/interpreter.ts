@@ -1,0 +1,172 @@
+/**
+ * The WebGPU kernel layer: carries out the command algebra on one GPUDevice. Computes replay a program
+ * cached per plan: one compute pass per command buffer, at most `chunk` dispatches per command buffer,
+ * at most two command buffers in flight, so an abort (interruption) stops within one chunk.
+ *
+ * @internal
+ */
+import type { Interpreter, Trace, TraceEntry } from "@effect-gpu/core/Command"
+import type { BackendError } from "@effect-gpu/core/GpuError"
+import { KernelError } from "@effect-gpu/core/GpuError"
+import * as Op from "@effect-gpu/core/Op"
+import type { Plan } from "@effect-gpu/core/Plan"
+import * as Effect from "effect/Effect"
+import type { Context } from "./context.js"
+import * as C from "./context.js"
+import { nativeOf } from "./memory.js"
+import type { Program } from "./program.js"
+import * as P from "./program.js"
+
+/** @internal */
+export interface Options {
+  /** dispatches per command buffer at most */
+  readonly chunk?: number
+}
+
+const await_ = (ctx: Context, p: Promise<unknown>): Effect.Effect<void, BackendError> =>
+  Effect.flatMap(
+    Effect.tryPromise({
+      try: () => p,
+      catch: (e) => new KernelError({ op: "submit", device: ctx.name, detail: String(e), cause: e })
+    }),
+    () => C.checkAlive(ctx)
+  )
+
+/** @internal */
+export const make = (ctx: Context, options?: Options): Interpreter => {
+  const programs = new WeakMap<Plan, Program>()
+  const chunkLimit = options?.chunk ?? 128
+
+  const programFor = (plan: Plan) =>
+    Effect.suspend(() => {
+      const cached = programs.get(plan)
+      if (cached !== undefined) return Effect.succeed(cached)
+      return Effect.map(
+        P.build(ctx, plan, (t) => {
+          const loc = plan.location(t)
+          const native = loc === undefined ? undefined : nativeOf(loc.buffer)
+          return native === undefined || native.ctx !== ctx ? undefined : { buffer: native.buffer, offset: loc!.offset }
+        }),
+        (program) => {
+          programs.set(plan, program)
+          // the program lives as long as the memory it binds
+          const forget = () => {
+            program.release()
+            programs.delete(plan)
+          }
+          for (const t of [...plan.graph.nodes, ...plan.graph.leafs]) {
+            const loc = plan.location(t)
+            if (loc !== undefined) nativeOf(loc.buffer)?.onRelease.add(forget)
+          }
+          return program
+        }
+      )
+    })
+
+  const timed = (program: Program): Effect.Effect<Array<TraceEntry>, BackendError> =>
+    Effect.gen(function*() {
+      const n = program.dispatches.length
+      const stamps = ctx.features.has("timestamp-query") && n > 0
+      const querySet = stamps ? ctx.device.createQuerySet({ type: "timestamp", count: 2 * n }) : undefined
+      const resolve = stamps
+        ? C.createBuffer(ctx, { size: 16 * n, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC })
+        : undefined
+      const readback = stamps
+        ? C.createBuffer(ctx, { size: 16 * n, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST })
+        : undefined
+      const host: Array<number> = []
+      const enc = ctx.device.createCommandEncoder()
+      program.dispatches.forEach((d, i) => {
+        const t0 = performance.now()
+        const pass = enc.beginComputePass(
+          querySet
+            ? { timestampWrites: { querySet, beginningOfPassWriteIndex: 2 * i, endOfPassWriteIndex: 2 * i + 1 } }
+            : {}
+        )
+        pass.setPipeline(d.pipeline)
+        pass.setBindGroup(0, d.bindGroup, [d.paramOffset])
+        pass.dispatchWorkgroups(...d.workgroups)
+        pass.end()
+        host.push(performance.now() - t0)
+      })
+      if (querySet && resolve && readback) {
+        enc.resolveQuerySet(querySet, 0, 2 * n, resolve, 0)
+        enc.copyBufferToBuffer(resolve, 0, readback, 0, 16 * n)
+      }
+      ctx.device.queue.submit([enc.finish()])
+      let gpu: Array<number | undefined> = program.dispatches.map(() => undefined)
+      if (readback) {
+        yield* await_(ctx, readback.mapAsync(GPUMapMode.READ))
+        const ticks = new BigInt64Array(readback.getMappedRange().slice(0))
+        gpu = program.dispatches.map((_, i) => Number(ticks[2 * i + 1] - ticks[2 * i]))
+        C.destroyBuffer(ctx, readback)
+        C.destroyBuffer(ctx, resolve!)
+        querySet!.destroy()
+      } else {
+        yield* await_(ctx, ctx.device.queue.onSubmittedWorkDone())
+      }
+      return program.dispatches.map((d, i): TraceEntry => ({
+        index: i,
+        op: Op.name(d.node.op),
+        name: d.node.name,
+        dtype: d.node.dtype,
+        ne: [...d.node.ne],
+        kernel: d.key,
+        source: ctx.sources.get(d.key),
+        gpuTimeNs: gpu[i],
+        hostTimeMs: host[i]
+      }))
+    })
+
+  return {
+    device: ctx.name,
+    fence: Effect.flatMap(C.checkAlive(ctx), () => await_(ctx, ctx.device.queue.onSubmittedWorkDone())),
+    execute: (command) => {
+      switch (command._tag) {
+        case "SetTensor":
+          return command.buffer.set(command.offset, command.data)
+        case "GetTensor":
+          return command.buffer.get(command.offset, command.size)
+        case "Memset":
+          return command.buffer.memset(command.offset, command.size, command.value)
+        case "CopyTensor":
+          return command.dst.copyFrom(command.src, command.srcOffset, command.dstOffset, command.size)
+        case "Compute":
+          return Effect.gen(function*() {
+            yield* C.checkAlive(ctx)
+            const program = yield* programFor(command.plan)
+            if (command.capture) {
+              const entries = yield* timed(program)
+              const trace: Trace = { device: ctx.name, backend: ctx.name, entries }
+              return trace
+            }
+            const n = program.dispatches.length
+            const nCb = Math.max(1, Math.floor(command.options.commandBuffers ?? 1))
+            const per = Math.max(1, Math.min(chunkLimit, Math.ceil(n / nCb)))
+            let inFlight: Promise<unknown> | undefined
+            for (let start = 0; start < n; start += per) {
+              if (command.abort.aborted) break
+              const enc = ctx.device.createCommandEncoder()
+              const pass = enc.beginComputePass()
+              for (let k = start; k < Math.min(n, start + per); k++) {
+                const d = program.dispatches[k]
+                pass.setPipeline(d.pipeline)
+                pass.setBindGroup(0, d.bindGroup, [d.paramOffset])
+                pass.dispatchWorkgroups(d.workgroups[0], d.workgroups[1], d.workgroups[2])
+              }
+              pass.end()
+              ctx.device.queue.submit([enc.finish()])
+              if (start + per < n) {
+                // keep two command buffers in flight: the GPU stays busy, an abort waits for little
+                const done = ctx.device.queue.onSubmittedWorkDone()
+                if (inFlight !== undefined) yield* await_(ctx, inFlight)
+                inFlight = done
+              }
+            }
+            if (command.abort.aborted) yield* await_(ctx, ctx.device.queue.onSubmittedWorkDone())
+            yield* C.checkAlive(ctx)
+          })
+      }
+    }
+  }
+}

@@ -1,0 +1,690 @@
+/**
+ * One WGSL generator per op family. A kernel names its operands (bound by the program builder, which
+ * merges overlapping ones into one binding), the extra parameters it needs, its workgroup grid, and the
+ * body of `main`. Everything is computed in f32; f16 and i32 operands are converted at load and store.
+ *
+ * @internal
+ */
+import type { Op } from "@effect-gpu/core/Op"
+import type { Tensor } from "@effect-gpu/core/Tensor"
+import * as T from "@effect-gpu/core/Tensor"
+import type { Field } from "./wgsl.js"
+import { fold } from "./wgsl.js"
+
+/** @internal */
+export interface Operand {
+  readonly name: string
+  readonly tensor: Tensor
+}
+
+/** @internal */
+export interface Param {
+  readonly field: Field
+  readonly value: number
+}
+
+/** @internal */
+export interface Kernel {
+  /** family and compiled-in choices: part of the pipeline key */
+  readonly key: string
+  readonly operands: ReadonlyArray<Operand>
+  readonly params: ReadonlyArray<Param>
+  readonly workgroups: readonly [number, number, number]
+  /** the entry point, given the names above */
+  readonly main: string
+}
+
+/** @internal */
+export interface Caps {
+  readonly f16: boolean
+  readonly maxWorkgroups: number
+}
+
+const WG = 256
+
+const u32 = (name: string, value: number): Param => ({ field: { name, type: "u32" }, value })
+const f32 = (name: string, value: number): Param => ({ field: { name, type: "f32" }, value })
+
+/** the element-wise template: one thread per element of the iteration operand `it` */
+const elementwise = (
+  key: string,
+  operands: ReadonlyArray<Operand>,
+  it: string,
+  body: string,
+  params: ReadonlyArray<Param>,
+  caps: Caps
+): Kernel => {
+  const t = operands.find((o) => o.name === it)!.tensor
+  const n = T.nelements(t)
+  return {
+    key: `ew:${key}`,
+    operands,
+    params,
+    workgroups: fold(Math.ceil(n / WG), caps.maxWorkgroups),
+    main: `
+@compute @workgroup_size(${WG})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let idx = wg_linear(wid, nwg) * ${WG}u + lid;
+  if (idx >= P.${it}_ne0 * P.${it}_ne1 * P.${it}_ne2 * P.${it}_ne3) { return; }
+  let i0 = idx % P.${it}_ne0;
+  let r1 = idx / P.${it}_ne0;
+  let i1 = r1 % P.${it}_ne1;
+  let r2 = r1 / P.${it}_ne1;
+  let i2 = r2 % P.${it}_ne2;
+  let i3 = r2 / P.${it}_ne2;
+${body}
+}`
+  }
+}
+
+const unaryExpr = (op: Op, x: string): string => {
+  switch (op._tag) {
+    case "Scale":
+      return `${x} * P.s`
+    case "Sqr":
+      return `${x} * ${x}`
+    case "Sqrt":
+      return `sqrt(${x})`
+    case "Exp":
+      return `exp(${x})`
+    case "Log":
+      return `log(${x})`
+    case "Clamp":
+      return `clamp(${x}, P.lo, P.hi)`
+    case "Cpy":
+    case "Cont":
+      return x
+    case "Unary":
+      switch (op.kind) {
+        case "relu":
+          return `max(${x}, 0.0)`
+        case "gelu":
+          return `gelu_s(${x})`
+        case "gelu_quick":
+          return `gelu_quick_s(${x})`
+        case "silu":
+          return `silu_s(${x})`
+        case "tanh":
+          return `tanh_s(${x})`
+        case "sigmoid":
+          return `sigmoid_s(${x})`
+        case "neg":
+          return `-${x}`
+        case "abs":
+          return `abs(${x})`
+      }
+  }
+  throw new Error(`not a unary op: ${op._tag}`)
+}
+
+const binaryOp: Record<string, string> = { Add: "+", Sub: "-", Mul: "*", Div: "/" }
+
+/** the index of a broadcast operand at (i0, i1, i2, i3): each coordinate modulo its extent */
+const bcast = (b: string, i0 = "i0", i1 = "i1", i2 = "i2", i3 = "i3") =>
+  `ix_${b}(${i0} % P.${b}_ne0, ${i1} % P.${b}_ne1, ${i2} % P.${b}_ne2, ${i3} % P.${b}_ne3)`
+
+/** rows of a tensor: one workgroup each, with a shared-memory reduction helper */
+const rowwise = (
+  key: string,
+  operands: ReadonlyArray<Operand>,
+  it: string,
+  body: string,
+  params: ReadonlyArray<Param>,
+  caps: Caps
+): Kernel => {
+  const t = operands.find((o) => o.name === it)!.tensor
+  return {
+    key: `row:${key}`,
+    operands,
+    params,
+    workgroups: fold(T.nrows(t), caps.maxWorkgroups),
+    main: `
+var<workgroup> red: array<f32, ${WG}>;
+var<workgroup> redi: array<u32, ${WG}>;
+fn reduce_sum(lid: u32, v: f32) -> f32 {
+  red[lid] = v;
+  workgroupBarrier();
+  for (var s = ${WG / 2}u; s > 0u; s >>= 1u) {
+    if (lid < s) { red[lid] += red[lid + s]; }
+    workgroupBarrier();
+  }
+  let r = red[0];
+  workgroupBarrier();
+  return r;
+}
+fn reduce_max(lid: u32, v: f32) -> f32 {
+  red[lid] = v;
+  workgroupBarrier();
+  for (var s = ${WG / 2}u; s > 0u; s >>= 1u) {
+    if (lid < s) { red[lid] = max(red[lid], red[lid + s]); }
+    workgroupBarrier();
+  }
+  let r = red[0];
+  workgroupBarrier();
+  return r;
+}
+@compute @workgroup_size(${WG})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let row = wg_linear(wid, nwg);
+  if (row >= P.${it}_ne1 * P.${it}_ne2 * P.${it}_ne3) { return; }
+  let i1 = row % P.${it}_ne1;
+  let i2 = (row / P.${it}_ne1) % P.${it}_ne2;
+  let i3 = row / (P.${it}_ne1 * P.${it}_ne2);
+  let n = P.${it}_ne0;
+${body}
+}`
+  }
+}
+
+const mulMat = (node: Tensor, caps: Caps, bias: Tensor | undefined): Kernel => {
+  const [a, b] = node.src
+  const operands: Array<Operand> = [{ name: "a", tensor: a }, { name: "b", tensor: b }, { name: "d", tensor: node }]
+  if (bias) operands.push({ name: "c", tensor: bias })
+  const epilogue = bias ? `v += ld_c(${bcast("c", "m", "nn", "b2", "b3")});` : ""
+  const M = node.ne[0]
+  const N = node.ne[1]
+  const batches = node.ne[2] * node.ne[3]
+  const r2 = b.ne[2] / a.ne[2]
+  const r3 = b.ne[3] / a.ne[3]
+  const params = [u32("r2", r2), u32("r3", r3)]
+  if (N <= 8) {
+    // matrix-vector: one workgroup per output row m, threads split K, all N columns at once
+    return {
+      key: `mv:${N}:${bias ? "bias" : ""}`,
+      operands,
+      params,
+      workgroups: [Math.min(M, caps.maxWorkgroups), Math.ceil(M / caps.maxWorkgroups), batches],
+      main: `
+var<workgroup> red: array<f32, ${WG * N}>;
+@compute @workgroup_size(${WG})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let m = wid.x + wid.y * nwg.x;
+  let b2 = wid.z % P.d_ne2;
+  let b3 = wid.z / P.d_ne2;
+  if (m >= P.d_ne0) { return; }
+  let K = P.a_ne0;
+  var acc: array<f32, ${N}>;
+  let abase = ix_a(0u, m, b2 / P.r2, b3 / P.r3);
+  for (var k = lid; k < K; k += ${WG}u) {
+    let av = ld_a(abase + k * P.a_nb0);
+    for (var j = 0u; j < ${N}u; j++) {
+      acc[j] += av * ld_b(ix_b(k, j, b2, b3));
+    }
+  }
+  for (var j = 0u; j < ${N}u; j++) { red[j * ${WG}u + lid] = acc[j]; }
+  workgroupBarrier();
+  for (var s = ${WG / 2}u; s > 0u; s >>= 1u) {
+    if (lid < s) {
+      for (var j = 0u; j < ${N}u; j++) { red[j * ${WG}u + lid] += red[j * ${WG}u + lid + s]; }
+    }
+    workgroupBarrier();
+  }
+  if (lid < ${N}u) {
+    let nn = lid;
+    var v = red[nn * ${WG}u];
+    ${epilogue}
+    st_d(ix_d(m, nn, b2, b3), v);
+  }
+}`
+    }
+  }
+  // tiled: a 64x64 block of the result per workgroup, 4x4 per thread, K in steps of 16 through shared memory
+  const BM = 64
+  const BN = 64
+  const BK = 16
+  return {
+    key: `mm:${bias ? "bias" : ""}`,
+    operands,
+    params,
+    workgroups: [Math.ceil(M / BM), Math.ceil(N / BN), batches],
+    main: `
+var<workgroup> As: array<array<f32, ${BM}>, ${BK}>;
+var<workgroup> Bs: array<array<f32, ${BN}>, ${BK}>;
+@compute @workgroup_size(16, 16)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid3: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let b2 = wid.z % P.d_ne2;
+  let b3 = wid.z / P.d_ne2;
+  let a2 = b2 / P.r2;
+  let a3 = b3 / P.r3;
+  let m0 = wid.x * ${BM}u;
+  let n0 = wid.y * ${BN}u;
+  let K = P.a_ne0;
+  var acc: array<array<f32, 4>, 4>;
+  for (var k0 = 0u; k0 < K; k0 += ${BK}u) {
+    // each of 256 threads loads 4 elements of each tile
+    for (var e = 0u; e < 4u; e++) {
+      let flat = lid + e * 256u;
+      let kk = flat % ${BK}u;
+      let rr = flat / ${BK}u;
+      let k = k0 + kk;
+      let m = m0 + rr;
+      let nn = n0 + rr;
+      var av = 0.0;
+      var bv = 0.0;
+      if (k < K && m < P.a_ne1) { av = ld_a(ix_a(k, m, a2, a3)); }
+      if (k < K && nn < P.b_ne1) { bv = ld_b(ix_b(k, nn, b2, b3)); }
+      As[kk][rr] = av;
+      Bs[kk][rr] = bv;
+    }
+    workgroupBarrier();
+    for (var kk = 0u; kk < ${BK}u; kk++) {
+      var ar: array<f32, 4>;
+      var br: array<f32, 4>;
+      for (var i = 0u; i < 4u; i++) {
+        ar[i] = As[kk][lid3.x + i * 16u];
+        br[i] = Bs[kk][lid3.y + i * 16u];
+      }
+      for (var i = 0u; i < 4u; i++) {
+        for (var j = 0u; j < 4u; j++) { acc[i][j] = fma(ar[i], br[j], acc[i][j]); }
+      }
+    }
+    workgroupBarrier();
+  }
+  for (var i = 0u; i < 4u; i++) {
+    for (var j = 0u; j < 4u; j++) {
+      let m = m0 + lid3.x + i * 16u;
+      let nn = n0 + lid3.y + j * 16u;
+      if (m < P.d_ne0 && nn < P.d_ne1) {
+        var v = acc[i][j];
+        ${epilogue}
+        st_d(ix_d(m, nn, b2, b3), v);
+      }
+    }
+  }
+}`
+  }
+}
+
+const softMax = (node: Tensor, op: Extract<Op, { _tag: "SoftMax" }>, caps: Caps): Kernel => {
+  const a = node.src[0]
+  const mask = node.src[1]
+  const operands: Array<Operand> = [{ name: "a", tensor: a }, { name: "d", tensor: node }]
+  if (mask) operands.push({ name: "m", tensor: mask })
+  const nHead = a.ne[2]
+  const nHeadLog2 = 2 ** Math.floor(Math.log2(Math.max(nHead, 1)))
+  const maskTerm = mask ? " + slope * ld_m(ix_m(i, i1, i2 % P.m_ne2, i3 % P.m_ne3))" : ""
+  return rowwise(
+    `soft_max:${mask ? "mask" : ""}`,
+    operands,
+    "a",
+    `
+  var slope = 1.0;
+  if (P.max_bias > 0.0) {
+    let h = f32(i2);
+    let hl = f32(P.n_head_log2);
+    if (i2 < P.n_head_log2) { slope = pow(pow(2.0, -P.max_bias / hl), h + 1.0); }
+    else { slope = pow(pow(2.0, -(P.max_bias / 2.0) / hl), 2.0 * (h - hl) + 1.0); }
+  }
+  var mx = neg_inf();
+  for (var i = lid; i < n; i += ${WG}u) { mx = max(mx, ld_a(ix_a(i, i1, i2, i3)) * P.scale${maskTerm}); }
+  mx = reduce_max(lid, mx);
+  var s = 0.0;
+  for (var i = lid; i < n; i += ${WG}u) { s += exp(ld_a(ix_a(i, i1, i2, i3)) * P.scale${maskTerm} - mx); }
+  s = reduce_sum(lid, s);
+  for (var i = lid; i < n; i += ${WG}u) {
+    st_d(ix_d(i, i1, i2, i3), exp(ld_a(ix_a(i, i1, i2, i3)) * P.scale${maskTerm} - mx) / s);
+  }`,
+    [f32("scale", op.scale), f32("max_bias", op.maxBias), u32("n_head_log2", nHeadLog2)],
+    caps
+  )
+}
+
+/** rms_norm, optionally over a sum (add_rms_norm) and times a weight (fused mul) */
+const rmsNorm = (node: Tensor, eps: number, sum: boolean, mul: boolean, caps: Caps): Kernel => {
+  const operands: Array<Operand> = [{ name: "a", tensor: node.src[0] }, { name: "d", tensor: node }]
+  let k = 1
+  if (sum) operands.push({ name: "b", tensor: node.src[k++] })
+  if (mul) operands.push({ name: "w", tensor: node.src[k++] })
+  const x = sum ? `(ld_a(ix_a(i, i1, i2, i3)) + ld_b(${bcast("b", "i")}))` : "ld_a(ix_a(i, i1, i2, i3))"
+  const w = mul ? ` * ld_w(${bcast("w", "i")})` : ""
+  return rowwise(
+    `rms_norm:${sum}:${mul}`,
+    operands,
+    "a",
+    `
+  var s = 0.0;
+  for (var i = lid; i < n; i += ${WG}u) { let v = ${x}; s += v * v; }
+  s = reduce_sum(lid, s);
+  let scale = 1.0 / sqrt(s / f32(n) + P.eps);
+  for (var i = lid; i < n; i += ${WG}u) { st_d(ix_d(i, i1, i2, i3), ${x} * scale${w}); }`,
+    [f32("eps", eps)],
+    caps
+  )
+}
+
+/** @internal: the kernel for a node, or undefined when this backend has none */
+export const kernelFor = (node: Tensor, caps: Caps): Kernel | undefined => {
+  const op = node.op
+  const src = node.src
+  const d: Operand = { name: "d", tensor: node }
+  const a: Operand = { name: "a", tensor: src[0] }
+  switch (op._tag) {
+    case "Add":
+    case "Sub":
+    case "Mul":
+    case "Div":
+      return elementwise(
+        op._tag,
+        [a, { name: "b", tensor: src[1] }, d],
+        "d",
+        `  st_d(ix_d(i0, i1, i2, i3), ld_a(ix_a(i0, i1, i2, i3)) ${binaryOp[op._tag]} ld_b(${bcast("b")}));`,
+        [],
+        caps
+      )
+    case "Scale":
+    case "Sqr":
+    case "Sqrt":
+    case "Exp":
+    case "Log":
+    case "Clamp":
+    case "Cpy":
+    case "Cont":
+    case "Unary": {
+      const params = op._tag === "Scale"
+        ? [f32("s", op.s)]
+        : op._tag === "Clamp"
+        ? [f32("lo", op.min), f32("hi", op.max)]
+        : []
+      const name = op._tag === "Unary" ? op.kind : op._tag
+      if (node.dtype === "i32" || src[0].dtype === "i32") {
+        return elementwise(
+          `copy_i32`,
+          [a, d],
+          "d",
+          `  st_d(ix_d(i0, i1, i2, i3), ldi_a(ix_a(i0, i1, i2, i3)));`,
+          [],
+          caps
+        )
+      }
+      return elementwise(
+        name,
+        [a, d],
+        "d",
+        `  let x = ld_a(ix_a(i0, i1, i2, i3));\n  st_d(ix_d(i0, i1, i2, i3), ${unaryExpr(op, "x")});`,
+        params,
+        caps
+      )
+    }
+    case "Concat":
+      return elementwise(
+        "concat",
+        [a, { name: "b", tensor: src[1] }, d],
+        "d",
+        `  var i = vec4<u32>(i0, i1, i2, i3);
+  let an = vec4<u32>(P.a_ne0, P.a_ne1, P.a_ne2, P.a_ne3);
+  var v = 0.0;
+  if (i[P.dim] < an[P.dim]) { v = ld_a(ix_a(i0, i1, i2, i3)); }
+  else { i[P.dim] -= an[P.dim]; v = ld_b(ix_b(i.x, i.y, i.z, i.w)); }
+  st_d(ix_d(i0, i1, i2, i3), v);`,
+        [u32("dim", op.dim)],
+        caps
+      )
+    case "Pad":
+      return elementwise(
+        "pad",
+        [a, d],
+        "d",
+        `  var v = 0.0;
+  if (i0 < P.a_ne0 && i1 < P.a_ne1 && i2 < P.a_ne2 && i3 < P.a_ne3) { v = ld_a(ix_a(i0, i1, i2, i3)); }
+  st_d(ix_d(i0, i1, i2, i3), v);`,
+        [],
+        caps
+      )
+    case "Repeat":
+      return elementwise(
+        "repeat",
+        [a, d],
+        "d",
+        `  st_d(ix_d(i0, i1, i2, i3), ld_a(${bcast("a")}));`,
+        [],
+        caps
+      )
+    case "DiagMaskInf":
+      return elementwise(
+        "diag_mask_inf",
+        [a, d],
+        "d",
+        `  var v = ld_a(ix_a(i0, i1, i2, i3));
+  if (i0 > P.n_past + i1) { v = neg_inf(); }
+  st_d(ix_d(i0, i1, i2, i3), v);`,
+        [u32("n_past", op.nPast)],
+        caps
+      )
+    case "GetRows":
+      return elementwise(
+        "get_rows",
+        [a, { name: "x", tensor: src[1] }, d],
+        "d",
+        node.dtype === "i32"
+          ? `  let r = u32(ldi_x(ix_x(i1, i2, i3, 0u)));\n  st_d(ix_d(i0, i1, i2, i3), ldi_a(ix_a(i0, r, i2, i3)));`
+          : `  let r = u32(ldi_x(ix_x(i1, i2, i3, 0u)));\n  st_d(ix_d(i0, i1, i2, i3), ld_a(ix_a(i0, r, i2, i3)));`,
+        [],
+        caps
+      )
+    case "SetRows":
+      // iterates over the source rows; d is a view of the destination
+      return elementwise(
+        "set_rows",
+        [{ name: "s", tensor: src[1] }, { name: "x", tensor: src[2] }, d],
+        "s",
+        `  let r = u32(ldi_x(ix_x(i1, i2 % P.x_ne1, i3 % P.x_ne2, 0u)));
+  st_d(ix_d(i0, r, i2, i3), ld_s(ix_s(i0, i1, i2, i3)));`,
+        [],
+        caps
+      )
+    case "Glu": {
+      const act = op.kind === "swiglu" ? "silu_s" : "gelu_s"
+      if (src.length > 1) {
+        const [x, y] = op.swapped ? ["g", "a"] : ["a", "g"]
+        return elementwise(
+          `glu_split:${op.kind}:${op.swapped}`,
+          [a, { name: "g", tensor: src[1] }, d],
+          "d",
+          `  st_d(ix_d(i0, i1, i2, i3), ${act}(ld_${x}(ix_${x}(i0, i1, i2, i3))) * ld_${y}(ix_${y}(i0, i1, i2, i3)));`,
+          [],
+          caps
+        )
+      }
+      const [ox, oy] = op.swapped ? ["P.d_ne0", "0u"] : ["0u", "P.d_ne0"]
+      return elementwise(
+        `glu:${op.kind}:${op.swapped}`,
+        [a, d],
+        "d",
+        `  st_d(ix_d(i0, i1, i2, i3), ${act}(ld_a(ix_a(i0 + ${ox}, i1, i2, i3))) * ld_a(ix_a(i0 + ${oy}, i1, i2, i3)));`,
+        [],
+        caps
+      )
+    }
+    case "Rope": {
+      // one thread per pair, so an in-place rope reads both elements before writing either
+      const pairs = Math.ceil(node.ne[0] / 2)
+      const pairIdx = op.mode === 0 ? ["2u * j", "2u * j + 1u"] : ["j", "j + half"]
+      return {
+        key: `rope:${op.mode}`,
+        operands: [a, { name: "p", tensor: src[1] }, d],
+        workgroups: fold(Math.ceil((pairs * T.nrows(node)) / WG), caps.maxWorkgroups),
+        params: [f32("freq_base", op.freqBase), f32("freq_scale", op.freqScale), u32("n_dims", op.nDims)],
+        main: `
+@compute @workgroup_size(${WG})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let idx = wg_linear(wid, nwg) * ${WG}u + lid;
+  let pairs = (P.d_ne0 + 1u) / 2u;
+  if (idx >= pairs * P.d_ne1 * P.d_ne2 * P.d_ne3) { return; }
+  let j = idx % pairs;
+  let r1 = idx / pairs;
+  let i1 = r1 % P.d_ne1;
+  let i2 = (r1 / P.d_ne1) % P.d_ne2;
+  let i3 = r1 / (P.d_ne1 * P.d_ne2);
+  let half = P.n_dims / 2u;
+  if (j < half) {
+    let j0 = ${pairIdx[0]};
+    let j1 = ${pairIdx[1]};
+    let pos = f32(ldi_p(ix_p(i2, 0u, 0u, 0u)));
+    let theta = pos * P.freq_scale * pow(P.freq_base, -2.0 * f32(j) / f32(P.n_dims));
+    let c = cos(theta);
+    let s = sin(theta);
+    let x0 = ld_a(ix_a(j0, i1, i2, i3));
+    let x1 = ld_a(ix_a(j1, i1, i2, i3));
+    st_d(ix_d(j0, i1, i2, i3), x0 * c - x1 * s);
+    st_d(ix_d(j1, i1, i2, i3), x0 * s + x1 * c);
+  } else {
+    for (var e = 2u * j; e < min(2u * j + 2u, P.d_ne0); e++) {
+      if (e >= P.n_dims) { st_d(ix_d(e, i1, i2, i3), ld_a(ix_a(e, i1, i2, i3))); }
+    }
+  }
+}`
+      }
+    }
+    case "MulMat":
+      return mulMat(node, caps, undefined)
+    case "MulMatAdd":
+      return mulMat(node, caps, src[2])
+    case "SoftMax":
+      return softMax(node, op, caps)
+    case "RmsNorm":
+      return rmsNorm(node, op.eps, false, false, caps)
+    case "RmsNormMul":
+      return rmsNorm(node, op.eps, false, true, caps)
+    case "AddRmsNorm":
+      return rmsNorm(node, op.eps, true, op.withMul, caps)
+    case "Norm":
+      return rowwise(
+        "norm",
+        [a, d],
+        "a",
+        `
+  var s = 0.0;
+  for (var i = lid; i < n; i += ${WG}u) { s += ld_a(ix_a(i, i1, i2, i3)); }
+  let mean = reduce_sum(lid, s) / f32(n);
+  var v = 0.0;
+  for (var i = lid; i < n; i += ${WG}u) { let x = ld_a(ix_a(i, i1, i2, i3)) - mean; v += x * x; }
+  let scale = 1.0 / sqrt(reduce_sum(lid, v) / f32(n) + P.eps);
+  for (var i = lid; i < n; i += ${WG}u) { st_d(ix_d(i, i1, i2, i3), (ld_a(ix_a(i, i1, i2, i3)) - mean) * scale); }`,
+        [f32("eps", op.eps)],
+        caps
+      )
+    case "SumRows":
+    case "Mean":
+      return rowwise(
+        op._tag,
+        [a, d],
+        "a",
+        `
+  var s = 0.0;
+  for (var i = lid; i < n; i += ${WG}u) { s += ld_a(ix_a(i, i1, i2, i3)); }
+  s = reduce_sum(lid, s);
+  if (lid == 0u) { st_d(ix_d(0u, i1, i2, i3), ${op._tag === "Mean" ? "s / f32(n)" : "s"}); }`,
+        [],
+        caps
+      )
+    case "Argmax":
+      return rowwise(
+        "argmax",
+        [a, d],
+        "a",
+        `
+  var best = neg_inf();
+  var bi = 0xffffffffu;
+  for (var i = lid; i < n; i += ${WG}u) {
+    let v = ld_a(ix_a(i, i1, i2, i3));
+    if (v > best || bi == 0xffffffffu) { best = v; bi = i; }
+  }
+  red[lid] = best;
+  redi[lid] = bi;
+  workgroupBarrier();
+  for (var s = ${WG / 2}u; s > 0u; s >>= 1u) {
+    if (lid < s) {
+      let ov = red[lid + s];
+      let oi = redi[lid + s];
+      if (oi != 0xffffffffu && (redi[lid] == 0xffffffffu || ov > red[lid] || (ov == red[lid] && oi < redi[lid]))) {
+        red[lid] = ov;
+        redi[lid] = oi;
+      }
+    }
+    workgroupBarrier();
+  }
+  if (lid == 0u) { st_d(ix_d(i1, 0u, 0u, 0u), i32(redi[0])); }`,
+        [],
+        caps
+      )
+    case "Cumsum":
+      // each thread scans a contiguous chunk; chunk totals are scanned in shared memory
+      return rowwise(
+        "cumsum",
+        [a, d],
+        "a",
+        `
+  let chunk = (n + ${WG - 1}u) / ${WG}u;
+  let start = lid * chunk;
+  let end = min(start + chunk, n);
+  var t = 0.0;
+  for (var i = start; i < end; i++) { t += ld_a(ix_a(i, i1, i2, i3)); }
+  red[lid] = t;
+  workgroupBarrier();
+  for (var off = 1u; off < ${WG}u; off <<= 1u) {
+    var add = 0.0;
+    if (lid >= off) { add = red[lid - off]; }
+    workgroupBarrier();
+    red[lid] += add;
+    workgroupBarrier();
+  }
+  var acc = red[lid] - t;
+  for (var i = start; i < end; i++) { acc += ld_a(ix_a(i, i1, i2, i3)); st_d(ix_d(i, i1, i2, i3), acc); }`,
+        [],
+        caps
+      )
+    case "Sum":
+      return {
+        key: "sum",
+        operands: [a, d],
+        params: [],
+        workgroups: [1, 1, 1],
+        main: `
+var<workgroup> red: array<f32, ${WG}>;
+@compute @workgroup_size(${WG})
+fn main(@builtin(local_invocation_index) lid: u32) {
+  let n = P.a_ne0 * P.a_ne1 * P.a_ne2 * P.a_ne3;
+  var s = 0.0;
+  for (var idx = lid; idx < n; idx += ${WG}u) {
+    let i0 = idx % P.a_ne0;
+    let r1 = idx / P.a_ne0;
+    s += ld_a(ix_a(i0, r1 % P.a_ne1, (r1 / P.a_ne1) % P.a_ne2, r1 / (P.a_ne1 * P.a_ne2)));
+  }
+  red[lid] = s;
+  workgroupBarrier();
+  for (var k = ${WG / 2}u; k > 0u; k >>= 1u) {
+    if (lid < k) { red[lid] += red[lid + k]; }
+    workgroupBarrier();
+  }
+  if (lid == 0u) { st_d(ix_d(0u, 0u, 0u, 0u), red[0]); }
+}`
+      }
+    case "Argsort":
+    case "TopK": {
+      // rank of each element in its row (ties by index): argsort writes i at its rank, top_k the first k
+      const desc = op._tag === "TopK" || op.order === "desc"
+      const before = desc ? "(y > x || (y == x && j < i0))" : "(y < x || (y == x && j < i0))"
+      const k = op._tag === "TopK" ? op.k : node.ne[0]
+      return elementwise(
+        `${op._tag}:${desc}`,
+        [a, d],
+        "a",
+        `  let x = ld_a(ix_a(i0, i1, i2, i3));
+  var rank = 0u;
+  for (var j = 0u; j < P.a_ne0; j++) {
+    let y = ld_a(ix_a(j, i1, i2, i3));
+    if ${before} { rank++; }
+  }
+  if (rank < P.k) { st_d(ix_d(rank, i1, i2, i3), i32(i0)); }`,
+        [u32("k", k)],
+        caps
+      )
+    }
+    case "None":
+    case "View":
+    case "Reshape":
+    case "Permute":
+    case "Transpose":
+      return undefined
+  }
+}

@@ -1,0 +1,188 @@
+/**
+ * A plan compiled for the GPU: for every node its pipeline, bind group, parameters and grid, built once
+ * per plan (shapes and placement are fixed) so a compute only encodes and submits. Operands that
+ * overlap in memory (in-place results, views) share one binding: WebGPU forbids a writable binding that
+ * aliases another, and one binding makes them the same memory in the shader too.
+ *
+ * @internal
+ */
+import * as DType from "@effect-gpu/core/DType"
+import { KernelError, UnsupportedOp } from "@effect-gpu/core/GpuError"
+import * as Op from "@effect-gpu/core/Op"
+import type { Plan } from "@effect-gpu/core/Plan"
+import type { Tensor } from "@effect-gpu/core/Tensor"
+import * as T from "@effect-gpu/core/Tensor"
+import * as Effect from "effect/Effect"
+import type { Context } from "./context.js"
+import * as C from "./context.js"
+import type { Kernel } from "./kernels.js"
+import { kernelFor } from "./kernels.js"
+import { header, operandFields } from "./wgsl.js"
+
+/** @internal */
+export interface Dispatch {
+  readonly node: Tensor
+  readonly key: string
+  readonly pipeline: GPUComputePipeline
+  readonly bindGroup: GPUBindGroup
+  readonly paramOffset: number
+  readonly workgroups: readonly [number, number, number]
+}
+
+/** @internal */
+export interface Program {
+  readonly dispatches: ReadonlyArray<Dispatch>
+  readonly release: () => void
+}
+
+const SLOT = 256
+
+/** @internal: the GPU buffer behind a core buffer of this device */
+export type Resolve = (t: Tensor) => { readonly buffer: GPUBuffer; readonly offset: number } | undefined
+
+interface Bound {
+  readonly slot: number
+  readonly buffer: GPUBuffer
+  readonly start: number
+  readonly end: number
+  readonly dtype: DType.DType
+}
+
+/** groups operands that overlap in the same buffer; returns each operand's slot and element offset */
+const bindOperands = (ctx: Context, kernel: Kernel, resolve: Resolve) => {
+  const align = ctx.limits.minStorageBufferOffsetAlignment
+  const ranges = kernel.operands.map((o) => {
+    const loc = resolve(o.tensor)
+    if (loc === undefined) throw new Error(`operand ${o.name} of ${Op.name(o.tensor.op)} has no GPU memory`)
+    return { o, buffer: loc.buffer, start: loc.offset, end: loc.offset + T.nbytes(o.tensor) }
+  })
+  const slotOf = ranges.map((_, i) => i)
+  const find = (i: number): number => (slotOf[i] === i ? i : (slotOf[i] = find(slotOf[i])))
+  for (let i = 0; i < ranges.length; i++) {
+    for (let j = i + 1; j < ranges.length; j++) {
+      const [p, q] = [ranges[i], ranges[j]]
+      if (p.buffer === q.buffer && p.start < q.end && q.start < p.end) slotOf[find(i)] = find(j)
+    }
+  }
+  const roots = [...new Set(ranges.map((_, i) => find(i)))]
+  const bound: Array<Bound> = roots.map((root, slot) => {
+    const members = ranges.filter((_, i) => find(i) === root)
+    const dtypes = new Set(members.map((m) => m.o.tensor.dtype))
+    if (dtypes.size > 1) throw new Error(`overlapping operands of different types: ${[...dtypes].join(", ")}`)
+    const start = Math.floor(Math.min(...members.map((m) => m.start)) / align) * align
+    const end = Math.min(Math.ceil(Math.max(...members.map((m) => m.end)) / 4) * 4, members[0].buffer.size)
+    return { slot, buffer: members[0].buffer, start, end, dtype: members[0].o.tensor.dtype }
+  })
+  const operands = ranges.map((r, i) => {
+    const b = bound[roots.indexOf(find(i))]
+    const ts = DType.typeSize(r.o.tensor.dtype)
+    if ((r.start - b.start) % ts !== 0 || r.o.tensor.nb.some((n) => n % ts !== 0)) {
+      throw new Error(`operand ${r.o.name} is not aligned to its element size`)
+    }
+    return {
+      decl: { name: r.o.name, dtype: r.o.tensor.dtype, slot: b.slot },
+      fields: [(r.start - b.start) / ts, ...r.o.tensor.ne, ...r.o.tensor.nb.map((n) => n / ts)]
+    }
+  })
+  return { bound, operands }
+}
+
+/** @internal */
+export const build = (
+  ctx: Context,
+  plan: Plan,
+  resolve: Resolve
+): Effect.Effect<Program, KernelError | UnsupportedOp> =>
+  Effect.gen(function*() {
+    const nodes = plan.graph.nodes.filter((n) => !Op.isView(n.op) && T.nelements(n) > 0)
+    const prepared = nodes.map((node) => {
+      const kernel = kernelFor(node, ctx.caps)
+      if (kernel === undefined) {
+        return new UnsupportedOp({ op: Op.name(node.op), dtypes: [node.dtype], device: ctx.name })
+      }
+      try {
+        const { bound, operands } = bindOperands(ctx, kernel, resolve)
+        const fields = [...operands.flatMap((o) => operandFields(o.decl.name)), ...kernel.params.map((p) => p.field)]
+        if (fields.length > SLOT / 4) throw new Error(`${fields.length} parameters do not fit a ${SLOT}-byte slot`)
+        const source = header(operands.map((o) => o.decl), kernel.params.map((p) => p.field)) + kernel.main
+        const key = `${kernel.key}|${operands.map((o) => `${o.decl.slot}${o.decl.dtype}`).join(",")}`
+        const values = [...operands.flatMap((o) => o.fields), ...kernel.params.map((p) => p.value)]
+        const types = fields.map((f) => f.type)
+        return { node, kernel, bound, source, key, values, types }
+      } catch (e) {
+        return new KernelError({
+          op: Op.name(node.op),
+          device: ctx.name,
+          detail: String(e instanceof Error ? e.message : e)
+        })
+      }
+    })
+    for (const p of prepared) if (p instanceof KernelError || p instanceof UnsupportedOp) return yield* p
+    const ok = prepared as Array<Exclude<(typeof prepared)[number], KernelError | UnsupportedOp>>
+
+    // every pipeline of the graph compiles at once, ahead of the first dispatch
+    const pipelines = yield* Effect.forEach(
+      ok,
+      (p) => C.pipeline(ctx, p.key, Op.name(p.node.op), p.bound.length, p.source),
+      { concurrency: "unbounded" }
+    )
+
+    const params = C.createBuffer(ctx, {
+      size: Math.max(ok.length, 1) * SLOT,
+      usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST,
+      label: "params"
+    })
+    const words = new ArrayBuffer(Math.max(ok.length, 1) * SLOT)
+    const u = new Uint32Array(words)
+    const f = new Float32Array(words)
+    const i = new Int32Array(words)
+    const dispatches = ok.map((p, k) => {
+      const base = (k * SLOT) / 4
+      p.values.forEach((v, j) => {
+        if (p.types[j] === "f32") f[base + j] = v
+        else if (p.types[j] === "i32") i[base + j] = v
+        else u[base + j] = v
+      })
+      const entries: Array<GPUBindGroupEntry> = p.bound.map((b) => ({
+        binding: b.slot,
+        resource: { buffer: b.buffer, offset: b.start, size: b.end - b.start }
+      }))
+      entries.push({ binding: p.bound.length, resource: { buffer: params, offset: 0, size: SLOT } })
+      const bindGroup = ctx.device.createBindGroup({ layout: C.layout(ctx, p.bound.length).group, entries })
+      return {
+        node: p.node,
+        key: p.key,
+        pipeline: pipelines[k],
+        bindGroup,
+        paramOffset: k * SLOT,
+        workgroups: p.kernel.workgroups
+      }
+    })
+    ctx.device.queue.writeBuffer(params, 0, words)
+    let released = false
+    return {
+      dispatches,
+      release: () => {
+        if (!released) {
+          released = true
+          C.destroyBuffer(ctx, params)
+        }
+      }
+    }
+  })
+
+/** @internal: whether this backend has a kernel for a node with these types and sizes */
+export const supports = (ctx: Context, node: Tensor): boolean => {
+  if (Op.isView(node.op) || node.op._tag === "None") return true
+  const tensors = [node, ...node.src]
+  for (const t of tensors) {
+    if (!DType.isComputable(t.dtype)) return false
+    if (t.dtype === "f16" && !ctx.caps.f16) return false
+    if (T.nbytes(t) > ctx.limits.maxStorageBufferBindingSize) return false
+    if (t.nb.some((n) => n % DType.typeSize(t.dtype) !== 0)) return false
+  }
+  if (node.op._tag === "MulMat" || node.op._tag === "MulMatAdd") {
+    if (node.src[0].dtype === "i32" || node.src[1].dtype === "i32") return false
+  }
+  return kernelFor(node, ctx.caps) !== undefined
+}

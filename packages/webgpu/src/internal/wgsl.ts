@@ -1,0 +1,88 @@
+/**
+ * WGSL generation shared by every kernel: storage bindings (one per group of overlapping operands, so
+ * in-place ops and views never alias two writable bindings), a uniform struct of parameters, and
+ * per-operand accessors that hide where each operand lives and what type it is stored as.
+ *
+ * @internal
+ */
+import type { DType } from "@effect-gpu/core/DType"
+
+/** @internal */
+export interface OperandDecl {
+  readonly name: string
+  readonly dtype: DType
+  readonly slot: number
+}
+
+/** @internal */
+export interface Field {
+  readonly name: string
+  readonly type: "u32" | "f32" | "i32"
+}
+
+const storageType = (dtype: DType): string => {
+  switch (dtype) {
+    case "f32":
+      return "f32"
+    case "f16":
+      return "f16"
+    case "i32":
+      return "i32"
+    default:
+      throw new Error(`no WGSL storage type for ${dtype}`)
+  }
+}
+
+/** the fields every operand brings: its element offset, shape and element strides */
+export const operandFields = (name: string): ReadonlyArray<Field> =>
+  ["o", "ne0", "ne1", "ne2", "ne3", "nb0", "nb1", "nb2", "nb3"].map((f) => ({ name: `${name}_${f}`, type: "u32" }))
+
+/** @internal */
+export const header = (operands: ReadonlyArray<OperandDecl>, extra: ReadonlyArray<Field>): string => {
+  const slots = new Map<number, DType>()
+  for (const o of operands) slots.set(o.slot, o.dtype)
+  const f16 = [...slots.values()].includes("f16")
+  const fields = [...operands.flatMap((o) => operandFields(o.name)), ...extra]
+  const lines: Array<string> = []
+  if (f16) lines.push("enable f16;")
+  for (const [slot, dtype] of [...slots.entries()].sort((a, b) => a[0] - b[0])) {
+    lines.push(`@group(0) @binding(${slot}) var<storage, read_write> B${slot}: array<${storageType(dtype)}>;`)
+  }
+  lines.push(`struct Params {\n${fields.map((f) => `  ${f.name}: ${f.type},`).join("\n")}\n}`)
+  lines.push(`@group(0) @binding(${slots.size}) var<uniform> P: Params;`)
+  for (const o of operands) {
+    const b = `B${o.slot}`
+    const n = o.name
+    lines.push(
+      `fn ix_${n}(i0: u32, i1: u32, i2: u32, i3: u32) -> u32 { return P.${n}_o + i0 * P.${n}_nb0 + i1 * P.${n}_nb1 + i2 * P.${n}_nb2 + i3 * P.${n}_nb3; }`
+    )
+    if (o.dtype === "i32") {
+      lines.push(`fn ldi_${n}(i: u32) -> i32 { return ${b}[i]; }`)
+      lines.push(`fn ld_${n}(i: u32) -> f32 { return f32(${b}[i]); }`)
+      lines.push(`fn st_${n}(i: u32, v: i32) { ${b}[i] = v; }`)
+    } else {
+      lines.push(`fn ld_${n}(i: u32) -> f32 { return f32(${b}[i]); }`)
+      lines.push(`fn st_${n}(i: u32, v: f32) { ${b}[i] = ${storageType(o.dtype)}(v); }`)
+    }
+  }
+  lines.push(COMMON)
+  return lines.join("\n")
+}
+
+/** math used by several kernels, written to be stable for large |x| */
+const COMMON = `
+fn neg_inf() -> f32 { var bits = 0xff800000u; return bitcast<f32>(bits); }
+fn tanh_s(x: f32) -> f32 { let e = exp(-2.0 * abs(x)); return sign(x) * (1.0 - e) / (1.0 + e); }
+fn sigmoid_s(x: f32) -> f32 { return 1.0 / (1.0 + exp(-x)); }
+fn gelu_s(x: f32) -> f32 { return 0.5 * x * (1.0 + tanh_s(0.7978845608028654 * x * (1.0 + 0.044715 * x * x))); }
+fn silu_s(x: f32) -> f32 { return x / (1.0 + exp(-x)); }
+fn gelu_quick_s(x: f32) -> f32 { return x / (1.0 + exp(-1.702 * x)); }
+fn wg_linear(wid: vec3<u32>, nwg: vec3<u32>) -> u32 { return wid.x + wid.y * nwg.x; }
+`
+
+/** workgroups for `n` groups, folded into y past the per-dimension limit */
+export const fold = (n: number, limit = 65535): [number, number, number] => {
+  if (n <= limit) return [Math.max(n, 1), 1, 1]
+  const y = Math.ceil(n / limit)
+  return [Math.ceil(n / y), y, 1]
+}

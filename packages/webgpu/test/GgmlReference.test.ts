@@ -1,0 +1,22 @@
+import { GgmlReference, Registry } from "@effect-gpu/core"
+import { WebGpu } from "@effect-gpu/webgpu"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { loadReference } from "../../core/test/utils.js"
+import { adapterAvailable } from "./utils.js"
+
+const suite = loadReference()
+
+describe.skipIf(!adapterAvailable)("ggml reference cases on WebGPU", () => {
+  it.layer(WebGpu.layer({ devices: 1 }))((it) => {
+    for (const c of suite.cases) {
+      it.scoped(c.name, () =>
+        Effect.gen(function*() {
+          const device = yield* Registry.deviceByName("WebGPU0")
+          const backend = yield* device.makeBackend()
+          const outcome = yield* GgmlReference.run(suite, c, backend)
+          assert.isTrue(outcome.passed, `${c.name}: ${outcome.detail} (bound ${outcome.bound})`)
+        }))
+    }
+  })
+})
