@@ -1,0 +1,12 @@
+/**
+ * @since 0.1.0
+ */
+export * as Conformance from "./Conformance.js"
+/**
+ * @since 0.1.0
+ */
+export * as ConformanceSuite from "./ConformanceSuite.js"
+/**
+ * @since 0.1.0
+ */
+export * as Generators from "./Generators.js"

@@ -1,0 +1,9 @@
+import { ConformanceSuite } from "@effect-gpu/testing"
+import { WebGpu } from "@effect-gpu/webgpu"
+import { adapterAvailable } from "./utils.js"
+
+ConformanceSuite.conformance(WebGpu.layer({ devices: 1 }), {
+  device: "WebGPU0",
+  f16: true,
+  skip: !adapterAvailable
+})
