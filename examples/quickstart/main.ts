@@ -3,7 +3,8 @@
  *
  *   pnpm demo
  */
-import { Cpu, Graph, Ops, Registry } from "@effect-gpu/core"
+import { Graph, Ops, Registry } from "@effect-gpu/core"
+import { WebGpu } from "@effect-gpu/webgpu"
 import { NodeRuntime } from "@effect/platform-node"
 import { Console, Effect } from "effect"
 
@@ -39,4 +40,4 @@ const program = Effect.gen(function*() {
   }
 })
 
-program.pipe(Effect.scoped, Effect.provide(Cpu.layer()), NodeRuntime.runMain)
+program.pipe(Effect.scoped, Effect.provide(WebGpu.layerOrCpu()), NodeRuntime.runMain)

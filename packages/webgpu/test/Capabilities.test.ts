@@ -1,0 +1,351 @@
+import type { Device, Tensor } from "@effect-gpu/core"
+import { Cpu, Fusion, GpuError, Graph, Ledger, Ops, Registry } from "@effect-gpu/core"
+import { Generators } from "@effect-gpu/testing"
+import { WebGpu, WebGpuDevice } from "@effect-gpu/webgpu"
+import { assert, describe, it } from "@effect/vitest"
+import { ConfigProvider, Effect, Fiber, Layer, Option } from "effect"
+import { adapterAvailable } from "./utils.js"
+
+const gpu2 = WebGpu.layer({ devices: 2 })
+
+/** a small two-layer graph: enough nodes and work to see ordering and aborts */
+const mlp = (n: number, layers: number) =>
+  Effect.gen(function*() {
+    const g = Graph.make()
+    const x = yield* g.input("x", "f32", [n, n])
+    let h: Tensor.Tensor = x
+    for (let i = 0; i < layers; i++) h = yield* Ops.softMax(Ops.add(Ops.mulMat(h, x), x), { scale: 0.1 })
+    const y = yield* g.output(h, "y")
+    return { g, x, y }
+  })
+
+const runOn = (device: Device.Device, n: number, layers: number, seed: number, commandBuffers = 1) =>
+  Effect.gen(function*() {
+    const { g, x, y } = yield* mlp(n, layers)
+    const backend = yield* device.makeBackend()
+    const plan = yield* backend.allocate(g)
+    yield* plan.set(x, Generators.values(seed, n * n))
+    yield* backend.compute(plan, { commandBuffers })
+    return Array.from(yield* plan.get(y))
+  })
+
+describe.skipIf(!adapterAvailable)("WebGPU capabilities", () => {
+  it.layer(gpu2, { timeout: "120 seconds" })("two virtual devices", (it) => {
+    it.scoped("registers WebGPU0 and WebGPU1 next to the CPU, each described", () =>
+      Effect.gen(function*() {
+        const names = (yield* Registry.devices).map((d) => d.name)
+        assert.deepStrictEqual(names.sort(), ["CPU", "WebGPU0", "WebGPU1"])
+        const best = yield* Registry.bestDevice
+        assert.strictEqual(best.type, "GPU")
+        const props = yield* best.props
+        assert.strictEqual(props.type, "GPU")
+        assert.isAbove(props.memory.total, 0)
+        assert.isTrue(props.caps.async && props.caps.events && props.caps.bufferFromHostPtr)
+        assert.isTrue(props.description.length > 0)
+        const d0 = yield* Registry.deviceByName("WebGPU0")
+        const d1 = yield* Registry.deviceByName("WebGPU1")
+        assert.notStrictEqual(
+          Option.getOrThrow(WebGpuDevice.gpuDevice(d0)),
+          Option.getOrThrow(WebGpuDevice.gpuDevice(d1))
+        )
+      }))
+
+    it.scoped("both devices compute the same graph as the CPU", () =>
+      Effect.gen(function*() {
+        const cpu = yield* runOn(Cpu.make(), 24, 3, 5)
+        for (const name of ["WebGPU0", "WebGPU1"]) {
+          const gpu = yield* runOn(yield* Registry.deviceByName(name), 24, 3, 5)
+          assert.isBelow(nmse(gpu, cpu), 1e-6, name)
+        }
+      }))
+
+    it.scoped("copyAsync between the two devices and to the CPU, ordered after the source queue", () =>
+      Effect.gen(function*() {
+        const d0 = yield* Registry.deviceByName("WebGPU0")
+        const d1 = yield* Registry.deviceByName("WebGPU1")
+        const b0 = yield* d0.makeBackend()
+        const b1 = yield* d1.makeBackend()
+        const { g, x, y } = yield* mlp(16, 2)
+        const p0 = yield* b0.allocate(g)
+        const p1 = yield* b1.allocate(g)
+        yield* p0.set(x, Generators.values(3, 256))
+        yield* b0.computeAsync(p0)
+        // the copy waits for b0's compute, then carries y from device 0 into x of device 1
+        yield* b1.copyAsync(p0.location(y)!, p1.location(x)!, b0)
+        const moved = Array.from(yield* p1.get(x))
+        assert.deepStrictEqual(moved, Array.from(yield* p0.get(y)))
+        const cpuBackend = yield* Cpu.make().makeBackend()
+        const pc = yield* cpuBackend.allocate(g)
+        yield* cpuBackend.copyAsync(p0.location(y)!, pc.location(x)!, b0)
+        assert.deepStrictEqual(Array.from(yield* pc.get(x)), moved)
+      }))
+
+    it.scoped("an event recorded on one device's backend orders another's", () =>
+      Effect.gen(function*() {
+        const d0 = yield* Registry.deviceByName("WebGPU0")
+        const d1 = yield* Registry.deviceByName("WebGPU1")
+        const b0 = yield* d0.makeBackend()
+        const b1 = yield* d1.makeBackend()
+        const { g, x, y } = yield* mlp(32, 6)
+        const p0 = yield* b0.allocate(g)
+        const p1 = yield* b1.allocate(g)
+        yield* p0.set(x, Generators.values(9, 1024))
+        const ev = yield* d0.makeEvent
+        yield* b0.computeAsync(p0)
+        yield* ev.record(b0)
+        yield* ev.wait(b1)
+        yield* b1.copyAsync(p0.location(y)!, p1.location(x)!)
+        const want = Array.from(yield* p0.get(y))
+        assert.deepStrictEqual(Array.from(yield* p1.get(x)), want)
+        yield* ev.synchronize
+      }))
+  })
+
+  it.layer(WebGpu.layer({ devices: 1 }), { timeout: "120 seconds" })("one device", (it) => {
+    const device = Registry.deviceByName("WebGPU0")
+
+    it.scoped("commandBuffers 1 and 4 give identical results", () =>
+      Effect.gen(function*() {
+        const d = yield* device
+        const one = yield* runOn(d, 20, 9, 4, 1)
+        const four = yield* runOn(d, 20, 9, 4, 4)
+        assert.deepStrictEqual(one, four)
+      }))
+
+    it.scoped("private, shared and mapped buffers: set, get, memset, copy, clear, unaligned edges", () =>
+      Effect.gen(function*() {
+        const d = yield* device
+        const kinds = d.bufferTypes.map((b) => b.kind)
+        assert.deepStrictEqual(kinds, ["private", "shared", "mapped"])
+        const bytes = Uint8Array.from({ length: 40 }, (_, i) => i + 1)
+        for (const bt of d.bufferTypes.slice(0, 2)) {
+          const b = yield* bt.allocate(64)
+          yield* b.set(3, bytes)
+          assert.deepStrictEqual(Array.from(yield* b.get(3, 40)), Array.from(bytes), bt.name)
+          yield* b.memset(5, 7, 0xee)
+          const got = yield* b.get(0, 16)
+          assert.deepStrictEqual(Array.from(got.subarray(5, 12)), new Array(7).fill(0xee))
+          assert.strictEqual(got[4], 2)
+          assert.strictEqual(got[12], 10)
+          const c = yield* bt.allocate(64)
+          yield* c.copyFrom(b, 8, 16, 32)
+          assert.deepStrictEqual(Array.from(yield* c.get(16, 32)), Array.from(yield* b.get(8, 32)))
+          yield* c.clear(0)
+          assert.deepStrictEqual(Array.from(yield* c.get(0, 64)), new Array(64).fill(0))
+        }
+        const host = new Uint8Array(new Float32Array([1, 2, 3, 4, 5]).buffer)
+        const mapped = yield* d.bufferFromHost(host)
+        assert.strictEqual(mapped.bufferType.kind, "mapped")
+        assert.deepStrictEqual(Array.from(new Float32Array((yield* mapped.get(0, 20)).buffer)), [1, 2, 3, 4, 5])
+        // a weight in a mapped buffer, used by a plan without a copy into the compute buffer
+        const g = Graph.make()
+        const w = yield* g.param("w", "f32", [5])
+        const y = yield* g.output(Ops.scale(w, 2))
+        const backend = yield* d.makeBackend()
+        const plan = yield* backend.allocate(g, { bindings: [{ tensor: w, buffer: mapped, offset: 0 }] })
+        yield* backend.compute(plan)
+        assert.deepStrictEqual(Array.from(yield* plan.get(y)), [2, 4, 6, 8, 10])
+      }))
+
+    it.scoped("AllocationError over the binding limit or the device memory; OutOfBounds for bad ranges", () =>
+      Effect.gen(function*() {
+        const d = yield* device
+        const big = yield* Effect.flip(d.bufferType.allocate(d.bufferType.maxSize + 1))
+        assert.instanceOf(big, GpuError.AllocationError)
+        const b = yield* d.bufferType.allocate(32)
+        assert.strictEqual((yield* Effect.flip(b.set(30, new Uint8Array(4))))._tag, "OutOfBounds")
+        assert.strictEqual((yield* Effect.flip(b.get(0, 33)))._tag, "OutOfBounds")
+      }))
+
+    it.scoped(
+      "interrupting a compute stops it, leaks nothing, and the backend still works",
+      () =>
+        Effect.gen(function*() {
+          const d = yield* device
+          const before = WebGpuDevice.liveNativeBuffers(d)
+          const ledgerBefore = d.ledger.snapshot()
+          yield* Effect.scoped(Effect.gen(function*() {
+            const backend = yield* d.makeBackend()
+            const { g, x } = yield* mlp(96, 300)
+            const plan = yield* backend.allocate(g)
+            yield* plan.set(x, Generators.values(1, 96 * 96))
+            const t0 = Date.now()
+            yield* backend.compute(plan)
+            const full = Date.now() - t0
+            const t1 = Date.now()
+            const fiber = yield* Effect.fork(backend.compute(plan))
+            yield* realSleep(20)
+            yield* Fiber.interrupt(fiber)
+            assert.isBelow(Date.now() - t1, full * 0.75, `abort took ${Date.now() - t1} ms, a full compute ${full} ms`)
+            // usable afterwards
+            const small = yield* runOn(d, 8, 1, 2)
+            const ref = yield* runOn(Cpu.make(), 8, 1, 2)
+            assert.isBelow(nmse(small, ref), 1e-6)
+          }))
+          assert.strictEqual(WebGpuDevice.liveNativeBuffers(d), before)
+          assert.deepStrictEqual(d.ledger.snapshot(), ledgerBefore)
+        }),
+      120_000
+    )
+
+    it.scoped("captureNext returns each dispatch with its WGSL and GPU time", () =>
+      Effect.gen(function*() {
+        const d = yield* device
+        const backend = yield* d.makeBackend()
+        const { g, x, y } = yield* mlp(16, 1)
+        const plan = yield* backend.allocate(g)
+        yield* plan.set(x, Generators.values(2, 256))
+        const trace = yield* backend.captureNext
+        yield* backend.compute(plan)
+        const t = yield* trace
+        assert.deepStrictEqual(t.entries.map((e) => e.op), ["mul_mat", "add", "soft_max"])
+        for (const e of t.entries) {
+          assert.include(e.source ?? "", "@compute")
+          assert.isTrue(e.gpuTimeNs === undefined || e.gpuTimeNs >= 0)
+        }
+        // capture does not change the results
+        const captured = Array.from(yield* plan.get(y))
+        yield* backend.compute(plan)
+        assert.deepStrictEqual(Array.from(yield* plan.get(y)), captured)
+      }))
+
+    it.scoped("supportsOp and offloadOp answer like ggml's", () =>
+      Effect.gen(function*() {
+        const d = yield* device
+        const g = Graph.make()
+        const a = yield* g.input("a", "f32", [64, 64])
+        const b32 = yield* g.input("b", "f32", [64, 32])
+        const b8 = yield* g.input("c", "f32", [64, 8])
+        assert.isTrue(d.offloadOp(yield* Ops.mulMat(a, b32)))
+        assert.isFalse(d.offloadOp(yield* Ops.mulMat(a, b8)))
+        assert.isTrue(d.supportsOp(yield* Ops.softMax(a)))
+        const q = yield* g.input("q", "q8_0", [64, 2])
+        assert.isFalse(d.supportsOp(yield* Ops.cont(q)))
+        assert.isTrue(d.supportsBufferType(d.bufferType))
+        assert.isFalse(d.supportsBufferType(Cpu.make().bufferType))
+      }))
+
+    it.scoped("fusions give the same results as the unfused graph", () =>
+      Effect.gen(function*() {
+        const d = yield* device
+        const g = Graph.make()
+        const x = yield* g.input("x", "f32", [64, 7])
+        const r = yield* g.input("r", "f32", [64, 7])
+        const w = yield* g.param("w", "f32", [64])
+        const wq = yield* g.param("wq", "f32", [64, 48])
+        const bias = yield* g.param("bias", "f32", [48])
+        const wg = yield* g.param("wg", "f32", [48, 48])
+        const h = yield* Ops.mul(Ops.rmsNorm(Ops.add(x, r), 1e-6), w) // add + rms_norm + mul
+        const n2 = yield* Ops.mul(Ops.rmsNorm(h, 1e-6), w) // rms_norm + mul
+        const q = yield* Ops.add(Ops.mulMat(wq, n2), bias) // mul_mat + bias
+        const gate = yield* Ops.mulMat(wg, q)
+        const y = yield* g.output(Ops.mul(Ops.silu(q), gate), "y") // silu * gate -> swiglu
+        const graph = g.build()
+        const fused = Fusion.optimize(graph)
+        const tags = fused.nodes.map((n) => n.op._tag)
+        assert.includeMembers(tags, ["AddRmsNorm", "RmsNormMul", "MulMatAdd", "Glu"])
+        assert.isBelow(fused.nodes.length, graph.nodes.length)
+        const backend = yield* d.makeBackend()
+        assert.strictEqual(backend.optimize(graph).nodes.length, fused.nodes.length)
+        const data = new Map<Tensor.Tensor, Float32Array>([
+          [x, Generators.values(1, 448)],
+          [r, Generators.values(2, 448)],
+          [w, Generators.values(3, 64)],
+          [wq, Generators.values(4, 64 * 48)],
+          [bias, Generators.values(5, 48)],
+          [wg, Generators.values(6, 48 * 48)]
+        ])
+        const run = (gr: Graph.Graph) =>
+          Effect.gen(function*() {
+            const plan = yield* backend.allocate(gr)
+            for (const [t, v] of data) yield* plan.set(t, v)
+            yield* backend.compute(plan)
+            return Array.from(yield* plan.get(y))
+          })
+        const plain = yield* run(graph)
+        const optimized = yield* run(fused)
+        assert.isBelow(nmse(optimized, plain), 1e-10)
+        const cpuBackend = yield* Cpu.make().makeBackend()
+        const cpuPlan = yield* cpuBackend.allocate(fused)
+        for (const [t, v] of data) yield* cpuPlan.set(t, v)
+        yield* cpuBackend.compute(cpuPlan)
+        assert.isBelow(nmse(optimized, Array.from(yield* cpuPlan.get(y))), 5e-4)
+      }))
+
+    it.scoped("in-place results from the allocator match the CPU", () =>
+      Effect.gen(function*() {
+        const d = yield* device
+        const g = Graph.make()
+        const x = yield* g.input("x", "f32", [33, 5])
+        const b = yield* g.input("b", "f32", [33, 1])
+        const pos = yield* g.input("pos", "i32", [5])
+        let t = yield* Ops.exp(Ops.scale(x, 0.5))
+        t = yield* Ops.add(t, b)
+        t = yield* Ops.mul(t, t)
+        t = yield* Ops.rmsNorm(t, 1e-6)
+        t = yield* Ops.softMax(Ops.silu(t))
+        const r = yield* Ops.reshape(Ops.cont(t), [33, 1, 5])
+        const y = yield* g.output(Ops.rope(Ops.cont(Ops.diagMaskInf(Ops.scale(r, 2), 40)), pos, { nDims: 32 }))
+        const results: Array<Array<number>> = []
+        for (const dev of [d, Cpu.make()]) {
+          const backend = yield* dev.makeBackend()
+          const plan = yield* backend.allocate(g)
+          assert.isAbove(plan.layout.inPlace.size, 3)
+          yield* plan.set(x, Generators.values(1, 165))
+          yield* plan.set(b, Generators.values(2, 33))
+          yield* plan.set(pos, [0, 3, 9, 27, 81])
+          yield* backend.compute(plan)
+          results.push(Array.from(yield* plan.get(y)))
+        }
+        assert.isBelow(nmse(results[0], results[1]), 1e-6)
+      }))
+
+    it.scoped("a lost device fails every later operation with DeviceLost", () =>
+      Effect.gen(function*() {
+        // a device of its own, so the shared one stays healthy
+        const [d] = yield* WebGpu.make({ devices: 1 })
+        const backend = yield* d.makeBackend()
+        const { g, x } = yield* mlp(8, 1)
+        const plan = yield* backend.allocate(g)
+        yield* plan.set(x, Generators.values(1, 64))
+        yield* backend.compute(plan)
+        Option.getOrThrow(WebGpuDevice.gpuDevice(d)).destroy()
+        yield* realSleep(50)
+        const e = yield* Effect.flip(backend.compute(plan))
+        assert.instanceOf(e, GpuError.DeviceLost)
+        assert.strictEqual((yield* Effect.flip(plan.get(x)))._tag, "DeviceLost")
+      }))
+  })
+
+  it.effect("EFFECT_GPU_WEBGPU_DEVICES sets the number of logical devices", () =>
+    Effect.gen(function*() {
+      const names = yield* Effect.scoped(Effect.map(WebGpu.make(), (ds) => ds.map((d) => d.name)))
+      assert.deepStrictEqual(names, ["WebGPU0", "WebGPU1", "WebGPU2"])
+    }).pipe(Effect.withConfigProvider(ConfigProvider.fromMap(new Map([["EFFECT_GPU_WEBGPU_DEVICES", "3"]])))))
+
+  it.effect("layerOrCpu falls back to the CPU when no adapter matches", () =>
+    Effect.gen(function*() {
+      const best = yield* Registry.bestDevice
+      assert.strictEqual(best.name, "CPU")
+      assert.isTrue(Ledger.isEmpty(best.ledger.snapshot()))
+    }).pipe(Effect.provide(WebGpu.layerOrCpu({ adapter: "no such adapter" }))))
+
+  it.effect("layer fails with NoAdapter when no adapter matches", () =>
+    Effect.gen(function*() {
+      const e = yield* Effect.flip(Layer.build(WebGpu.layer({ adapter: "no such adapter" })).pipe(Effect.scoped))
+      assert.strictEqual(e._tag, "NoAdapter")
+    }))
+})
+
+/** wall-clock sleep: the layer's tests run under the TestClock */
+const realSleep = (ms: number) => Effect.promise(() => new Promise((r) => setTimeout(r, ms)))
+
+const nmse = (a: ReadonlyArray<number>, b: ReadonlyArray<number>) => {
+  let num = 0
+  let den = 0
+  for (let i = 0; i < b.length; i++) {
+    num += (a[i] - b[i]) ** 2
+    den += b[i] ** 2
+  }
+  return num / den
+}
