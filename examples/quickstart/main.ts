@@ -1,12 +1,14 @@
 /**
  * quickstart: matmul -> add -> softmax on the best device there is (a WebGPU adapter, else the CPU).
  *
- *   pnpm demo
+ *   pnpm demo                                  # prints the device and the result
+ *   EFFECT_GPU_TRACE=trace.json pnpm demo      # also writes a trace of the compute (kernels, WGSL, timings)
  */
-import { Graph, Ops, Registry } from "@effect-gpu/core"
+import { Graph, Ops, Registry, Trace } from "@effect-gpu/core"
 import { WebGpu } from "@effect-gpu/webgpu"
-import { NodeRuntime } from "@effect/platform-node"
-import { Console, Effect } from "effect"
+import { FileSystem } from "@effect/platform"
+import { NodeContext, NodeRuntime } from "@effect/platform-node"
+import { Config, Console, Effect, Layer, Option } from "effect"
 
 const M = 4 // rows of the result
 const N = 3 // columns
@@ -28,6 +30,9 @@ const program = Effect.gen(function*() {
   yield* plan.set(w, Array.from({ length: K * M }, (_, i) => Math.sin(i + 1)))
   yield* plan.set(x, Array.from({ length: K * N }, (_, i) => Math.cos(i + 1)))
   yield* plan.set(bias, [0.1, -0.2, 0.3, -0.4])
+
+  const tracePath = yield* Config.option(Config.string("EFFECT_GPU_TRACE"))
+  const trace = Option.isSome(tracePath) ? Option.some(yield* backend.captureNext) : Option.none()
   yield* backend.compute(plan)
   const out = yield* plan.get(y)
 
@@ -38,6 +43,16 @@ const program = Effect.gen(function*() {
       `  [${col.map((v) => v.toFixed(4)).join(", ")}]  sum=${col.reduce((a, b) => a + b, 0).toFixed(4)}`
     )
   }
+  if (Option.isSome(tracePath) && Option.isSome(trace)) {
+    const t = yield* trace.value
+    const fs = yield* FileSystem.FileSystem
+    yield* fs.writeFileString(tracePath.value, Trace.toJson(t))
+    yield* Console.log(`\n${Trace.format(t)}\ntrace written to ${tracePath.value}`)
+  }
 })
 
-program.pipe(Effect.scoped, Effect.provide(WebGpu.layerOrCpu()), NodeRuntime.runMain)
+program.pipe(
+  Effect.scoped,
+  Effect.provide(Layer.merge(WebGpu.layerOrCpu(), NodeContext.layer)),
+  NodeRuntime.runMain
+)

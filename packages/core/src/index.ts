@@ -82,3 +82,7 @@ export * as GgmlReference from "./GgmlReference.js"
  * @since 0.1.0
  */
 export * as Fusion from "./Fusion.js"
+/**
+ * @since 0.1.0
+ */
+export * as Trace from "./Trace.js"

@@ -1,5 +1,5 @@
 import type { Command as CommandNs } from "@effect-gpu/core"
-import { Backend, Cpu, Graph, Ops, Registry } from "@effect-gpu/core"
+import { Backend, Cpu, Graph, Ops, Registry, Trace } from "@effect-gpu/core"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 
@@ -133,4 +133,22 @@ describe("Backend", () => {
       assert.isTrue(device.supportsOp(a))
       assert.isTrue(device.supportsBufferType(device.bufferType))
     }).pipe(Effect.provide(Cpu.layer({ memory: 1 << 30 }))))
+})
+
+describe("Trace", () => {
+  it.scoped("formats a captured compute as a table and as JSON", () =>
+    Effect.gen(function*() {
+      const backend = yield* (yield* Registry.bestDevice).makeBackend()
+      const g = Graph.make()
+      const x = yield* g.input("x", "f32", [8])
+      yield* g.output(Ops.exp(Ops.neg(x)))
+      const plan = yield* backend.allocate(g)
+      const capture = yield* backend.captureNext
+      yield* backend.compute(plan)
+      const t = yield* capture
+      const text = Trace.format(t)
+      assert.match(text, /CPU \(CPU\): 2 dispatches/)
+      assert.match(text, /neg\s+f32\[8,1,1,1\]\s+cpu:neg/)
+      assert.deepStrictEqual(JSON.parse(Trace.toJson(t)).entries.map((e: { op: string }) => e.op), ["neg", "exp"])
+    }).pipe(cpu))
 })

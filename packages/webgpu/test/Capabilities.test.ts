@@ -317,6 +317,19 @@ describe.skipIf(!adapterAvailable)("WebGPU capabilities", () => {
       }))
   })
 
+  it.scoped("the configured memory bounds allocations with AllocationError, and frees return it", () =>
+    Effect.gen(function*() {
+      const [d] = yield* WebGpu.make({ devices: 1, memory: 4096 })
+      assert.strictEqual((yield* d.memory).total, 4096)
+      yield* Effect.scoped(d.bufferType.allocate(3000))
+      const kept = yield* d.bufferType.allocate(3000)
+      const e = yield* Effect.flip(d.bufferType.allocate(2000))
+      assert.instanceOf(e, GpuError.AllocationError)
+      assert.strictEqual(e.available, 1096)
+      assert.strictEqual((yield* d.memory).free, 1096)
+      assert.strictEqual(kept.size, 3000)
+    }))
+
   it.effect("EFFECT_GPU_WEBGPU_DEVICES sets the number of logical devices", () =>
     Effect.gen(function*() {
       const names = yield* Effect.scoped(Effect.map(WebGpu.make(), (ds) => ds.map((d) => d.name)))

@@ -199,7 +199,7 @@ export const copy = (
   })
 }
 
-/** @internal: allocates a native storage buffer and its primitives */
+/** @internal: allocates a native storage buffer and its primitives; a driver out-of-memory fails it */
 export const allocate = (
   ctx: Context,
   size: number,
@@ -207,18 +207,31 @@ export const allocate = (
   init?: Uint8Array
 ): Effect.Effect<Primitives, BackendError> =>
   Effect.flatMap(C.checkAlive(ctx), () =>
-    Effect.sync(() => {
-      const buffer = C.createBuffer(ctx, {
-        size: Math.max(16, Math.ceil(size / 16) * 16),
-        usage: STORAGE(),
-        mappedAtCreation: init !== undefined,
-        label: kind
-      })
-      if (init !== undefined) {
-        // the host bytes are copied once, straight into the buffer's mapping
-        new Uint8Array(buffer.getMappedRange(), 0, init.byteLength).set(init)
-        buffer.unmap()
-      }
+    Effect.tryPromise({
+      try: async () => {
+        ctx.device.pushErrorScope("out-of-memory")
+        ctx.device.pushErrorScope("validation")
+        const buffer = C.createBuffer(ctx, {
+          size: Math.max(16, Math.ceil(size / 16) * 16),
+          usage: STORAGE(),
+          mappedAtCreation: init !== undefined,
+          label: kind
+        })
+        const invalid = await ctx.device.popErrorScope()
+        const oom = await ctx.device.popErrorScope()
+        if (oom !== null || invalid !== null) {
+          C.destroyBuffer(ctx, buffer)
+          throw new Error((oom ?? invalid)!.message || "the driver refused the allocation")
+        }
+        if (init !== undefined) {
+          // the host bytes are copied once, straight into the buffer's mapping
+          new Uint8Array(buffer.getMappedRange(), 0, init.byteLength).set(init)
+          buffer.unmap()
+        }
+        return buffer
+      },
+      catch: (e) => new KernelError({ op: "allocate", device: ctx.name, detail: `out of memory: ${e}`, cause: e })
+    }).pipe(Effect.map((buffer): Primitives => {
       const native: Native = { ctx, buffer, onRelease: new Set() }
       natives.set(buffer, native)
       const viaStaging = kind === "shared"
@@ -234,7 +247,7 @@ export const allocate = (
             : copy(ctx, other.buffer, srcOffset, buffer, dstOffset, n)
         }
       }
-    }))
+    })))
 
 /** @internal */
 export const release = (ctx: Context, p: Primitives): Effect.Effect<void> =>
