@@ -81,7 +81,7 @@ export interface Backend {
   readonly allocate: (
     graph: Graph.Graph | Graph.Builder,
     options?: AllocateOptions
-  ) => Effect.Effect<Plan.Plan, AllocationError | UnsupportedOp, Scope.Scope>
+  ) => Effect.Effect<Plan.Plan, AllocationError | UnsupportedOp | DeviceLost, Scope.Scope>
   /** enqueues a compute of the plan and waits for it; interruption aborts it cleanly */
   readonly compute: (plan: Plan.Plan, options?: ComputeOptions) => Effect.Effect<void, BackendError>
   /** enqueues a compute and returns at once; failures surface at `synchronize` */

@@ -10,6 +10,7 @@ import * as Predicate from "effect/Predicate"
 import type * as Scope from "effect/Scope"
 import * as Buffer from "./Buffer.js"
 import type { BackendError } from "./GpuError.js"
+import type { DeviceLost } from "./GpuError.js"
 import { AllocationError } from "./GpuError.js"
 import type * as Ledger from "./Ledger.js"
 import type { Tensor } from "./Tensor.js"
@@ -51,10 +52,11 @@ export interface BufferType {
   readonly isHost: boolean
   /** bytes to reserve for a tensor: its size plus scratch its op needs on this device */
   readonly allocSize: (t: Tensor) => number
+  /** fails with AllocationError when refused, DeviceLost when the device is gone */
   readonly allocate: (
     size: number,
     options?: { readonly usage?: Buffer.Usage }
-  ) => Effect.Effect<Buffer.Buffer, AllocationError, Scope.Scope>
+  ) => Effect.Effect<Buffer.Buffer, AllocationError | DeviceLost, Scope.Scope>
 }
 
 /**
@@ -131,7 +133,7 @@ export const make = (options: MakeOptions): BufferType => {
             )
           }
           return options.create(size).pipe(
-            Effect.mapError((e) => e._tag === "AllocationError" ? e : fail(e.message, e)),
+            Effect.mapError((e) => e._tag === "AllocationError" || e._tag === "DeviceLost" ? e : fail(e.message, e)),
             Effect.tapErrorCause(() => Effect.sync(() => options.ledger.release(size))),
             Effect.map((p) => ({ p, buffer: Buffer.make(self, size, allocOptions?.usage ?? "any", p) }))
           )

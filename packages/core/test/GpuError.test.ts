@@ -48,6 +48,7 @@ describe("typed errors", () => {
       assert.strictEqual(tooBig.requested, device.bufferType.maxSize + 1)
       yield* device.bufferType.allocate(600)
       const full = yield* Effect.flip(device.bufferType.allocate(600))
+      assert.instanceOf(full, GpuError.AllocationError)
       assert.strictEqual(full.available, 400)
       assert.match(full.message, /free memory/)
     }).pipe(Effect.provide(Cpu.layer({ memory: 1000 }))))

@@ -529,6 +529,14 @@ const compareSets = (ours: ArrayLike<number>, ref: ArrayLike<number>, k: number)
 }
 
 /**
+ * sum((a - b)^2) / sum(b^2)
+ *
+ * @since 0.1.0
+ * @category comparison
+ */
+export const nmse = (a: ArrayLike<number>, b: ArrayLike<number>): number => GgmlReference.nmse(a, b)
+
+/**
  * A CPU backend to compare against, independent of any registry.
  *
  * @since 0.1.0

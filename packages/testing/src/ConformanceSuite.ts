@@ -5,11 +5,42 @@
  *
  * @since 0.1.0
  */
+import type { Device } from "@effect-gpu/core/Device"
+import * as Graph from "@effect-gpu/core/Graph"
+import * as Ops from "@effect-gpu/core/Ops"
 import * as Registry from "@effect-gpu/core/Registry"
+import type { Tensor } from "@effect-gpu/core/Tensor"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import type * as Layer from "effect/Layer"
 import * as Conformance from "./Conformance.js"
+import * as Gen from "./Generators.js"
+import * as LeakCheck from "./LeakCheck.js"
+
+/** a chain of matmul + softmax layers: long enough to interrupt, small enough for a CPU */
+const chain = (n: number, layers: number) =>
+  Effect.gen(function*() {
+    const g = Graph.make()
+    const x = yield* g.input("x", "f32", [n, n])
+    let h: Tensor = x
+    for (let i = 0; i < layers; i++) h = yield* Ops.softMax(Ops.mulMat(h, x), { scale: 0.2 })
+    const y = yield* g.output(h)
+    return { g, x, y }
+  })
+
+const computeOn = (device: Device, n: number, layers: number) =>
+  Effect.gen(function*() {
+    const backend = yield* device.makeBackend()
+    const { g, x, y } = yield* chain(n, layers)
+    const plan = yield* backend.allocate(g)
+    yield* plan.set(x, Gen.values(11, n * n))
+    yield* backend.compute(plan)
+    return Array.from(yield* plan.get(y))
+  })
+
+/** wall-clock sleep: tests run under the TestClock */
+const realSleep = (ms: number) => Effect.promise(() => new Promise((r) => setTimeout(r, ms)))
 
 /**
  * @since 0.1.0
@@ -45,6 +76,52 @@ export const conformance = <E>(layer: Layer.Layer<Registry.Registry, E>, options
             assert.isTrue(outcome.passed, `${c.name}: ${outcome.detail}`)
           }))
       }
+
+      it.scoped("lifecycle: buffers, backends, events and plans are released with their scope", () =>
+        Effect.gen(function*() {
+          const device = yield* Registry.deviceByName(options.device)
+          yield* LeakCheck.check(Effect.gen(function*() {
+            const backend = yield* device.makeBackend()
+            yield* device.makeEvent
+            yield* device.bufferType.allocate(1024)
+            yield* computeOn(device, 8, 2)
+            yield* backend.synchronize
+          }))
+        }))
+
+      it.scoped("lifecycle: an interrupted compute stops, leaks nothing, and the backend works after", () =>
+        Effect.gen(function*() {
+          const device = yield* Registry.deviceByName(options.device)
+          yield* LeakCheck.check(Effect.gen(function*() {
+            const backend = yield* device.makeBackend()
+            const { g, x } = yield* chain(64, 200)
+            const plan = yield* backend.allocate(g)
+            yield* plan.set(x, Gen.values(3, 64 * 64))
+            const fiber = yield* Effect.fork(backend.compute(plan))
+            yield* realSleep(10)
+            yield* Fiber.interrupt(fiber)
+            const reference = yield* computeOn((yield* Conformance.referenceBackend).device, 8, 2)
+            const after = yield* computeOn(device, 8, 2)
+            assert.isBelow(Conformance.nmse(after, reference), 1e-6)
+          }))
+        }))
+
+      it.scoped("lifecycle: an event orders one backend's work after another's", () =>
+        Effect.gen(function*() {
+          const device = yield* Registry.deviceByName(options.device)
+          const b0 = yield* device.makeBackend()
+          const b1 = yield* device.makeBackend()
+          const { g, x, y } = yield* chain(24, 8)
+          const p0 = yield* b0.allocate(g)
+          const p1 = yield* b1.allocate(g)
+          yield* p0.set(x, Gen.values(5, 24 * 24))
+          const ev = yield* device.makeEvent
+          yield* b0.computeAsync(p0)
+          yield* ev.record(b0)
+          yield* ev.wait(b1)
+          yield* b1.copyAsync(p0.location(y)!, p1.location(x)!)
+          assert.deepStrictEqual(Array.from(yield* p1.get(x)), Array.from(yield* p0.get(y)))
+        }))
     })
   })
 }

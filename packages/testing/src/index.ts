@@ -10,3 +10,11 @@ export * as ConformanceSuite from "./ConformanceSuite.js"
  * @since 0.1.0
  */
 export * as Generators from "./Generators.js"
+/**
+ * @since 0.1.0
+ */
+export * as LeakCheck from "./LeakCheck.js"
+/**
+ * @since 0.1.0
+ */
+export * as TestGpu from "./TestGpu.js"
