@@ -10,6 +10,7 @@ import * as Cause from "effect/Cause"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
 import * as Queue from "effect/Queue"
@@ -138,6 +139,7 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
           return interpreter.fence.pipe(
             Effect.exit,
             Effect.flatMap((exit) => Deferred.done(command.done, exit)),
+            Effect.interruptible,
             Effect.forkIn(scope),
             Effect.asVoid
           )
@@ -175,19 +177,25 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
         yield* Deferred.done(job.done, exit as Exit.Exit<unknown, BackendError>)
       })
 
-    yield* Effect.forkScoped(Effect.forever(Effect.flatMap(Queue.take(queue), process)))
+    // the worker's life is ours to end: drain the queue first, then stop it (never the other way round,
+    // whatever order the enclosing scope closes its finalizers in)
+    // explicitly interruptible: a fork inherits an uninterruptible region of its parent (ScopedRef, acquireRelease)
+    const worker = yield* Effect.forkDaemon(
+      Effect.interruptible(Effect.forever(Effect.flatMap(Queue.take(queue), process)))
+    )
 
     const enqueue = (command: Command, detached: boolean) =>
       Effect.flatMap(Deferred.make<unknown, BackendError>(), (done) =>
         Effect.as(Queue.offer(queue, { command, done, detached }), done))
 
     options.ledger.addBackend(1)
-    // runs before the worker is interrupted: let queued work finish, bounded in time
     yield* Effect.addFinalizer(() =>
       enqueue(Command.Synchronize(), false).pipe(
         Effect.flatMap(Deferred.await),
         Effect.ignore,
         Effect.timeoutOption("10 seconds"),
+        Effect.zipRight(Fiber.interrupt(worker)),
+        Effect.zipRight(Queue.shutdown(queue)),
         Effect.ensuring(Effect.sync(() =>
           options.ledger.addBackend(-1)
         ))

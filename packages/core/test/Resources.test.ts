@@ -1,6 +1,6 @@
 import { Cpu, Graph, Ledger, Ops, Registry } from "@effect-gpu/core"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Fiber } from "effect"
+import { Effect, Exit, Fiber, ScopedRef } from "effect"
 
 describe("scoped resources", () => {
   it.live(
@@ -81,4 +81,17 @@ describe("scoped resources", () => {
       }).pipe(Effect.provide(Cpu.layer())),
     60_000
   )
+})
+
+describe("backends inside uninterruptible acquisitions", () => {
+  it.scoped("a backend made in a ScopedRef (acquired uninterruptibly) is released when the ref closes", () =>
+    Effect.gen(function*() {
+      const device = yield* Registry.bestDevice
+      yield* Effect.scoped(Effect.gen(function*() {
+        const ref = yield* ScopedRef.fromAcquire(device.makeBackend())
+        yield* (yield* ScopedRef.get(ref)).synchronize
+        assert.strictEqual(device.ledger.snapshot().backends, 1)
+      }))
+      assert.strictEqual(device.ledger.snapshot().backends, 0)
+    }).pipe(Effect.provide(Cpu.layer())))
 })

@@ -1,0 +1,28 @@
+/**
+ * Starts the inference service: `pnpm --filter @effect-gpu/example-http-inference start`
+ * PORT (default 8080) picks the port, EFFECT_GPU_BACKEND=cpu forces the CPU (default: WebGPU if an
+ * adapter exists, else the CPU).
+ */
+import { Cpu } from "@effect-gpu/core"
+import { WebGpu } from "@effect-gpu/webgpu"
+import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
+import { Config, Effect, Layer } from "effect"
+import { createServer } from "node:http"
+import * as Inference from "./Inference.js"
+import * as Server from "./Server.js"
+
+const devices = Layer.unwrapEffect(
+  Effect.map(
+    Config.literal("webgpu", "cpu")("EFFECT_GPU_BACKEND").pipe(Config.withDefault("webgpu" as const)),
+    (backend) => (backend === "cpu" ? Cpu.layer() : WebGpu.layerOrCpu())
+  )
+)
+
+const main = Server.app.pipe(
+  Layer.provide(Inference.layer(devices)),
+  Layer.provide(
+    NodeHttpServer.layerConfig(createServer, { port: Config.integer("PORT").pipe(Config.withDefault(8080)) })
+  )
+)
+
+NodeRuntime.runMain(Layer.launch(main))

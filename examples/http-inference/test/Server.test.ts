@@ -1,0 +1,99 @@
+import type { Registry } from "@effect-gpu/core"
+import { Cpu, GpuError } from "@effect-gpu/core"
+import { TestGpu } from "@effect-gpu/testing"
+import { HttpBody, HttpClient } from "@effect/platform"
+import { NodeHttpServer } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer } from "effect"
+import * as Inference from "../src/Inference.js"
+import * as Mlp from "../src/Mlp.js"
+import * as Server from "../src/Server.js"
+
+const serve = <E>(devices: Layer.Layer<Registry.Registry, E>) =>
+  Server.app.pipe(Layer.provide(Inference.layer(devices)), Layer.provideMerge(NodeHttpServer.layerTest))
+
+const post = (body: unknown) =>
+  Effect.gen(function*() {
+    const client = yield* HttpClient.HttpClient
+    const res = yield* client.post("/infer", { body: HttpBody.unsafeJson(body) })
+    return { status: res.status, json: (yield* res.json) as Record<string, unknown> }
+  })
+
+const rows = (n: number, seed: number) =>
+  Array.from({ length: n }, (_, j) => Array.from({ length: Mlp.INPUT }, (_, i) => Math.sin(seed + 7 * j + i)))
+
+/** the model in plain JS, to check the service's answers */
+const expected = (input: ReadonlyArray<ReadonlyArray<number>>) => {
+  const w = Mlp.weights()
+  const gelu = (x: number) => 0.5 * x * (1 + Math.tanh(0.7978845608028654 * x * (1 + 0.044715 * x * x)))
+  return input.map((x) => {
+    const h = Array.from(
+      { length: Mlp.HIDDEN },
+      (_, i) => gelu(x.reduce((s, v, k) => s + v * w.w1[i * Mlp.INPUT + k], w.b1[i]))
+    )
+    const z = Array.from(
+      { length: Mlp.CLASSES },
+      (_, c) => h.reduce((s, v, k) => s + v * w.w2[c * Mlp.HIDDEN + k], w.b2[c])
+    )
+    const m = Math.max(...z)
+    const e = z.map((v) => Math.exp(v - m))
+    const s = e.reduce((a, b) => a + b, 0)
+    return e.map((v) => v / s)
+  })
+}
+
+describe("http-inference", () => {
+  it.scoped("answers class probabilities that match the model", () =>
+    Effect.gen(function*() {
+      const input = rows(5, 1)
+      const { json, status } = yield* post({ inputs: input })
+      assert.strictEqual(status, 200)
+      assert.strictEqual(json.device, "Test0")
+      const probs = json.probabilities as Array<Array<number>>
+      const want = expected(input)
+      probs.forEach((p, j) => p.forEach((v, c) => assert.closeTo(v, want[j][c], 1e-5)))
+      assert.deepStrictEqual(json.classes, want.map((p) => p.indexOf(Math.max(...p))))
+    }).pipe(Effect.provide(serve(TestGpu.layer()))))
+
+  it.scoped("rejects bad input with 400 and a clear message", () =>
+    Effect.gen(function*() {
+      const short = yield* post({ inputs: [[1, 2, 3]] })
+      assert.strictEqual(short.status, 400)
+      assert.match(String(short.json.error), /each row needs 16 numbers, got 3/)
+      const text = yield* post({ inputs: [Array(16).fill("a")] })
+      assert.strictEqual(text.status, 400)
+      assert.match(String(text.json.error), /Expected number/)
+      const none = yield* post({ inputs: [] })
+      assert.strictEqual(none.status, 400)
+      assert.match(String(none.json.error), /send 1 to 32 rows, got 0/)
+      const wrongShape = yield* post({ rows: [] })
+      assert.strictEqual(wrongShape.status, 400)
+    }).pipe(Effect.provide(serve(TestGpu.layer()))))
+
+  it.scoped("a simulated out-of-memory at startup fails the service with AllocationError", () =>
+    Effect.gen(function*() {
+      const e = yield* Effect.flip(Layer.build(serve(TestGpu.layer({ faults: { allocationFailsAt: 1 } }))))
+      assert.instanceOf(e, GpuError.AllocationError)
+      assert.match(e.message, /simulated out of memory/)
+    }))
+
+  it.scoped("a device lost during a request answers 503, then the rebuilt device serves again", () =>
+    Effect.gen(function*() {
+      const input = rows(2, 3)
+      const first = yield* post({ inputs: input })
+      assert.strictEqual(first.status, 200)
+      const lost = yield* post({ inputs: input })
+      assert.strictEqual(lost.status, 503)
+      assert.match(String(lost.json.error), /lost.*reloaded/)
+      const again = yield* post({ inputs: input })
+      assert.strictEqual(again.status, 200)
+      assert.deepStrictEqual(again.json.probabilities, first.json.probabilities)
+    }).pipe(Effect.provide(serve(TestGpu.layer({ faults: { deviceLostAtSubmit: 2 } })))))
+
+  it.scoped("runs on the CPU by swapping the layer", () =>
+    Effect.gen(function*() {
+      const { json, status } = yield* post({ inputs: rows(1, 9) })
+      assert.strictEqual(status, 200)
+      assert.strictEqual(json.device, "CPU")
+    }).pipe(Effect.provide(serve(Cpu.layer()))))
+})

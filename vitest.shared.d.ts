@@ -1,0 +1,3 @@
+import type { ViteUserConfig } from "vitest/config";
+declare const config: ViteUserConfig;
+export default config;
