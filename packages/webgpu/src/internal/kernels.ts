@@ -352,6 +352,48 @@ const rmsNorm = (node: Tensor, eps: number, sum: boolean, mul: boolean, caps: Ca
   )
 }
 
+/** contiguous operands of one shape (src1 may repeat one row): flat indices, 4 elements per thread */
+const FLAT = 4
+const flat = (
+  key: string,
+  operands: ReadonlyArray<Operand>,
+  expr: string,
+  rowBroadcast: boolean,
+  params: ReadonlyArray<Param>,
+  caps: Caps
+): Kernel => {
+  const n = T.nelements(operands[operands.length - 1].tensor)
+  const b = rowBroadcast ? "P.b_o + i % P.b_ne0" : "P.b_o + i"
+  return {
+    key: `flat:${key}:${rowBroadcast}`,
+    operands,
+    params,
+    workgroups: fold(Math.ceil(n / (WG * FLAT)), caps.maxWorkgroups),
+    main: `
+@compute @workgroup_size(${WG})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let n = P.d_ne0 * P.d_ne1 * P.d_ne2 * P.d_ne3;
+  let base = wg_linear(wid, nwg) * ${WG * FLAT}u + lid;
+  for (var k = 0u; k < ${FLAT}u; k++) {
+    let i = base + k * ${WG}u;
+    if (i < n) {
+      let x = ld_a(P.a_o + i);
+      ${operands.some((o) => o.name === "b") ? `let y = ld_b(${b});` : ""}
+      st_d(P.d_o + i, ${expr});
+    }
+  }
+}`
+  }
+}
+
+/** the flat path applies: everything contiguous, src1 the same shape or one repeated row */
+const flatBinary = (node: Tensor): "same" | "row" | undefined => {
+  const [a, b] = node.src
+  if (!T.isContiguous(node) || !T.isContiguous(a) || !T.isContiguous(b)) return undefined
+  if (T.sameShape(a, b)) return "same"
+  return b.ne[0] === a.ne[0] && T.nelements(b) === b.ne[0] ? "row" : undefined
+}
+
 /** @internal: the kernel for a node, or undefined when this backend has none */
 export const kernelFor = (node: Tensor, caps: Caps): Kernel | undefined => {
   const op = node.op
@@ -362,7 +404,11 @@ export const kernelFor = (node: Tensor, caps: Caps): Kernel | undefined => {
     case "Add":
     case "Sub":
     case "Mul":
-    case "Div":
+    case "Div": {
+      const f = flatBinary(node)
+      if (f !== undefined) {
+        return flat(op._tag, [a, { name: "b", tensor: src[1] }, d], `x ${binaryOp[op._tag]} y`, f === "row", [], caps)
+      }
       return elementwise(
         op._tag,
         [a, { name: "b", tensor: src[1] }, d],
@@ -371,6 +417,7 @@ export const kernelFor = (node: Tensor, caps: Caps): Kernel | undefined => {
         [],
         caps
       )
+    }
     case "Scale":
     case "Sqr":
     case "Sqrt":

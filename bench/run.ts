@@ -1,0 +1,386 @@
+/**
+ * Benchmarks: each case on our WebGPU backend and on tfjs-backend-webgpu 4.22, on the same Dawn adapter in
+ * the same process. Median of --runs timed runs after warm-up, on fresh seeded non-zero inputs; a run is
+ * submit + wait for the GPU (no readback) on both sides. Prints a table and writes JSON to benchmarks/.
+ *
+ *   pnpm bench                          # every case at full size (for a real GPU)
+ *   pnpm bench --quick                  # small sizes (lavapipe)
+ *   pnpm bench --cases matmul,add --runs 20 --label h200
+ */
+import type { Backend, Device, Tensor } from "@effect-gpu/core"
+import { Graph, Ops } from "@effect-gpu/core"
+import * as Generators from "@effect-gpu/testing/Generators"
+import { WebGpu } from "@effect-gpu/webgpu"
+import { Effect } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { parseArgs } from "node:util"
+
+const { values: args } = parseArgs({
+  options: {
+    cases: { type: "string" },
+    runs: { type: "string", default: "10" },
+    quick: { type: "boolean", default: false },
+    label: { type: "string", default: "local" },
+    peer: { type: "boolean", default: true },
+    out: { type: "string" }
+  }
+})
+const RUNS = Math.max(10, Number(args.runs))
+const quick = args.quick === true
+const wanted = args.cases?.split(",")
+
+type Tf = typeof import("@tensorflow/tfjs-core")
+
+interface Work {
+  readonly flops?: number
+  /** bytes that must move through memory at least once */
+  readonly bytes?: number
+  readonly nodes?: number
+  readonly dtype?: "f32" | "f16"
+}
+
+interface Case {
+  readonly name: string
+  readonly size: string
+  readonly work: Work
+  readonly ours: (
+    device: Device.Device,
+    backend: Backend.Backend
+  ) => Effect.Effect<Effect.Effect<void, unknown>, unknown, import("effect/Scope").Scope>
+  readonly peer?: (tf: Tf) => () => void
+}
+
+// ------------------------------------------------------------------------------------------------------------
+// our side: build a graph, allocate, fill inputs with seeded data; the runner computes and waits for the GPU
+// ------------------------------------------------------------------------------------------------------------
+
+const prepared = (
+  backend: Backend.Backend,
+  build: (g: Graph.Builder) => Effect.Effect<void, unknown>
+) =>
+  Effect.gen(function*() {
+    const g = Graph.make()
+    yield* build(g)
+    const graph = backend.optimize(g.build())
+    const plan = yield* backend.allocate(graph)
+    let seed = 1
+    for (const leaf of graph.leafs) {
+      const n = leaf.ne[0] * leaf.ne[1] * leaf.ne[2] * leaf.ne[3]
+      if (leaf.dtype === "i32") yield* plan.set(leaf, Generators.indices(seed++, n, leaf.ne[0]))
+      else yield* plan.set(leaf, Generators.values(seed++, n, { min: 0.05, max: 0.5 }))
+    }
+    return Effect.zipRight(backend.compute(plan), backend.synchronize)
+  })
+
+const mm = (M: number, N: number, K: number, dtype: "f32" | "f16"): Case => ({
+  name: dtype === "f32" ? "matmul" : "matmul_f16",
+  size: `${M}x${N}x${K}`,
+  work: { flops: 2 * M * N * K, dtype },
+  ours: (_, backend) =>
+    prepared(backend, (g) =>
+      Effect.gen(function*() {
+        const a = yield* g.param("a", dtype, [K, M])
+        const b = yield* g.input("b", dtype, [K, N])
+        yield* g.output(Ops.mulMat(a, b))
+      })),
+  ...(dtype === "f32"
+    ? {
+      peer: (tf: Tf) => {
+        const a = tf.tensor2d(Generators.values(1, M * K), [M, K])
+        const b = tf.tensor2d(Generators.values(2, N * K), [N, K])
+        return () => tf.matMul(b, a, false, true).dispose()
+      }
+    }
+    : {})
+})
+
+const elementwise = (op: "add" | "mul", n: number): Case => ({
+  name: op,
+  size: `${n}`,
+  work: { bytes: 3 * 4 * n },
+  ours: (_, backend) =>
+    prepared(backend, (g) =>
+      Effect.gen(function*() {
+        const a = yield* g.input("a", "f32", [n])
+        const b = yield* g.input("b", "f32", [n])
+        yield* g.output(op === "add" ? Ops.add(a, b) : Ops.mul(a, b))
+      })),
+  peer: (tf) => {
+    const a = tf.tensor1d(Generators.values(1, n))
+    const b = tf.tensor1d(Generators.values(2, n))
+    return () => (op === "add" ? tf.add(a, b) : tf.mul(a, b)).dispose()
+  }
+})
+
+const rows = (op: "soft_max" | "rms_norm", rowsN: number, width: number): Case => ({
+  name: op,
+  size: `${rowsN}x${width}`,
+  work: { bytes: 2 * 4 * rowsN * width },
+  ours: (_, backend) =>
+    prepared(backend, (g) =>
+      Effect.gen(function*() {
+        const a = yield* g.input("a", "f32", [width, rowsN])
+        yield* g.output(op === "soft_max" ? Ops.softMax(a) : Ops.rmsNorm(a, 1e-6))
+      })),
+  peer: (tf) => {
+    const a = tf.tensor2d(Generators.values(1, rowsN * width), [rowsN, width])
+    return op === "soft_max"
+      ? () => tf.softmax(a).dispose()
+      : () => tf.tidy(() => tf.mul(a, tf.rsqrt(tf.add(tf.mean(tf.square(a), -1, true), 1e-6))))
+        .dispose()
+  }
+})
+
+const manyNodes = (nodes: number): Case => ({
+  name: "graph_1000",
+  size: `${nodes} nodes`,
+  work: { nodes },
+  ours: (_, backend) =>
+    prepared(backend, (g) =>
+      Effect.gen(function*() {
+        const x = yield* g.input("x", "f32", [256])
+        const c = yield* g.input("c", "f32", [256])
+        let t: Tensor.Tensor = x
+        for (let i = 0; i < nodes; i++) t = yield* (i % 2 === 0 ? Ops.add(t, c) : Ops.mul(t, c))
+        yield* g.output(t)
+      })),
+  peer: (tf) => {
+    const x = tf.tensor1d(Generators.values(1, 256))
+    const c = tf.tensor1d(Generators.values(2, 256))
+    return () =>
+      tf.tidy(() => {
+        let t = x
+        for (let i = 0; i < nodes; i++) t = i % 2 === 0 ? tf.add(t, c) : tf.mul(t, c)
+        return t
+      }).dispose()
+  }
+})
+
+/** one pre-norm transformer block: attention (causal, nh heads) and a SwiGLU MLP */
+const block = (H: number, T: number, nh: number, F: number): Case => {
+  const D = H / nh
+  const flops = 2 * T * (4 * H * H + 3 * H * F) + 2 * 2 * T * T * H
+  return {
+    name: "transformer_block",
+    size: `H${H} T${T} heads${nh} F${F}`,
+    work: { flops },
+    ours: (_, backend) =>
+      prepared(backend, (g) =>
+        Effect.gen(function*() {
+          const x = yield* g.input("x", "f32", [H, T])
+          const w = (name: string, k: number, m: number) => g.param(name, "f32", [k, m])
+          const [wq, wk, wv, wo] = [yield* w("wq", H, H), yield* w("wk", H, H), yield* w("wv", H, H), yield* w("wo", H, H)]
+          const [wg, wu, wd] = [yield* w("wg", H, F), yield* w("wu", H, F), yield* w("wd", F, H)]
+          const n1 = yield* g.param("n1", "f32", [H])
+          const n2 = yield* g.param("n2", "f32", [H])
+          const h = yield* Ops.mul(Ops.rmsNorm(x, 1e-6), n1)
+          const heads = (t: Tensor.TensorLike) => Ops.permute(Ops.reshape(t, [D, nh, T]), [0, 2, 1, 3]) // [D, T, nh]
+          const q = yield* heads(Ops.mulMat(wq, h))
+          const k = yield* heads(Ops.mulMat(wk, h))
+          const vT = yield* Ops.cont(Ops.permute(Ops.reshape(Ops.mulMat(wv, h), [D, nh, T]), [1, 2, 0, 3])) // [T, D, nh]
+          const p = yield* Ops.softMax(Ops.diagMaskInf(Ops.mulMat(k, q), 0), { scale: 1 / Math.sqrt(D) }) // [Tk, Tq, nh]
+          const att = yield* Ops.reshape(Ops.cont(Ops.permute(Ops.mulMat(vT, p), [0, 2, 1, 3])), [H, T])
+          const o = yield* Ops.add(Ops.mulMat(wo, att), x)
+          const m = yield* Ops.mul(Ops.rmsNorm(o, 1e-6), n2)
+          const ff = yield* Ops.mulMat(wd, Ops.mul(Ops.silu(Ops.mulMat(wg, m)), Ops.mulMat(wu, m)))
+          yield* g.output(Ops.add(ff, o))
+        })),
+    peer: (tf) => {
+      const t2 = (r: number, c: number, s: number) => tf.tensor2d(Generators.values(s, r * c, { min: 0.05, max: 0.5 }), [r, c])
+      const x = t2(T, H, 1)
+      const [wq, wk, wv, wo] = [t2(H, H, 2), t2(H, H, 3), t2(H, H, 4), t2(H, H, 5)]
+      const [wg, wu, wd] = [t2(H, F, 6), t2(H, F, 7), t2(F, H, 8)]
+      const mask = tf.linalg.bandPart(tf.ones([T, T]), -1, 0)
+      const neg = tf.mul(tf.sub(1, mask), -1e9)
+      const norm = (a: import("@tensorflow/tfjs-core").Tensor) => tf.mul(a, tf.rsqrt(tf.add(tf.mean(tf.square(a), -1, true), 1e-6)))
+      const heads = (a: import("@tensorflow/tfjs-core").Tensor) => tf.transpose(tf.reshape(a, [T, nh, D]), [1, 0, 2])
+      return () =>
+        tf.tidy(() => {
+          const h = norm(x)
+          const q = heads(tf.matMul(h, wq))
+          const k = heads(tf.matMul(h, wk))
+          const v = heads(tf.matMul(h, wv))
+          const s = tf.add(tf.mul(tf.matMul(q, k, false, true), 1 / Math.sqrt(D)), neg)
+          const att = tf.reshape(tf.transpose(tf.matMul(tf.softmax(s), v), [1, 0, 2]), [T, H])
+          const o = tf.add(tf.matMul(att, wo), x)
+          const m = norm(o)
+          const gate = tf.matMul(m, wg)
+          return tf.add(tf.matMul(tf.mul(tf.mul(gate, tf.sigmoid(gate)), tf.matMul(m, wu)), wd), o)
+        }).dispose()
+    }
+  }
+}
+
+const allCases = (): ReadonlyArray<Case> =>
+  quick
+    ? [
+      ...[64, 128, 256].map((n) => mm(n, n, n, "f32")),
+      mm(256, 1, 256, "f32"),
+      mm(256, 8, 256, "f32"),
+      mm(128, 128, 128, "f16"),
+      elementwise("add", 1 << 18),
+      elementwise("mul", 1 << 18),
+      rows("soft_max", 16, 4096),
+      rows("rms_norm", 16, 4096),
+      manyNodes(1000),
+      block(256, 32, 4, 512)
+    ]
+    : [
+      ...[256, 512, 1024, 2048, 4096, 8192].map((n) => mm(n, n, n, "f32")),
+      mm(4096, 1, 4096, "f32"),
+      mm(4096, 8, 4096, "f32"),
+      mm(4096, 512, 4096, "f32"),
+      mm(4096, 4096, 4096, "f16"),
+      mm(8192, 8192, 8192, "f16"),
+      elementwise("add", 1 << 26),
+      elementwise("mul", 1 << 26),
+      rows("soft_max", 4096, 4096),
+      rows("rms_norm", 4096, 4096),
+      manyNodes(1000),
+      block(4096, 512, 32, 11008)
+    ]
+
+// ------------------------------------------------------------------------------------------------------------
+// measurement
+// ------------------------------------------------------------------------------------------------------------
+
+const median = (xs: Array<number>) => {
+  const s = [...xs].sort((a, b) => a - b)
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2
+}
+
+/** what the H200 can do at most (datasheet): f32 FMA, f16 tensor cores (dense), HBM3e bandwidth */
+const rooflines: Record<string, { readonly f32: number; readonly f16: number; readonly bw: number }> = {
+  h200: { f32: 67e12, f16: 989e12, bw: 4.8e12 }
+}
+
+const rate = (w: Work, ms: number) =>
+  w.flops !== undefined
+    ? { value: w.flops / (ms / 1e3), unit: "FLOP/s" }
+    : w.bytes !== undefined
+    ? { value: w.bytes / (ms / 1e3), unit: "B/s" }
+    : { value: (ms * 1e3) / (w.nodes ?? 1), unit: "us/node" }
+
+const fmt = (r: { value: number; unit: string }) =>
+  r.unit === "FLOP/s"
+    ? r.value >= 1e12 ? `${(r.value / 1e12).toFixed(2)} TFLOP/s` : `${(r.value / 1e9).toFixed(2)} GFLOP/s`
+    : r.unit === "B/s"
+    ? r.value >= 1e12 ? `${(r.value / 1e12).toFixed(2)} TB/s` : `${(r.value / 1e9).toFixed(2)} GB/s`
+    : `${r.value.toFixed(2)} us/node`
+
+const main = Effect.gen(function*() {
+  // one Dawn instance for both: our provider takes navigator.gpu when it exists
+  const webgpu = yield* Effect.promise(() => import("webgpu"))
+  Object.assign(globalThis, webgpu.globals)
+  const gpu = webgpu.create([`enable-dawn-features=${WebGpu.defaultToggles.join(",")}`])
+  ;(globalThis as { navigator?: unknown }).navigator = { gpu }
+  const [device] = yield* WebGpu.make({ devices: 1 })
+  const backend = yield* device.makeBackend()
+  const adapter = device.description
+  const roof = Object.entries(rooflines).find(([k]) => adapter.toLowerCase().includes(k))?.[1]
+
+  let tf: Tf | undefined
+  if (args.peer) {
+    tf = yield* Effect.promise(async () => {
+      const t = await import("@tensorflow/tfjs-core")
+      await import("@tensorflow/tfjs-backend-webgpu")
+      await t.setBackend("webgpu")
+      await t.ready()
+      return t
+    })
+  }
+  const tfBackend = tf?.backend() as unknown as
+    | {
+      device: GPUDevice
+      ensureCommandEncoderReady: () => void
+      endComputePassEncoder: () => void
+      submitQueue: () => void
+    }
+    | undefined
+
+  const cases = allCases().filter((c) => wanted === undefined || wanted.includes(c.name))
+  const results: Array<Record<string, unknown>> = []
+  for (const [i, c] of cases.entries()) {
+    process.stderr.write(`[${i + 1}/${cases.length}] ${c.name} ${c.size} ... `)
+    const oursMs = yield* Effect.scoped(Effect.gen(function*() {
+      const run = yield* c.ours(device, backend)
+      for (let k = 0; k < 2; k++) yield* run
+      const times: Array<number> = []
+      for (let k = 0; k < RUNS; k++) {
+        const t0 = performance.now()
+        yield* run
+        times.push(performance.now() - t0)
+      }
+      return median(times)
+    }))
+    let peerMs: number | undefined
+    if (tf !== undefined && tfBackend !== undefined && c.peer !== undefined) {
+      const run = c.peer(tf)
+      const once = async () => {
+        run()
+        // what tfjs does before a readback: close its pass and submit what it batched
+        tfBackend.ensureCommandEncoderReady()
+        tfBackend.endComputePassEncoder()
+        tfBackend.submitQueue()
+        await tfBackend.device.queue.onSubmittedWorkDone()
+      }
+      peerMs = yield* Effect.promise(async () => {
+        for (let k = 0; k < 2; k++) await once()
+        const times: Array<number> = []
+        for (let k = 0; k < RUNS; k++) {
+          const t0 = performance.now()
+          await once()
+          times.push(performance.now() - t0)
+        }
+        return median(times)
+      })
+    }
+    const ours = rate(c.work, oursMs)
+    const peer = peerMs === undefined ? undefined : rate(c.work, peerMs)
+    const ratio = peerMs === undefined ? undefined : peerMs / oursMs
+    const peak = roof === undefined
+      ? undefined
+      : c.work.flops !== undefined
+      ? (c.work.dtype === "f16" ? roof.f16 : roof.f32)
+      : c.work.bytes !== undefined
+      ? roof.bw
+      : undefined
+    const ofRoof = peak === undefined ? undefined : (100 * ours.value) / peak
+    process.stderr.write(`${oursMs.toFixed(3)} ms\n`)
+    results.push({ case: c.name, size: c.size, oursMs, peerMs, ours, peer, ratio, ofRoofline: ofRoof })
+  }
+
+  const header = ["case", "size", "ours", "peer (tfjs)", "ratio", "% roofline"]
+  const table = results.map((r) => [
+    String(r.case),
+    String(r.size),
+    `${fmt(r.ours as never)} (${(r.oursMs as number).toFixed(3)} ms)`,
+    r.peer ? `${fmt(r.peer as never)} (${(r.peerMs as number).toFixed(3)} ms)` : "-",
+    r.ratio ? `${(r.ratio as number).toFixed(2)}x` : "-",
+    r.ofRoofline === undefined ? "-" : `${(r.ofRoofline as number).toFixed(1)}%`
+  ])
+  const widths = header.map((h, i) => Math.max(h.length, ...table.map((r) => r[i].length)))
+  const line = (r: Array<string>) => r.map((c, i) => c.padEnd(widths[i])).join(" | ")
+  console.log(`adapter: ${adapter}\nmedian of ${RUNS} runs after 2 warm-ups; a run = submit + GPU done\n`)
+  console.log(line(header))
+  console.log(widths.map((w) => "-".repeat(w)).join("-|-"))
+  for (const r of table) console.log(line(r))
+
+  const date = new Date().toISOString().slice(0, 10)
+  const out = args.out ?? path.join(process.cwd(), "..", "benchmarks", `bench-${args.label}-${date}.json`)
+  fs.mkdirSync(path.dirname(out), { recursive: true })
+  fs.writeFileSync(
+    out,
+    JSON.stringify({ date, adapter, runs: RUNS, quick, command: process.argv.slice(2).join(" "), results }, null, 2)
+  )
+  console.log(`\nwritten to ${out}`)
+})
+
+Effect.runPromise(Effect.scoped(main)).then(
+  () => process.exit(0),
+  (e) => {
+    console.error(e)
+    process.exit(1)
+  }
+)
