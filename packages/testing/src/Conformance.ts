@@ -78,6 +78,7 @@ const unaryShapes = (dt: DType.DType, positive = false) =>
       input: { dtype: dt, ne: [7, 5, 3, 2], positive },
       view: (t: Tensor) => Ops.permute(t, [1, 0, 2, 3])
     },
+    { tag: "aligned", input: { dtype: dt, ne: [64, 3], positive }, view: (t: Tensor) => Effect.succeed(t) },
     {
       tag: "offset-view",
       input: { dtype: dt, ne: [131, 3], positive },
@@ -133,6 +134,21 @@ export const cases = (options: { readonly f16: boolean }): ReadonlyArray<Case> =
           ne: [5, 1, 3, 1],
           positive: pos
         }], ([a, b]) => f(a, b))
+      )
+      out.push(
+        mk(`${name}_${dt}_aligned`, name, [{ dtype: dt, ne: [8, 7, 3, 2] }, {
+          dtype: dt,
+          ne: [8, 7, 3, 2],
+          positive: pos
+        }], ([a, b]) => f(a, b))
+      )
+      out.push(
+        mk(
+          `${name}_${dt}_row`,
+          name,
+          [{ dtype: dt, ne: [8, 7, 3, 2] }, { dtype: dt, ne: [8], positive: pos }],
+          ([a, b]) => f(a, b)
+        )
       )
       out.push(
         mk(

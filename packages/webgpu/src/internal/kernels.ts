@@ -25,6 +25,9 @@ export interface Param {
 
 /** @internal */
 export interface Kernel {
+  /** bind every operand as vec4 arrays; needs element offsets that are multiples of 4, else `scalar` runs */
+  readonly vec4?: boolean
+  readonly scalar?: Kernel
   /** family and compiled-in choices: part of the pipeline key */
   readonly key: string
   readonly operands: ReadonlyArray<Operand>
@@ -386,6 +389,59 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   }
 }
 
+/** the flat kernel on vec4s: one vec4 per thread per step, for counts (and src1 rows) divisible by 4 */
+const flat4 = (
+  key: string,
+  operands: ReadonlyArray<Operand>,
+  expr: string,
+  rowBroadcast: boolean,
+  params: ReadonlyArray<Param>,
+  caps: Caps
+): Kernel => {
+  const n = T.nelements(operands[operands.length - 1].tensor)
+  const b = rowBroadcast ? "P.b_o / 4u + i % (P.b_ne0 / 4u)" : "P.b_o / 4u + i"
+  return {
+    key: `flat4:${key}:${rowBroadcast}`,
+    vec4: true,
+    scalar: flat(key, operands, expr, rowBroadcast, params, caps),
+    operands,
+    params,
+    workgroups: fold(Math.ceil(n / 4 / (WG * FLAT)), caps.maxWorkgroups),
+    main: `
+@compute @workgroup_size(${WG})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let n = P.d_ne0 * P.d_ne1 * P.d_ne2 * P.d_ne3 / 4u;
+  let base = wg_linear(wid, nwg) * ${WG * FLAT}u + lid;
+  for (var k = 0u; k < ${FLAT}u; k++) {
+    let i = base + k * ${WG}u;
+    if (i < n) {
+      let x = ld4_a(P.a_o / 4u + i);
+      ${operands.some((o) => o.name === "b") ? `let y = ld4_b(${b});` : ""}
+      st4_d(P.d_o / 4u + i, ${expr});
+    }
+  }
+}`
+  }
+}
+
+/** flat4 where the sizes allow it, else flat */
+const flatBest = (
+  key: string,
+  operands: ReadonlyArray<Operand>,
+  expr: string,
+  expr4: string | undefined,
+  rowBroadcast: boolean,
+  params: ReadonlyArray<Param>,
+  caps: Caps
+): Kernel => {
+  const n = T.nelements(operands[operands.length - 1].tensor)
+  const b = operands.find((o) => o.name === "b")
+  const fits = expr4 !== undefined && n % 4 === 0 && (b === undefined || !rowBroadcast || b.tensor.ne[0] % 4 === 0)
+  return fits
+    ? flat4(key, operands, expr4, rowBroadcast, params, caps)
+    : flat(key, operands, expr, rowBroadcast, params, caps)
+}
+
 /** the flat path applies: everything contiguous, src1 the same shape or one repeated row */
 const flatBinary = (node: Tensor): "same" | "row" | undefined => {
   const [a, b] = node.src
@@ -407,7 +463,15 @@ export const kernelFor = (node: Tensor, caps: Caps): Kernel | undefined => {
     case "Div": {
       const f = flatBinary(node)
       if (f !== undefined) {
-        return flat(op._tag, [a, { name: "b", tensor: src[1] }, d], `x ${binaryOp[op._tag]} y`, f === "row", [], caps)
+        return flatBest(
+          op._tag,
+          [a, { name: "b", tensor: src[1] }, d],
+          `x ${binaryOp[op._tag]} y`,
+          `x ${binaryOp[op._tag]} y`,
+          f === "row",
+          [],
+          caps
+        )
       }
       return elementwise(
         op._tag,
@@ -442,6 +506,13 @@ export const kernelFor = (node: Tensor, caps: Caps): Kernel | undefined => {
           [],
           caps
         )
+      }
+      if (T.isContiguous(node) && T.isContiguous(src[0])) {
+        // WGSL's exp, sqrt, log, max and arithmetic work on vec4s too
+        const vectorizable = op._tag === "Scale" || op._tag === "Cpy" || op._tag === "Cont" || op._tag === "Sqr" ||
+          op._tag === "Exp" || op._tag === "Sqrt" || op._tag === "Log" || (op._tag === "Unary" && op.kind === "relu")
+        const x4 = op._tag === "Unary" && op.kind === "relu" ? "max(x, vec4<f32>(0.0))" : unaryExpr(op, "x")
+        return flatBest(name, [a, d], unaryExpr(op, "x"), vectorizable ? x4 : undefined, false, params, caps)
       }
       return elementwise(
         name,

@@ -70,7 +70,7 @@ const bindOperands = (ctx: Context, kernel: Kernel, resolve: Resolve) => {
     const dtypes = new Set(members.map((m) => m.o.tensor.dtype))
     if (dtypes.size > 1) throw new Error(`overlapping operands of different types: ${[...dtypes].join(", ")}`)
     const start = Math.floor(Math.min(...members.map((m) => m.start)) / align) * align
-    const end = Math.min(Math.ceil(Math.max(...members.map((m) => m.end)) / 4) * 4, members[0].buffer.size)
+    const end = Math.min(Math.ceil(Math.max(...members.map((m) => m.end)) / 16) * 16, members[0].buffer.size)
     return { slot, buffer: members[0].buffer, start, end, dtype: members[0].o.tensor.dtype }
   })
   const operands = ranges.map((r, i) => {
@@ -80,11 +80,14 @@ const bindOperands = (ctx: Context, kernel: Kernel, resolve: Resolve) => {
       throw new Error(`operand ${r.o.name} is not aligned to its element size`)
     }
     return {
-      decl: { name: r.o.name, dtype: r.o.tensor.dtype, slot: b.slot },
+      decl: { name: r.o.name, dtype: r.o.tensor.dtype, slot: b.slot, vec4: kernel.vec4 ?? false },
       fields: [(r.start - b.start) / ts, ...r.o.tensor.ne, ...r.o.tensor.nb.map((n) => n / ts)]
     }
   })
-  return { bound, operands }
+  // vec4 bindings need every element offset (and binding size) to be a multiple of 4 elements
+  const vecOk = operands.every((o) => o.fields[0] % 4 === 0) &&
+    bound.every((b) => (b.end - b.start) % (4 * DType.typeSize(b.dtype)) === 0)
+  return { bound, operands, vecOk }
 }
 
 /** @internal */
@@ -96,12 +99,16 @@ export const build = (
   Effect.gen(function*() {
     const nodes = plan.graph.nodes.filter((n) => !Op.isView(n.op) && T.nelements(n) > 0)
     const prepared = nodes.map((node) => {
-      const kernel = kernelFor(node, ctx.caps)
+      let kernel = kernelFor(node, ctx.caps)
       if (kernel === undefined) {
         return new UnsupportedOp({ op: Op.name(node.op), dtypes: [node.dtype], device: ctx.name })
       }
       try {
-        const { bound, operands } = bindOperands(ctx, kernel, resolve)
+        let { bound, operands, vecOk } = bindOperands(ctx, kernel, resolve)
+        if (kernel.vec4 && !vecOk && kernel.scalar !== undefined) {
+          kernel = kernel.scalar
+          ;({ bound, operands, vecOk } = bindOperands(ctx, kernel, resolve))
+        }
         const fields = [...operands.flatMap((o) => operandFields(o.decl.name)), ...kernel.params.map((p) => p.field)]
         if (fields.length > SLOT / 4) throw new Error(`${fields.length} parameters do not fit a ${SLOT}-byte slot`)
         const source = header(operands.map((o) => o.decl), kernel.params.map((p) => p.field)) + kernel.main

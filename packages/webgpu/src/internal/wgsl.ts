@@ -12,6 +12,8 @@ export interface OperandDecl {
   readonly name: string
   readonly dtype: DType
   readonly slot: number
+  /** bound as vec4 arrays: ld4_/st4_ accessors index groups of 4 elements */
+  readonly vec4?: boolean
 }
 
 /** @internal */
@@ -40,13 +42,18 @@ export const operandFields = (name: string): ReadonlyArray<Field> =>
 /** @internal */
 export const header = (operands: ReadonlyArray<OperandDecl>, extra: ReadonlyArray<Field>): string => {
   const slots = new Map<number, DType>()
-  for (const o of operands) slots.set(o.slot, o.dtype)
+  const vec = new Set<number>()
+  for (const o of operands) {
+    slots.set(o.slot, o.dtype)
+    if (o.vec4) vec.add(o.slot)
+  }
   const f16 = [...slots.values()].includes("f16")
   const fields = [...operands.flatMap((o) => operandFields(o.name)), ...extra]
   const lines: Array<string> = []
   if (f16) lines.push("enable f16;")
   for (const [slot, dtype] of [...slots.entries()].sort((a, b) => a[0] - b[0])) {
-    lines.push(`@group(0) @binding(${slot}) var<storage, read_write> B${slot}: array<${storageType(dtype)}>;`)
+    const t = vec.has(slot) ? `vec4<${storageType(dtype)}>` : storageType(dtype)
+    lines.push(`@group(0) @binding(${slot}) var<storage, read_write> B${slot}: array<${t}>;`)
   }
   lines.push(`struct Params {\n${fields.map((f) => `  ${f.name}: ${f.type},`).join("\n")}\n}`)
   lines.push(`@group(0) @binding(${slots.size}) var<uniform> P: Params;`)
@@ -56,6 +63,12 @@ export const header = (operands: ReadonlyArray<OperandDecl>, extra: ReadonlyArra
     lines.push(
       `fn ix_${n}(i0: u32, i1: u32, i2: u32, i3: u32) -> u32 { return P.${n}_o + i0 * P.${n}_nb0 + i1 * P.${n}_nb1 + i2 * P.${n}_nb2 + i3 * P.${n}_nb3; }`
     )
+    if (o.vec4) {
+      const st = storageType(o.dtype)
+      lines.push(`fn ld4_${n}(i: u32) -> vec4<f32> { return vec4<f32>(${b}[i]); }`)
+      lines.push(`fn st4_${n}(i: u32, v: vec4<f32>) { ${b}[i] = vec4<${st}>(v); }`)
+      continue
+    }
     if (o.dtype === "i32") {
       lines.push(`fn ldi_${n}(i: u32) -> i32 { return ${b}[i]; }`)
       lines.push(`fn ld_${n}(i: u32) -> f32 { return f32(${b}[i]); }`)
