@@ -127,13 +127,14 @@ const rows = (op: "soft_max" | "rms_norm", rowsN: number, width: number): Case =
     const a = tf.tensor2d(Generators.values(1, rowsN * width), [rowsN, width])
     return op === "soft_max"
       ? () => tf.softmax(a).dispose()
-      : () => tf.tidy(() => tf.mul(a, tf.rsqrt(tf.add(tf.mean(tf.square(a), -1, true), 1e-6))))
-        .dispose()
+      : () =>
+        tf.tidy(() => tf.mul(a, tf.rsqrt(tf.add(tf.mean(tf.square(a), -1, true), 1e-6))))
+          .dispose()
   }
 })
 
 const manyNodes = (nodes: number): Case => ({
-  name: "graph_1000",
+  name: `graph_${nodes}`,
   size: `${nodes} nodes`,
   work: { nodes },
   ours: (_, backend) =>
@@ -170,7 +171,12 @@ const block = (H: number, T: number, nh: number, F: number): Case => {
         Effect.gen(function*() {
           const x = yield* g.input("x", "f32", [H, T])
           const w = (name: string, k: number, m: number) => g.param(name, "f32", [k, m])
-          const [wq, wk, wv, wo] = [yield* w("wq", H, H), yield* w("wk", H, H), yield* w("wv", H, H), yield* w("wo", H, H)]
+          const [wq, wk, wv, wo] = [
+            yield* w("wq", H, H),
+            yield* w("wk", H, H),
+            yield* w("wv", H, H),
+            yield* w("wo", H, H)
+          ]
           const [wg, wu, wd] = [yield* w("wg", H, F), yield* w("wu", H, F), yield* w("wd", F, H)]
           const n1 = yield* g.param("n1", "f32", [H])
           const n2 = yield* g.param("n2", "f32", [H])
@@ -187,13 +193,15 @@ const block = (H: number, T: number, nh: number, F: number): Case => {
           yield* g.output(Ops.add(ff, o))
         })),
     peer: (tf) => {
-      const t2 = (r: number, c: number, s: number) => tf.tensor2d(Generators.values(s, r * c, { min: 0.05, max: 0.5 }), [r, c])
+      const t2 = (r: number, c: number, s: number) =>
+        tf.tensor2d(Generators.values(s, r * c, { min: 0.05, max: 0.5 }), [r, c])
       const x = t2(T, H, 1)
       const [wq, wk, wv, wo] = [t2(H, H, 2), t2(H, H, 3), t2(H, H, 4), t2(H, H, 5)]
       const [wg, wu, wd] = [t2(H, F, 6), t2(H, F, 7), t2(F, H, 8)]
       const mask = tf.linalg.bandPart(tf.ones([T, T]), -1, 0)
       const neg = tf.mul(tf.sub(1, mask), -1e9)
-      const norm = (a: import("@tensorflow/tfjs-core").Tensor) => tf.mul(a, tf.rsqrt(tf.add(tf.mean(tf.square(a), -1, true), 1e-6)))
+      const norm = (a: import("@tensorflow/tfjs-core").Tensor) =>
+        tf.mul(a, tf.rsqrt(tf.add(tf.mean(tf.square(a), -1, true), 1e-6)))
       const heads = (a: import("@tensorflow/tfjs-core").Tensor) => tf.transpose(tf.reshape(a, [T, nh, D]), [1, 0, 2])
       return () =>
         tf.tidy(() => {
@@ -223,6 +231,7 @@ const allCases = (): ReadonlyArray<Case> =>
       elementwise("mul", 1 << 18),
       rows("soft_max", 16, 4096),
       rows("rms_norm", 16, 4096),
+      manyNodes(1),
       manyNodes(1000),
       block(256, 32, 4, 512)
     ]
@@ -237,6 +246,7 @@ const allCases = (): ReadonlyArray<Case> =>
       elementwise("mul", 1 << 26),
       rows("soft_max", 4096, 4096),
       rows("rms_norm", 4096, 4096),
+      manyNodes(1),
       manyNodes(1000),
       block(4096, 512, 32, 11008)
     ]

@@ -186,6 +186,15 @@ export const cases = (options: { readonly f16: boolean }): ReadonlyArray<Case> =
     )
     out.push(
       mk(
+        `mul_mat_${dt}_large_edges`,
+        "mul_mat",
+        [{ dtype: dt, ne: [40, 130] }, { dtype: "f32", ne: [40, 135, 2] }],
+        ([a, b]) => Ops.mulMat(a, b),
+        thr
+      )
+    )
+    out.push(
+      mk(
         `mul_mat_${dt}_permuted_b`,
         "mul_mat",
         [{ dtype: dt, ne: [40, 21] }, { dtype: "f32", ne: [40, 3, 9] }],

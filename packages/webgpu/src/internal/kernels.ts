@@ -252,7 +252,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
   let m0 = wid.x * ${BM}u;
   let n0 = wid.y * ${BN}u;
   let K = P.a_ne0;
-  var acc: array<array<f32, 4>, 4>;
+${[0, 1, 2, 3].map((i) => `  var r${i} = vec4<f32>(0.0);`).join("\n")}
   for (var k0 = 0u; k0 < K; k0 += ${BK}u) {
     // each of 256 threads loads 4 elements of each tile
     for (var e = 0u; e < 4u; e++) {
@@ -271,29 +271,20 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     }
     workgroupBarrier();
     for (var kk = 0u; kk < ${BK}u; kk++) {
-      var ar: array<f32, 4>;
-      var br: array<f32, 4>;
-      for (var i = 0u; i < 4u; i++) {
-        ar[i] = As[kk][lid3.x + i * 16u];
-        br[i] = Bs[kk][lid3.y + i * 16u];
-      }
-      for (var i = 0u; i < 4u; i++) {
-        for (var j = 0u; j < 4u; j++) { acc[i][j] = fma(ar[i], br[j], acc[i][j]); }
-      }
+      let br = vec4<f32>(Bs[kk][lid3.y], Bs[kk][lid3.y + 16u], Bs[kk][lid3.y + 32u], Bs[kk][lid3.y + 48u]);
+${[0, 1, 2, 3].map((i) => `      r${i} = fma(vec4<f32>(As[kk][lid3.x + ${i * 16}u]), br, r${i});`).join("\n")}
     }
     workgroupBarrier();
   }
-  for (var i = 0u; i < 4u; i++) {
-    for (var j = 0u; j < 4u; j++) {
-      let m = m0 + lid3.x + i * 16u;
-      let nn = n0 + lid3.y + j * 16u;
-      if (m < P.d_ne0 && nn < P.d_ne1) {
-        var v = acc[i][j];
-        ${epilogue}
-        st_d(ix_d(m, nn, b2, b3), v);
-      }
+${
+      [0, 1, 2, 3].flatMap((i) =>
+        [0, 1, 2, 3].map((j) =>
+          `  { let m = m0 + lid3.x + ${i * 16}u; let nn = n0 + lid3.y + ${
+            j * 16
+          }u; if (m < P.d_ne0 && nn < P.d_ne1) { var v = r${i}[${j}]; ${epilogue} st_d(ix_d(m, nn, b2, b3), v); } }`
+        )
+      ).join("\n")
     }
-  }
 }`
   }
 }
