@@ -11,6 +11,8 @@ import type { Backend, Device, Tensor } from "@effect-gpu/core"
 import { Graph, Ops } from "@effect-gpu/core"
 import * as Generators from "@effect-gpu/testing/Generators"
 import { WebGpu } from "@effect-gpu/webgpu"
+import type * as TfCore from "@tensorflow/tfjs-core"
+import type { Scope } from "effect"
 import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -30,7 +32,7 @@ const RUNS = Math.max(10, Number(args.runs))
 const quick = args.quick === true
 const wanted = args.cases?.split(",")
 
-type Tf = typeof import("@tensorflow/tfjs-core")
+type Tf = typeof TfCore
 
 interface Work {
   readonly flops?: number
@@ -47,7 +49,7 @@ interface Case {
   readonly ours: (
     device: Device.Device,
     backend: Backend.Backend
-  ) => Effect.Effect<Effect.Effect<void, unknown>, unknown, import("effect/Scope").Scope>
+  ) => Effect.Effect<Effect.Effect<void, unknown>, unknown, Scope.Scope>
   readonly peer?: (tf: Tf) => () => void
 }
 
@@ -200,9 +202,8 @@ const block = (H: number, T: number, nh: number, F: number): Case => {
       const [wg, wu, wd] = [t2(H, F, 6), t2(H, F, 7), t2(F, H, 8)]
       const mask = tf.linalg.bandPart(tf.ones([T, T]), -1, 0)
       const neg = tf.mul(tf.sub(1, mask), -1e9)
-      const norm = (a: import("@tensorflow/tfjs-core").Tensor) =>
-        tf.mul(a, tf.rsqrt(tf.add(tf.mean(tf.square(a), -1, true), 1e-6)))
-      const heads = (a: import("@tensorflow/tfjs-core").Tensor) => tf.transpose(tf.reshape(a, [T, nh, D]), [1, 0, 2])
+      const norm = (a: TfCore.Tensor) => tf.mul(a, tf.rsqrt(tf.add(tf.mean(tf.square(a), -1, true), 1e-6)))
+      const heads = (a: TfCore.Tensor) => tf.transpose(tf.reshape(a, [T, nh, D]), [1, 0, 2])
       return () =>
         tf.tidy(() => {
           const h = norm(x)
