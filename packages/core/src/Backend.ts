@@ -1,8 +1,10 @@
 /**
- * Backends: a queue of work on a device (ggml's backend, a stream). Every operation enqueues a command
- * (see `Command`) that the device's interpreter carries out in order, so copies, computes and events
- * keep ggml's ordering. `compute` waits for its graph; interrupting it is ggml's abort callback: the
- * interpreter stops at the next node, work in flight finishes, and the backend stays usable.
+ * Backends: a stream of work on a device (ggml's backend). Every operation is a command (see `Command`)
+ * that the device's interpreter carries out in arrival order (a fair lock, in the caller's fiber), so
+ * copies, computes and events keep ggml's ordering; what runs asynchronously is the device's own
+ * timeline (GPU queues), which `synchronize` and events wait for. `compute` returns once its graph is
+ * handed to the device; interrupting it is ggml's abort callback: the interpreter stops at the next node
+ * or chunk, work in flight finishes, and the backend stays usable.
  *
  * @since 0.1.0
  */
@@ -10,10 +12,8 @@ import * as Cause from "effect/Cause"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
-import * as Queue from "effect/Queue"
 import type * as Scope from "effect/Scope"
 import * as Buffer from "./Buffer.js"
 import type { ComputeOptions, Interpreter, Trace } from "./Command.js"
@@ -95,13 +95,6 @@ export interface Backend {
   readonly captureNext: Effect.Effect<Effect.Effect<Trace>>
 }
 
-interface Job {
-  readonly command: Command
-  readonly done: Deferred.Deferred<unknown, BackendError>
-  /** nobody awaits it: a failure is kept for the next synchronize */
-  readonly detached: boolean
-}
-
 let nextId = 0
 
 /**
@@ -127,15 +120,19 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
   Effect.gen(function*() {
     const { device, interpreter } = options
     const scope = yield* Effect.scope
-    const queue = yield* Queue.unbounded<Job>()
+    // commands run in the caller's fiber, one at a time in arrival order: a fair semaphore gives ggml's
+    // stream ordering without a worker fiber (a hand-off between fibers costs tens of microseconds)
+    const lock = yield* Effect.makeSemaphore(1)
     let lost: DeviceLost | undefined
     let pendingError: BackendError | undefined
     let captureRequest: Deferred.Deferred<Trace> | undefined
+    // events this backend must wait for before its next command (ggml's event_wait)
+    const waits: Array<Deferred.Deferred<void, BackendError>> = []
 
     const execute = (command: Command): Effect.Effect<unknown, BackendError> => {
       switch (command._tag) {
         case "RecordEvent":
-          // the fence resolves when the device finishes; the queue goes on meanwhile
+          // the fence resolves when the device finishes; later commands go on meanwhile
           return interpreter.fence.pipe(
             Effect.exit,
             Effect.flatMap((exit) => Deferred.done(command.done, exit)),
@@ -144,7 +141,9 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
             Effect.asVoid
           )
         case "WaitEvent":
-          return Deferred.await(command.on)
+          return Effect.sync(() => {
+            waits.push(command.on)
+          })
         case "Synchronize":
           return Effect.flatMap(interpreter.fence, () => {
             const e = pendingError
@@ -164,41 +163,42 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
       }
     }
 
-    const process = (job: Job) =>
-      Effect.gen(function*() {
-        const exit = lost !== undefined
-          ? Exit.fail(lost)
-          : yield* Effect.exit(execute(job.command))
-        if (Exit.isFailure(exit)) {
-          const e = Option.getOrUndefined(Cause.failureOption(exit.cause))
-          if (e !== undefined && e._tag === "DeviceLost") lost = e
-          if (job.detached && e !== undefined && pendingError === undefined) pendingError = e
+    /** runs a command in order; a detached one reports its failure at the next synchronize instead */
+    const run = (command: Command, detached: boolean): Effect.Effect<unknown, BackendError> =>
+      lock.withPermits(1)(Effect.gen(function*() {
+        if (lost !== undefined) return yield* Effect.fail(lost)
+        while (waits.length > 0 && command._tag !== "WaitEvent") {
+          yield* Effect.ignore(Deferred.await(waits.shift()!))
         }
-        yield* Deferred.done(job.done, exit as Exit.Exit<unknown, BackendError>)
-      })
+        const exit = yield* Effect.exit(execute(command))
+        if (Exit.isSuccess(exit)) return exit.value
+        const e = Option.getOrUndefined(Cause.failureOption(exit.cause))
+        if (e !== undefined && e._tag === "DeviceLost") lost = e
+        if (detached && e !== undefined) {
+          pendingError ??= e
+          return undefined
+        }
+        return yield* exit
+      }))
 
-    // the worker's life is ours to end: drain the queue first, then stop it (never the other way round,
-    // whatever order the enclosing scope closes its finalizers in)
-    // explicitly interruptible: a fork inherits an uninterruptible region of its parent (ScopedRef, acquireRelease)
-    const worker = yield* Effect.forkDaemon(
-      Effect.interruptible(Effect.forever(Effect.flatMap(Queue.take(queue), process)))
-    )
-
-    const enqueue = (command: Command, detached: boolean) =>
-      Effect.flatMap(Deferred.make<unknown, BackendError>(), (done) =>
-        Effect.as(Queue.offer(queue, { command, done, detached }), done))
+    /** a command nobody awaits: its failure waits for the next synchronize */
+    const detach = (command: Command): Effect.Effect<void> =>
+      run(command, true).pipe(
+        Effect.asVoid,
+        Effect.catchAll((e) =>
+          Effect.sync(() => {
+            pendingError ??= e
+          })
+        )
+      )
 
     options.ledger.addBackend(1)
+    // let submitted work finish before the scope's other resources go, bounded in time
     yield* Effect.addFinalizer(() =>
-      enqueue(Command.Synchronize(), false).pipe(
-        Effect.flatMap(Deferred.await),
+      run(Command.Synchronize(), false).pipe(
         Effect.ignore,
         Effect.timeoutOption("10 seconds"),
-        Effect.zipRight(Fiber.interrupt(worker)),
-        Effect.zipRight(Queue.shutdown(queue)),
-        Effect.ensuring(Effect.sync(() =>
-          options.ledger.addBackend(-1)
-        ))
+        Effect.ensuring(Effect.sync(() => options.ledger.addBackend(-1)))
       )
     )
 
@@ -239,14 +239,15 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
         Effect.zipRight(
           checkTensorRange(dst, offset, data.byteLength),
           // copied: the caller may reuse its array at once, as ggml's set_tensor_async allows
-          enqueue(Command.SetTensor({ buffer: dst.buffer, offset: dst.offset + offset, data: data.slice() }), true)
+          detach(Command.SetTensor({ buffer: dst.buffer, offset: dst.offset + offset, data: data.slice() }))
         ).pipe(Effect.asVoid, Effect.withSpan("Backend.setAsync", { captureStackTrace: false })),
       getAsync: (src, offset = 0, size) => {
         const n = size ?? T.nbytes(src.tensor) - offset
+        // the read is ordered now; the returned effect hands over its bytes (or its failure)
         return Effect.zipRight(
           checkTensorRange(src, offset, n),
-          enqueue(Command.GetTensor({ buffer: src.buffer, offset: src.offset + offset, size: n }), false)
-        ).pipe(Effect.map((done) => Deferred.await(done) as Effect.Effect<Uint8Array, BackendError>))
+          Effect.exit(run(Command.GetTensor({ buffer: src.buffer, offset: src.offset + offset, size: n }), false))
+        ).pipe(Effect.map((exit) => exit as Effect.Effect<Uint8Array, BackendError>))
       },
       copyAsync: (src, dst, from) =>
         Effect.gen(function*() {
@@ -264,18 +265,11 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
             yield* from.recordEvent(ev)
             yield* self.waitEvent(ev)
           }
-          yield* enqueue(
-            Command.CopyTensor({
-              src: src.buffer,
-              srcOffset: src.offset,
-              dst: dst.buffer,
-              dstOffset: dst.offset,
-              size
-            }),
-            true
+          yield* detach(
+            Command.CopyTensor({ src: src.buffer, srcOffset: src.offset, dst: dst.buffer, dstOffset: dst.offset, size })
           )
         }).pipe(Effect.withSpan("Backend.copyAsync", { captureStackTrace: false })),
-      synchronize: Effect.flatMap(enqueue(Command.Synchronize(), false), Deferred.await).pipe(
+      synchronize: run(Command.Synchronize(), false).pipe(
         Effect.asVoid,
         Effect.withSpan("Backend.synchronize", { captureStackTrace: false })
       ),
@@ -303,33 +297,32 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
           return Plan.make(g, self, buffer, layout, bindings)
         }).pipe(Effect.withSpan("Backend.allocate", { captureStackTrace: false })),
       compute: (plan, computeOptions) =>
-        Effect.uninterruptibleMask((restore) =>
-          Effect.gen(function*() {
-            yield* checkPlan(plan)
-            const abort = { aborted: false }
-            const { capture, command } = computeCommand(plan, computeOptions, abort)
-            const done = yield* enqueue(command, false)
-            const result = yield* restore(Deferred.await(done)).pipe(
-              Effect.onInterrupt(() =>
-                Effect.sync(() => {
-                  abort.aborted = true
-                }).pipe(Effect.zipRight(Effect.ignore(Deferred.await(done))))
-              )
+        Effect.gen(function*() {
+          yield* checkPlan(plan)
+          const abort = { aborted: false }
+          const { capture, command } = computeCommand(plan, computeOptions, abort)
+          // interruption (ggml's abort) stops the interpreter at its next node or chunk; work already
+          // submitted is waited for before the interruption completes
+          const result = yield* run(command, false).pipe(
+            Effect.onInterrupt(() =>
+              Effect.sync(() => {
+                abort.aborted = true
+              }).pipe(Effect.zipRight(Effect.ignore(interpreter.fence)))
             )
-            if (capture !== undefined && result !== undefined) yield* Deferred.succeed(capture, result as Trace)
-          })
-        ).pipe(Effect.withSpan("Backend.compute", { captureStackTrace: false })),
+          )
+          if (capture !== undefined && result !== undefined) yield* Deferred.succeed(capture, result as Trace)
+        }).pipe(Effect.withSpan("Backend.compute", { captureStackTrace: false })),
       computeAsync: (plan, computeOptions) =>
         Effect.gen(function*() {
           yield* checkPlan(plan)
           const { capture, command } = computeCommand(plan, computeOptions, { aborted: false })
-          const done = yield* enqueue(command, true)
-          if (capture !== undefined) {
-            yield* Deferred.await(done).pipe(
-              Effect.flatMap((trace) => Deferred.succeed(capture, trace as Trace)),
-              Effect.ignore,
-              Effect.forkIn(scope)
-            )
+          if (capture === undefined) return yield* detach(command)
+          const trace = yield* Effect.exit(run(command, false))
+          if (Exit.isSuccess(trace) && trace.value !== undefined) yield* Deferred.succeed(capture, trace.value as Trace)
+          else if (Exit.isFailure(trace)) {
+            yield* detach(Command.Synchronize()).pipe(Effect.zipRight(Effect.sync(() => {
+              pendingError ??= Option.getOrUndefined(Cause.failureOption(trace.cause))
+            })))
           }
         }),
       optimize: options.optimize ?? ((g) => g),
@@ -337,14 +330,14 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
         Effect.gen(function*() {
           const done = yield* Deferred.make<void, BackendError>()
           Event.state(event).pending = done
-          yield* enqueue(Command.RecordEvent({ eventId: event.id, done }), true)
+          yield* detach(Command.RecordEvent({ eventId: event.id, done }))
         }),
       waitEvent: (event) =>
         Effect.suspend(() => {
           const on = Event.state(event).pending
           return on === undefined
             ? Effect.void
-            : Effect.asVoid(enqueue(Command.WaitEvent({ eventId: event.id, on }), true))
+            : detach(Command.WaitEvent({ eventId: event.id, on }))
         }),
       captureNext: Effect.gen(function*() {
         const d = yield* Deferred.make<Trace>()

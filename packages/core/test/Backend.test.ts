@@ -5,12 +5,22 @@ import { Effect } from "effect"
 
 const cpu = Effect.provide(Cpu.layer())
 
-/** the CPU interpreter, with every write delayed: work queued behind it is visibly ordered */
+/**
+ * A device whose writes land `ms` later on its own timeline, like a GPU's queue: the host returns at
+ * once, and the fence waits for every write handed over so far.
+ */
 const slowWrites = (ms: number): CommandNs.Interpreter => {
   const base = Cpu.interpreter("CPU")
+  const inFlight: Array<Promise<unknown>> = []
   return {
     ...base,
-    execute: (c) => c._tag === "SetTensor" ? Effect.zipRight(Effect.sleep(ms), base.execute(c)) : base.execute(c)
+    fence: Effect.promise(() => Promise.all(inFlight)),
+    execute: (c) =>
+      c._tag === "SetTensor"
+        ? Effect.sync(() => {
+          inFlight.push(new Promise((r) => setTimeout(r, ms)).then(() => Effect.runPromise(base.execute(c))))
+        })
+        : base.execute(c)
   }
 }
 
