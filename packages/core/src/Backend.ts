@@ -110,8 +110,8 @@ export interface MakeOptions {
 }
 
 /**
- * Builds a backend over a device's interpreter: the queue, its worker fiber, events, capture, and
- * allocation of plans. Closing the scope drains the queue and stops the worker.
+ * Builds a backend over a device's interpreter: ordering, events, capture, and allocation of plans.
+ * Closing the scope waits for the device to finish what it was given.
  *
  * @since 0.1.0
  * @category constructors

@@ -1,5 +1,5 @@
 /**
- * The command algebra. A backend does not run anything itself: its operations enqueue these values, and
+ * The command algebra. A backend does not run anything itself: its operations produce these values, and
  * the device's interpreter (its kernel layer) carries them out in order. The WebGPU interpreter encodes
  * and submits, the CPU one computes in TypeScript, a mock records; tests can assert on the stream.
  *
@@ -98,7 +98,7 @@ export type Command = Data.TaggedEnum<{
 export const Command = Data.taggedEnum<Command>()
 
 /**
- * The commands an interpreter carries out itself; events and synchronization are the queue's.
+ * The commands an interpreter carries out itself; events and synchronization are the backend's.
  *
  * @since 0.1.0
  * @category models
@@ -116,7 +116,7 @@ export interface Interpreter {
   readonly device: string
   /**
    * Carries out one command: GetTensor yields the bytes, a captured Compute its Trace. A CopyTensor
-   * whose source lives on another device is never given: the queue carries such bytes through the host.
+   * whose source lives on another device is never given: the backend carries such bytes through the host.
    */
   readonly execute: (command: DeviceCommand) => Effect.Effect<Uint8Array | Trace | void, BackendError>
   /** completes once all work handed to the device so far has finished */
