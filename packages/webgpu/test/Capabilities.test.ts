@@ -272,6 +272,45 @@ describe.skipIf(!adapterAvailable)("WebGPU capabilities", () => {
         assert.isBelow(nmse(optimized, Array.from(yield* cpuPlan.get(y))), 5e-4)
       }))
 
+    it.scoped("chains of element-wise ops run as one kernel and match the CPU", () =>
+      Effect.gen(function*() {
+        const d = yield* device
+        const g = Graph.make()
+        const x = yield* g.input("x", "f32", [64, 9])
+        const c = yield* g.input("c", "f32", [64, 9])
+        const row = yield* g.input("row", "f32", [64])
+        const steps = [
+          (t: Tensor.Tensor) => Ops.add(t, c),
+          (t: Tensor.Tensor) => Ops.mul(t, row),
+          (t: Tensor.Tensor) => Ops.scale(t, 0.7),
+          (t: Tensor.Tensor) => Ops.silu(t),
+          (t: Tensor.Tensor) => Ops.clamp(t, -2, 2),
+          (t: Tensor.Tensor) => Ops.sub(t, c),
+          (t: Tensor.Tensor) => Ops.tanh(t)
+        ]
+        let t: Tensor.Tensor = x
+        for (let i = 0; i < 60; i++) t = yield* steps[(i * 5) % steps.length](t)
+        const mid = yield* g.output(Ops.exp(Ops.scale(t, 0.1)), "mid") // an output ends a chain
+        const y = yield* g.output(Ops.div(Ops.add(mid, c), row), "y")
+        const results: Array<Array<number>> = []
+        for (const dev of [d, Cpu.make()]) {
+          const backend = yield* dev.makeBackend()
+          const plan = yield* backend.allocate(g)
+          yield* plan.set(x, Generators.values(1, 576))
+          yield* plan.set(c, Generators.values(2, 576))
+          yield* plan.set(row, Generators.values(3, 64, { positive: true }))
+          const trace = yield* backend.captureNext
+          yield* backend.compute(plan)
+          const entries = (yield* trace).entries
+          if (dev === d) {
+            assert.isBelow(entries.length, 5, entries.map((e) => e.kernel.split("|")[0]).join(" "))
+            assert.isTrue(entries.some((e) => e.kernel.startsWith("chain:")))
+          }
+          results.push([...Array.from(yield* plan.get(mid)), ...Array.from(yield* plan.get(y))])
+        }
+        assert.isBelow(nmse(results[0], results[1]), 1e-10)
+      }))
+
     it.scoped("in-place results from the allocator match the CPU", () =>
       Effect.gen(function*() {
         const d = yield* device

@@ -797,3 +797,68 @@ fn main(@builtin(local_invocation_index) lid: u32) {
       return undefined
   }
 }
+
+/** element-wise ops that a chain kernel can evaluate one after another on a register */
+const chainOps = new Set(["Add", "Sub", "Mul", "Div", "Scale", "Sqr", "Sqrt", "Exp", "Log", "Unary", "Clamp"])
+
+/** @internal: a node the chain fusion may take: contiguous, f32/f16, src0 the running value */
+export const chainable = (node: Tensor): boolean => {
+  if (!chainOps.has(node.op._tag) || (node.dtype !== "f32" && node.dtype !== "f16")) return false
+  if (!T.isContiguous(node) || !T.isContiguous(node.src[0]) || !T.sameShape(node, node.src[0])) return false
+  return node.src.length === 1 || flatBinary(node) !== undefined
+}
+
+/** @internal: the most distinct inputs one chain kernel binds */
+export const CHAIN_INPUTS = 5
+
+/**
+ * @internal: one kernel for a chain of element-wise nodes, each reading the previous one's result as
+ * src0; the intermediate results stay in registers and are never written.
+ */
+export const chainKernel = (chain: ReadonlyArray<Tensor>, caps: Caps): Kernel => {
+  const inputs: Array<Tensor> = [chain[0].src[0]]
+  const input = (t: Tensor) => {
+    let k = inputs.indexOf(t)
+    if (k < 0) k = inputs.push(t) - 1
+    return k
+  }
+  const params: Array<Param> = []
+  const sig: Array<string> = []
+  const steps = chain.map((node, j) => {
+    const op = node.op
+    if (node.src.length > 1) {
+      const k = input(node.src[1])
+      const row = flatBinary(node) === "row"
+      sig.push(`${op._tag}${k}${row ? "r" : ""}`)
+      return `      v = v ${binaryOp[op._tag]} ld_x${k}(P.x${k}_o + ${row ? `i % P.x${k}_ne0` : "i"});`
+    }
+    if (op._tag === "Scale") params.push(f32(`s${j}`, op.s))
+    if (op._tag === "Clamp") params.push(f32(`lo${j}`, op.min), f32(`hi${j}`, op.max))
+    sig.push(op._tag === "Unary" ? op.kind : op._tag)
+    return `      v = ${
+      unaryExpr(op, "v").replace("P.s", `P.s${j}`).replace("P.lo", `P.lo${j}`).replace("P.hi", `P.hi${j}`)
+    };`
+  })
+  const last = chain[chain.length - 1]
+  const n = T.nelements(last)
+  return {
+    key: `chain:${sig.join(",")}`,
+    operands: [...inputs.map((t, k) => ({ name: `x${k}`, tensor: t })), { name: "d", tensor: last }],
+    params,
+    workgroups: fold(Math.ceil(n / (WG * FLAT)), caps.maxWorkgroups),
+    main: `
+@compute @workgroup_size(${WG})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let n = P.d_ne0 * P.d_ne1 * P.d_ne2 * P.d_ne3;
+  let base = wg_linear(wid, nwg) * ${WG * FLAT}u + lid;
+  for (var k = 0u; k < ${FLAT}u; k++) {
+    let i = base + k * ${WG}u;
+    if (i < n) {
+      var v = ld_x0(P.x0_o + i);
+${steps.join("\n")}
+      st_d(P.d_o + i, v);
+    }
+  }
+}`
+  }
+}

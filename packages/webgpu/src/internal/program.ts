@@ -16,7 +16,7 @@ import * as Effect from "effect/Effect"
 import type { Context } from "./context.js"
 import * as C from "./context.js"
 import type { Kernel } from "./kernels.js"
-import { kernelFor } from "./kernels.js"
+import { CHAIN_INPUTS, chainable, chainKernel, kernelFor } from "./kernels.js"
 import { header, operandFields } from "./wgsl.js"
 
 /** @internal */
@@ -90,6 +90,55 @@ const bindOperands = (ctx: Context, kernel: Kernel, resolve: Resolve) => {
   return { bound, operands, vecOk }
 }
 
+/**
+ * Splits the nodes into dispatch units: runs of element-wise nodes where each reads the previous one's
+ * result (its only user, not an output) become one unit. A run is cut where its result's memory would
+ * overlap an input at another offset (the fused kernel reads inputs while it writes the result).
+ */
+const chains = (plan: Plan, nodes: ReadonlyArray<Tensor>, resolve: Resolve): Array<Array<Tensor>> => {
+  const users = new Map<number, number>()
+  for (const n of plan.graph.nodes) for (const s of n.src) users.set(s.id, (users.get(s.id) ?? 0) + 1)
+  const outputs = new Set(plan.graph.outputs.map((t) => t.id))
+  const range = (t: Tensor) => {
+    const loc = resolve(t)
+    return loc === undefined ? undefined : { buffer: loc.buffer, start: loc.offset, end: loc.offset + T.nbytes(t) }
+  }
+  const safe = (chain: ReadonlyArray<Tensor>) => {
+    const out = range(chain[chain.length - 1])
+    if (out === undefined) return false
+    const inputs = new Set([chain[0].src[0], ...chain.flatMap((n) => n.src.slice(1))])
+    if (inputs.size > CHAIN_INPUTS) return false
+    for (const t of inputs) {
+      const r = range(t)
+      if (r === undefined) return false
+      if (r.buffer === out.buffer && r.start < out.end && out.start < r.end && r.start !== out.start) return false
+    }
+    return true
+  }
+  const units: Array<Array<Tensor>> = []
+  let run: Array<Tensor> = []
+  const flush = () => {
+    if (run.length > 0) units.push(run)
+    run = []
+  }
+  for (const node of nodes) {
+    const prev = run[run.length - 1]
+    const extends_ = prev !== undefined && chainable(node) && node.src[0] === prev && users.get(prev.id) === 1 &&
+      !outputs.has(prev.id) && (prev.flags & T.Flags.output) === 0 && node.dtype === prev.dtype &&
+      safe([...run, node])
+    if (extends_) {
+      run.push(node)
+      continue
+    }
+    flush()
+    if (chainable(node)) run = [node]
+    else units.push([node])
+  }
+  flush()
+  // a run of one is just its node
+  return units
+}
+
 /** @internal */
 export const build = (
   ctx: Context,
@@ -98,8 +147,10 @@ export const build = (
 ): Effect.Effect<Program, KernelError | UnsupportedOp> =>
   Effect.gen(function*() {
     const nodes = plan.graph.nodes.filter((n) => !Op.isView(n.op) && T.nelements(n) > 0)
-    const prepared = nodes.map((node) => {
-      let kernel = kernelFor(node, ctx.caps)
+    const units = chains(plan, nodes, resolve)
+    const prepared = units.map((unit) => {
+      const node = unit[unit.length - 1]
+      let kernel = unit.length > 1 ? chainKernel(unit, ctx.caps) : kernelFor(node, ctx.caps)
       if (kernel === undefined) {
         return new UnsupportedOp({ op: Op.name(node.op), dtypes: [node.dtype], device: ctx.name })
       }
