@@ -256,6 +256,19 @@ const allCases = (): ReadonlyArray<Case> =>
 // measurement
 // ------------------------------------------------------------------------------------------------------------
 
+/** median wall time of RUNS runs after 2 warm-ups */
+const medianOf = <E, R>(run: Effect.Effect<void, E, R>) =>
+  Effect.gen(function*() {
+    for (let k = 0; k < 2; k++) yield* run
+    const times: Array<number> = []
+    for (let k = 0; k < RUNS; k++) {
+      const t0 = performance.now()
+      yield* run
+      times.push(performance.now() - t0)
+    }
+    return median(times)
+  })
+
 const median = (xs: Array<number>) => {
   const s = [...xs].sort((a, b) => a - b)
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2
@@ -314,17 +327,7 @@ const main = Effect.gen(function*() {
   const results: Array<Record<string, unknown>> = []
   for (const [i, c] of cases.entries()) {
     process.stderr.write(`[${i + 1}/${cases.length}] ${c.name} ${c.size} ... `)
-    const oursMs = yield* Effect.scoped(Effect.gen(function*() {
-      const run = yield* c.ours(device, backend)
-      for (let k = 0; k < 2; k++) yield* run
-      const times: Array<number> = []
-      for (let k = 0; k < RUNS; k++) {
-        const t0 = performance.now()
-        yield* run
-        times.push(performance.now() - t0)
-      }
-      return median(times)
-    }))
+    const oursMs = yield* Effect.scoped(Effect.flatMap(c.ours(device, backend), (run) => medianOf(run)))
     let peerMs: number | undefined
     if (tf !== undefined && tfBackend !== undefined && c.peer !== undefined) {
       const run = c.peer(tf)
@@ -336,16 +339,7 @@ const main = Effect.gen(function*() {
         tfBackend.submitQueue()
         await tfBackend.device.queue.onSubmittedWorkDone()
       }
-      peerMs = yield* Effect.promise(async () => {
-        for (let k = 0; k < 2; k++) await once()
-        const times: Array<number> = []
-        for (let k = 0; k < RUNS; k++) {
-          const t0 = performance.now()
-          await once()
-          times.push(performance.now() - t0)
-        }
-        return median(times)
-      })
+      peerMs = yield* medianOf(Effect.promise(once))
     }
     const ours = rate(c.work, oursMs)
     const peer = peerMs === undefined ? undefined : rate(c.work, peerMs)

@@ -4,6 +4,7 @@
  */
 import { Graph, Ops } from "@effect-gpu/core"
 import type { Tensor } from "@effect-gpu/core"
+import * as Generators from "@effect-gpu/testing/Generators"
 import { Effect } from "effect"
 
 export const INPUT = 16
@@ -19,20 +20,9 @@ export interface Weights {
   readonly b2: Float32Array
 }
 
-const prng = (seed: number) => {
-  let s = seed >>> 0
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0
-    let t = s
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296 - 0.5
-  }
-}
-
 export const weights = (seed = 42): Weights => {
-  const next = prng(seed)
-  const fill = (n: number, scale: number) => Float32Array.from({ length: n }, () => next() * scale)
+  const next = Generators.prng(seed)
+  const fill = (n: number, scale: number) => Float32Array.from({ length: n }, () => (next() - 0.5) * scale)
   return {
     w1: fill(INPUT * HIDDEN, 2 / Math.sqrt(INPUT)),
     b1: fill(HIDDEN, 0.1),

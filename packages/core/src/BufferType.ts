@@ -82,13 +82,7 @@ export const scratchSize = (t: Tensor): number => {
  * @since 0.1.0
  * @category models
  */
-export interface MakeOptions {
-  readonly name: string
-  readonly device: string
-  readonly kind: Kind
-  readonly alignment: number
-  readonly maxSize: number
-  readonly isHost: boolean
+export interface MakeOptions extends Pick<BufferType, "name" | "device" | "kind" | "alignment" | "maxSize" | "isHost"> {
   readonly ledger: Ledger.Ledger
   readonly allocSize?: (t: Tensor) => number
   /** creates the native memory; the bytes are already reserved in the ledger */

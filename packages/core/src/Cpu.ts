@@ -157,28 +157,21 @@ export const supportsOp = (t: Tensor): boolean =>
 export const make = (options?: Options): Device => {
   const name = options?.name ?? "CPU"
   const ledger = Ledger.make(options?.memory ?? 16 * 1024 ** 3)
-  const bufferType = BufferTypeModule.make({
-    name,
-    device: name,
-    kind: "host",
-    alignment: 32,
-    maxSize: 2 ** 31,
-    isHost: true,
-    ledger,
-    create: (size) => Effect.sync(() => hostPrimitives(new Uint8Array(Math.ceil(size / 4) * 4).subarray(0, size))),
-    destroy: () => Effect.void
-  })
-  const mappedType = BufferTypeModule.make({
-    name: `${name}_Mapped`,
-    device: name,
-    kind: "mapped",
-    alignment: 32,
-    maxSize: 2 ** 31,
-    isHost: true,
-    ledger,
-    create: (size) => Effect.sync(() => hostPrimitives(new Uint8Array(size))),
-    destroy: () => Effect.void
-  })
+  // host memory, of a fresh array or of the caller's bytes (mapped: no copy)
+  const hostType = (kind: "host" | "mapped", create: (size: number) => Uint8Array) =>
+    BufferTypeModule.make({
+      name: kind === "host" ? name : `${name}_Mapped`,
+      device: name,
+      kind,
+      alignment: 32,
+      maxSize: 2 ** 31,
+      isHost: true,
+      ledger,
+      create: (size) => Effect.sync(() => hostPrimitives(create(size))),
+      destroy: () => Effect.void
+    })
+  const bufferType = hostType("host", (size) => new Uint8Array(Math.ceil(size / 4) * 4).subarray(0, size))
+  const mappedType = hostType("mapped", (size) => new Uint8Array(size))
   const interp = interpreter(name)
   const device: Device = {
     [DeviceTypeId]: DeviceTypeId,
@@ -207,18 +200,7 @@ export const make = (options?: Options): Device => {
             reason: "host bytes must start at a 4-byte boundary"
           })
         )
-        : BufferTypeModule.make({
-          name: mappedType.name,
-          device: name,
-          kind: "mapped",
-          alignment: 32,
-          maxSize: 2 ** 31,
-          isHost: true,
-          ledger,
-          // wraps the caller's bytes: no copy
-          create: () => Effect.succeed(hostPrimitives(bytes)),
-          destroy: () => Effect.void
-        }).allocate(bytes.byteLength, bufferOptions),
+        : hostType("mapped", () => bytes).allocate(bytes.byteLength, bufferOptions),
     supportsOp,
     supportsBufferType: (bt) => bt.device === name && bt.isHost,
     offloadOp: () => false,

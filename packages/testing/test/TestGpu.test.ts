@@ -1,4 +1,4 @@
-import type { Command } from "@effect-gpu/core"
+import type { Command, Tensor } from "@effect-gpu/core"
 import { Backend, Cpu, GpuError, Graph, Ops, Registry } from "@effect-gpu/core"
 import { Conformance, ConformanceSuite, LeakCheck, TestGpu } from "@effect-gpu/testing"
 import { assert, describe, it } from "@effect/vitest"
@@ -119,44 +119,43 @@ describe("LeakCheck", () => {
     }).pipe(Effect.provide(TestGpu.layer())))
 })
 
-/** the CPU kernels, except that add writes every element one place early (an off-by-one) */
-const offByOne = (): Command.Interpreter => {
-  const base = Cpu.interpreter("OffByOne")
+/** the CPU kernels, then `corrupt` applied to the memory of every node it selects */
+const corrupting = (
+  name: string,
+  select: (n: Tensor.Tensor) => boolean,
+  corrupt: (host: Uint8Array, offset: number, n: Tensor.Tensor) => void
+): Command.Interpreter => {
+  const base = Cpu.interpreter(name)
   return {
     ...base,
     execute: (c) =>
       Effect.tap(base.execute(c), () =>
         Effect.sync(() => {
           if (c._tag !== "Compute") return
-          for (const n of c.plan.graph.nodes) {
-            if (n.op._tag !== "Add") continue
+          for (const n of c.plan.graph.nodes.filter(select)) {
             const loc = c.plan.location(n)!
-            const host = loc.buffer.host!
-            const es = n.dtype === "f16" ? 2 : 4
-            host.copyWithin(loc.offset, loc.offset + es, loc.offset + es * (n.ne[0] * n.ne[1] * n.ne[2] * n.ne[3]))
+            corrupt(loc.buffer.host!, loc.offset, n)
           }
         }))
   }
 }
 
-/** the CPU kernels, except that neg writes one element past its result */
-const overrun = (): Command.Interpreter => {
-  const base = Cpu.interpreter("Overrun")
-  return {
-    ...base,
-    execute: (c) =>
-      Effect.tap(base.execute(c), () =>
-        Effect.sync(() => {
-          if (c._tag !== "Compute") return
-          for (const n of c.plan.graph.nodes) {
-            if (n.op._tag !== "Unary" || n.op.kind !== "neg") continue
-            const loc = c.plan.location(n)!
-            const end = loc.offset + 4 * (n.ne[0] * n.ne[1] * n.ne[2] * n.ne[3])
-            loc.buffer.host!.fill(0, end, end + 4)
-          }
-        }))
-  }
-}
+const elements = (n: Tensor.Tensor) => n.ne[0] * n.ne[1] * n.ne[2] * n.ne[3]
+
+/** add writes every element one place early (an off-by-one) */
+const offByOne = () =>
+  corrupting("OffByOne", (n) => n.op._tag === "Add", (host, offset, n) => {
+    const es = n.dtype === "f16" ? 2 : 4
+    host.copyWithin(offset, offset + es, offset + es * elements(n))
+  })
+
+/** neg writes one element past its result */
+const overrun = () =>
+  corrupting(
+    "Overrun",
+    (n) => n.op._tag === "Unary" && n.op.kind === "neg",
+    (host, offset, n) => host.fill(0, offset + 4 * elements(n), offset + 4 * elements(n) + 4)
+  )
 
 describe("the conformance suite catches wrong kernels", () => {
   const wrong = (interpreter: Command.Interpreter, filter: RegExp) =>

@@ -45,6 +45,10 @@ export interface Caps {
 
 const WG = 256
 
+/** the entry point most kernels share: a 1-D workgroup over a folded grid */
+const ENTRY =
+  `@compute @workgroup_size(${WG})\nfn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {`
+
 const u32 = (name: string, value: number): Param => ({ field: { name, type: "u32" }, value })
 const f32 = (name: string, value: number): Param => ({ field: { name, type: "f32" }, value })
 
@@ -65,8 +69,7 @@ const elementwise = (
     params,
     workgroups: fold(Math.ceil(n / WG), caps.maxWorkgroups),
     main: `
-@compute @workgroup_size(${WG})
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+${ENTRY}
   let idx = wg_linear(wid, nwg) * ${WG}u + lid;
   if (idx >= P.${it}_ne0 * P.${it}_ne1 * P.${it}_ne2 * P.${it}_ne3) { return; }
   let i0 = idx % P.${it}_ne0;
@@ -166,8 +169,7 @@ fn reduce_max(lid: u32, v: f32) -> f32 {
   workgroupBarrier();
   return r;
 }
-@compute @workgroup_size(${WG})
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+${ENTRY}
   let row = wg_linear(wid, nwg);
   if (row >= P.${it}_ne1 * P.${it}_ne2 * P.${it}_ne3) { return; }
   let i1 = row % P.${it}_ne1;
@@ -199,8 +201,7 @@ const mulMat = (node: Tensor, caps: Caps, bias: Tensor | undefined): Kernel => {
       workgroups: [Math.min(M, caps.maxWorkgroups), Math.ceil(M / caps.maxWorkgroups), batches],
       main: `
 var<workgroup> red: array<f32, ${WG * N}>;
-@compute @workgroup_size(${WG})
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+${ENTRY}
   let m = wid.x + wid.y * nwg.x;
   let b2 = wid.z % P.d_ne2;
   let b3 = wid.z / P.d_ne2;
@@ -346,42 +347,15 @@ const rmsNorm = (node: Tensor, eps: number, sum: boolean, mul: boolean, caps: Ca
   )
 }
 
-/** contiguous operands of one shape (src1 may repeat one row): flat indices, 4 elements per thread */
+/** contiguous operands of one shape (src1 may repeat one row): flat indices, 4 steps per thread */
 const FLAT = 4
-const flat = (
-  key: string,
-  operands: ReadonlyArray<Operand>,
-  expr: string,
-  rowBroadcast: boolean,
-  params: ReadonlyArray<Param>,
-  caps: Caps
-): Kernel => {
-  const n = T.nelements(operands[operands.length - 1].tensor)
-  const b = rowBroadcast ? "P.b_o + i % P.b_ne0" : "P.b_o + i"
-  return {
-    key: `flat:${key}:${rowBroadcast}`,
-    operands,
-    params,
-    workgroups: fold(Math.ceil(n / (WG * FLAT)), caps.maxWorkgroups),
-    main: `
-@compute @workgroup_size(${WG})
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-  let n = P.d_ne0 * P.d_ne1 * P.d_ne2 * P.d_ne3;
-  let base = wg_linear(wid, nwg) * ${WG * FLAT}u + lid;
-  for (var k = 0u; k < ${FLAT}u; k++) {
-    let i = base + k * ${WG}u;
-    if (i < n) {
-      let x = ld_a(P.a_o + i);
-      ${operands.some((o) => o.name === "b") ? `let y = ld_b(${b});` : ""}
-      st_d(P.d_o + i, ${expr});
-    }
-  }
-}`
-  }
-}
 
-/** the flat kernel on vec4s: one vec4 per thread per step, for counts (and src1 rows) divisible by 4 */
-const flat4 = (
+/**
+ * The flat kernel, on scalars (`width` 1) or vec4s (`width` 4: bindings are vec4 arrays, offsets and
+ * sizes are divided by 4; it falls back to the scalar form when an operand is not 4-aligned).
+ */
+const flatKernel = (
+  width: 1 | 4,
   key: string,
   operands: ReadonlyArray<Operand>,
   expr: string,
@@ -390,29 +364,30 @@ const flat4 = (
   caps: Caps
 ): Kernel => {
   const n = T.nelements(operands[operands.length - 1].tensor)
-  const b = rowBroadcast ? "P.b_o / 4u + i % (P.b_ne0 / 4u)" : "P.b_o / 4u + i"
-  return {
-    key: `flat4:${key}:${rowBroadcast}`,
-    vec4: true,
-    scalar: flat(key, operands, expr, rowBroadcast, params, caps),
+  const [ld, st, q] = width === 4 ? ["ld4", "st4", " / 4u"] : ["ld", "st", ""]
+  const b = rowBroadcast ? `P.b_o${q} + i % (P.b_ne0${q})` : `P.b_o${q} + i`
+  const kernel: Kernel = {
+    key: `${width === 4 ? "flat4" : "flat"}:${key}:${rowBroadcast}`,
     operands,
     params,
-    workgroups: fold(Math.ceil(n / 4 / (WG * FLAT)), caps.maxWorkgroups),
+    workgroups: fold(Math.ceil(n / width / (WG * FLAT)), caps.maxWorkgroups),
     main: `
-@compute @workgroup_size(${WG})
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-  let n = P.d_ne0 * P.d_ne1 * P.d_ne2 * P.d_ne3 / 4u;
+${ENTRY}
+  let n = P.d_ne0 * P.d_ne1 * P.d_ne2 * P.d_ne3${q};
   let base = wg_linear(wid, nwg) * ${WG * FLAT}u + lid;
   for (var k = 0u; k < ${FLAT}u; k++) {
     let i = base + k * ${WG}u;
     if (i < n) {
-      let x = ld4_a(P.a_o / 4u + i);
-      ${operands.some((o) => o.name === "b") ? `let y = ld4_b(${b});` : ""}
-      st4_d(P.d_o / 4u + i, ${expr});
+      let x = ${ld}_a(P.a_o${q} + i);
+      ${operands.some((o) => o.name === "b") ? `let y = ${ld}_b(${b});` : ""}
+      ${st}_d(P.d_o${q} + i, ${expr});
     }
   }
 }`
   }
+  return width === 4
+    ? { ...kernel, vec4: true, scalar: flatKernel(1, key, operands, expr, rowBroadcast, params, caps) }
+    : kernel
 }
 
 /** flat4 where the sizes allow it, else flat */
@@ -429,8 +404,8 @@ const flatBest = (
   const b = operands.find((o) => o.name === "b")
   const fits = expr4 !== undefined && n % 4 === 0 && (b === undefined || !rowBroadcast || b.tensor.ne[0] % 4 === 0)
   return fits
-    ? flat4(key, operands, expr4, rowBroadcast, params, caps)
-    : flat(key, operands, expr, rowBroadcast, params, caps)
+    ? flatKernel(4, key, operands, expr4, rowBroadcast, params, caps)
+    : flatKernel(1, key, operands, expr, rowBroadcast, params, caps)
 }
 
 /** the flat path applies: everything contiguous, src1 the same shape or one repeated row */
@@ -614,8 +589,7 @@ export const kernelFor = (node: Tensor, caps: Caps): Kernel | undefined => {
         workgroups: fold(Math.ceil((pairs * T.nrows(node)) / WG), caps.maxWorkgroups),
         params: [f32("freq_base", op.freqBase), f32("freq_scale", op.freqScale), u32("n_dims", op.nDims)],
         main: `
-@compute @workgroup_size(${WG})
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+${ENTRY}
   let idx = wg_linear(wid, nwg) * ${WG}u + lid;
   let pairs = (P.d_ne0 + 1u) / 2u;
   if (idx >= pairs * P.d_ne1 * P.d_ne2 * P.d_ne3) { return; }
@@ -847,8 +821,7 @@ export const chainKernel = (chain: ReadonlyArray<Tensor>, caps: Caps): Kernel =>
     params,
     workgroups: fold(Math.ceil(n / (WG * FLAT)), caps.maxWorkgroups),
     main: `
-@compute @workgroup_size(${WG})
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+${ENTRY}
   let n = P.d_ne0 * P.d_ne1 * P.d_ne2 * P.d_ne3;
   let base = wg_linear(wid, nwg) * ${WG * FLAT}u + lid;
   for (var k = 0u; k < ${FLAT}u; k++) {
