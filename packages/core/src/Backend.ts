@@ -166,6 +166,7 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
     /** runs a command in order; a detached one reports its failure at the next synchronize instead */
     const run = (command: Command, detached: boolean): Effect.Effect<unknown, BackendError> =>
       lock.withPermits(1)(Effect.gen(function*() {
+        interpreter.observe?.(command)
         if (lost !== undefined) return yield* Effect.fail(lost)
         while (waits.length > 0 && command._tag !== "WaitEvent") {
           yield* Effect.ignore(Deferred.await(waits.shift()!))

@@ -121,4 +121,6 @@ export interface Interpreter {
   readonly execute: (command: DeviceCommand) => Effect.Effect<Uint8Array | Trace | void, BackendError>
   /** completes once all work handed to the device so far has finished */
   readonly fence: Effect.Effect<void, BackendError>
+  /** sees every command of a backend in order, events and synchronizations included (mocks record) */
+  readonly observe?: (command: Command) => void
 }

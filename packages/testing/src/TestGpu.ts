@@ -104,19 +104,35 @@ const makeDevice = (
   const ledger = Ledger.make(options.memory ?? 1024 ** 3)
   const faults = options.faults ?? {}
   const lost = () => new DeviceLost({ device: name, reason: state.lost ?? "lost" })
-  const record = (command: Command, detail: string) => {
-    shared.log.push({ device: name, command: command._tag, detail })
+  const detail = (command: Command): string => {
+    switch (command._tag) {
+      case "Compute":
+        return command.plan.graph.nodes.filter((n) => !Op.isView(n.op)).map((n) => Op.name(n.op)).join(",")
+      case "SetTensor":
+        return `${command.data.byteLength} bytes`
+      case "GetTensor":
+      case "CopyTensor":
+      case "Memset":
+        return `${command.size} bytes`
+      case "RecordEvent":
+      case "WaitEvent":
+        return `event ${command.eventId}`
+      case "Synchronize":
+        return ""
+    }
   }
   const interpreter: Interpreter = {
     device: name,
     fence: Effect.suspend(() => (state.lost !== undefined ? Effect.fail(lost()) : Effect.void)),
+    observe: (command) => {
+      shared.log.push({ device: name, command: command._tag, detail: detail(command) })
+    },
     execute: (command) =>
       Effect.gen(function*() {
         if (state.lost !== undefined) return yield* lost()
         switch (command._tag) {
           case "Compute": {
             const ops = command.plan.graph.nodes.filter((n) => !Op.isView(n.op)).map((n) => Op.name(n.op))
-            record(command, ops.join(","))
             shared.submits++
             if (faults.deviceLostAtSubmit !== undefined && shared.submits === faults.deviceLostAtSubmit) {
               state.lost = `simulated loss at submit ${shared.submits}`
@@ -132,13 +148,7 @@ const makeDevice = (
             if (options.latency !== undefined) yield* Effect.sleep(options.latency)
             return yield* cpu.execute(command)
           }
-          case "SetTensor":
-            record(command, `${command.data.byteLength} bytes`)
-            return yield* cpu.execute(command)
-          case "GetTensor":
-          case "CopyTensor":
-          case "Memset":
-            record(command, `${command.size} bytes`)
+          default:
             return yield* cpu.execute(command)
         }
       })

@@ -26,11 +26,26 @@ describe("TestGpu", () => {
   it.scoped("computes like the CPU and records the command stream", () =>
     Effect.gen(function*() {
       const gpu = yield* TestGpu.TestGpu
-      const { plan, y } = yield* computeOnce
+      const { backend, plan, y } = yield* computeOnce
       const out = Array.from(yield* plan.get(y))
       assert.closeTo(out.reduce((a, b) => a + b, 0), 1, 1e-6)
       const log = (yield* gpu.commands).map((c) => `${c.command}:${c.detail}`)
       assert.deepStrictEqual(log, ["SetTensor:16 bytes", "Compute:scale,soft_max", "GetTensor:16 bytes"])
+      // events, waits, copies and synchronizations are recorded too
+      const d = yield* Registry.deviceByName("Test0")
+      const other = yield* d.makeBackend()
+      const ev = yield* d.makeEvent
+      yield* gpu.clear
+      yield* ev.record(backend)
+      yield* ev.wait(other)
+      yield* other.copyAsync(plan.location(y)!, plan.location(y)!)
+      yield* other.synchronize
+      assert.deepStrictEqual((yield* gpu.commands).map((c) => c.command), [
+        "RecordEvent",
+        "WaitEvent",
+        "CopyTensor",
+        "Synchronize"
+      ])
       assert.strictEqual((yield* Registry.bestDevice).name, "Test0")
     }).pipe(Effect.provide(TestGpu.layer())))
 
