@@ -26,6 +26,8 @@ export interface Dispatch {
   readonly pipeline: GPUComputePipeline
   readonly bindGroup: GPUBindGroup
   readonly paramOffset: number
+  /** the dynamic offsets for setBindGroup, built once: encoding allocates nothing per dispatch */
+  readonly dynamicOffsets: Uint32Array
   readonly workgroups: readonly [number, number, number]
 }
 
@@ -213,6 +215,7 @@ export const build = (
         pipeline: pipelines[k],
         bindGroup,
         paramOffset: k * SLOT,
+        dynamicOffsets: new Uint32Array([k * SLOT]),
         workgroups: p.kernel.workgroups
       }
     })
