@@ -10,7 +10,7 @@
 import type { Backend, Device, Tensor } from "@effect-gpu/core"
 import { Graph, Ops } from "@effect-gpu/core"
 import * as Generators from "@effect-gpu/testing/Generators"
-import { WebGpu } from "@effect-gpu/webgpu"
+import { WebGpu, WebGpuDevice } from "@effect-gpu/webgpu"
 import type * as TfCore from "@tensorflow/tfjs-core"
 import type { Scope } from "effect"
 import { Effect } from "effect"
@@ -19,12 +19,17 @@ import * as path from "node:path"
 import { parseArgs } from "node:util"
 
 const { values: args } = parseArgs({
+  allowNegative: true,
   options: {
     cases: { type: "string" },
     runs: { type: "string", default: "10" },
     quick: { type: "boolean", default: false },
     label: { type: "string", default: "local" },
     peer: { type: "boolean", default: true },
+    /** subgroup-matrix tiling of f16 mul_mat, "SRxSC:FRxFC:DEPTH" (subgroups, fragments per subgroup, K step) */
+    tile: { type: "string" },
+    /** register tiling of the vec4 mul_mat kernel, "MxN:DEPTH" (results per thread, K step) */
+    regs: { type: "string" },
     out: { type: "string" }
   }
 })
@@ -256,10 +261,14 @@ const allCases = (): ReadonlyArray<Case> =>
 // measurement
 // ------------------------------------------------------------------------------------------------------------
 
-/** median wall time of RUNS runs after 2 warm-ups */
+/** warm-up: at least 2 runs and WARMUP_MS of them, so the GPU's clocks have left their idle state */
+const WARMUP_MS = 300
+
+/** median wall time of RUNS runs after warm-up */
 const medianOf = <E, R>(run: Effect.Effect<void, E, R>) =>
   Effect.gen(function*() {
-    for (let k = 0; k < 2; k++) yield* run
+    const start = performance.now()
+    for (let k = 0; k < 2 || performance.now() - start < WARMUP_MS; k++) yield* run
     const times: Array<number> = []
     for (let k = 0; k < RUNS; k++) {
       const t0 = performance.now()
@@ -293,13 +302,31 @@ const fmt = (r: { value: number; unit: string }) =>
     ? r.value >= 1e12 ? `${(r.value / 1e12).toFixed(2)} TB/s` : `${(r.value / 1e9).toFixed(2)} GB/s`
     : `${r.value.toFixed(2)} us/node`
 
+const parseTile = (s: string) => {
+  const m = /^(\d+)x(\d+):(\d+)x(\d+):(\d+)$/.exec(s)
+  if (m === null) throw new Error(`--tile wants SRxSC:FRxFC:DEPTH, got ${s}`)
+  const [sgRows, sgCols, fragRows, fragCols, depth] = m.slice(1).map(Number)
+  return { sgRows, sgCols, fragRows, fragCols, depth }
+}
+
+const parseRegs = (s: string) => {
+  const m = /^(\d+)x(\d+):(\d+)$/.exec(s)
+  if (m === null) throw new Error(`--regs wants MxN:DEPTH, got ${s}`)
+  const [mm, n, depth] = m.slice(1).map(Number)
+  return { m: mm, n, depth }
+}
+
 const main = Effect.gen(function*() {
   // one Dawn instance for both: our provider takes navigator.gpu when it exists
   const webgpu = yield* Effect.promise(() => import("webgpu"))
   Object.assign(globalThis, webgpu.globals)
   const gpu = webgpu.create([`enable-dawn-features=${WebGpu.defaultToggles.join(",")}`])
   ;(globalThis as { navigator?: unknown }).navigator = { gpu }
-  const [device] = yield* WebGpu.make({ devices: 1 })
+  const [device] = yield* WebGpu.make({
+    devices: 1,
+    ...(args.tile ? { matrixTile: parseTile(args.tile) } : {}),
+    ...(args.regs ? { registerTile: parseRegs(args.regs) } : {})
+  })
   const backend = yield* device.makeBackend()
   const adapter = device.description
   const roof = Object.entries(rooflines).find(([k]) => adapter.toLowerCase().includes(k))?.[1]
@@ -367,7 +394,10 @@ const main = Effect.gen(function*() {
   ])
   const widths = header.map((h, i) => Math.max(h.length, ...table.map((r) => r[i].length)))
   const line = (r: Array<string>) => r.map((c, i) => c.padEnd(widths[i])).join(" | ")
-  console.log(`adapter: ${adapter}\nmedian of ${RUNS} runs after 2 warm-ups; a run = submit + GPU done\n`)
+  console.log(`f16 mul_mat on subgroup matrices: ${WebGpuDevice.hasSubgroupMatrices(device) ? "yes" : "no"}`)
+  console.log(
+    `adapter: ${adapter}\nmedian of ${RUNS} runs after >= ${WARMUP_MS} ms of warm-up; a run = submit + GPU done\n`
+  )
   console.log(line(header))
   console.log(widths.map((w) => "-".repeat(w)).join("-|-"))
   for (const r of table) console.log(line(r))

@@ -211,6 +211,37 @@ export const cases = (options: { readonly f16: boolean }): ReadonlyArray<Case> =
         thr
       )
     )
+    if (dt === "f16") {
+      // both operands f16: the subgroup-matrix (tensor core) kernel where the device has one. Ragged
+      // edges in every dimension, a K that is not a multiple of the K step, an odd K (scalar loads), a
+      // batch broadcast, a row-strided view of b
+      const cases: Array<[string, ReadonlyArray<number>, ReadonlyArray<number>]> = [
+        ["edges", [40, 130], [40, 135, 2]],
+        ["deep", [200, 37], [200, 150]],
+        ["odd_k", [37, 45], [37, 33]],
+        ["bcast", [64, 33, 2, 1], [64, 45, 4, 3]]
+      ]
+      for (const [tag, a, b] of cases) {
+        out.push(
+          mk(
+            `mul_mat_f16_f16_${tag}`,
+            "mul_mat",
+            [{ dtype: dt, ne: a }, { dtype: dt, ne: b }],
+            ([x, y]) => Ops.mulMat(x, y),
+            thr
+          )
+        )
+      }
+      out.push(
+        mk(
+          `mul_mat_f16_f16_strided_b`,
+          "mul_mat",
+          [{ dtype: dt, ne: [48, 70] }, { dtype: dt, ne: [52, 40] }],
+          ([x, y]) => Ops.mulMat(x, Ops.view(y, [48, 40], [y.nb[1]], 4 * 2)),
+          thr
+        )
+      )
+    }
     // soft_max: plain, a broadcast mask with scale, ALiBi over 4 heads with a long row
     const sm = THRESHOLD.softMax
     out.push(mk(`soft_max_${dt}`, "soft_max", [{ dtype: dt, ne: [37, 5, 2] }], ([a]) => Ops.softMax(a), sm))

@@ -39,6 +39,10 @@ export interface Options {
   readonly memory?: number | undefined
   /** ggml's op_offload_min_batch_size; default 32 */
   readonly offloadMinBatch?: number | undefined
+  /** @internal the subgroup-matrix tiling of f16 mul_mat, for tuning experiments */
+  readonly matrixTile?: WebGpuDevice.Options["matrixTile"]
+  /** @internal the register tiling of the vec4 mul_mat kernel, for tuning experiments */
+  readonly registerTile?: WebGpuDevice.Options["registerTile"]
 }
 
 /**
@@ -94,7 +98,10 @@ const openDevice = (gpu: GPU, options: Options, index: number): Effect.Effect<De
       name: `WebGPU${index}`,
       description: `${description} (${requiredFeatures.join(", ") || "no optional features"})`,
       memory: options.memory,
-      offloadMinBatch: options.offloadMinBatch
+      offloadMinBatch: options.offloadMinBatch,
+      adapterInfo: adapter.info as WebGpuDevice.AdapterInfo,
+      matrixTile: options.matrixTile,
+      registerTile: options.registerTile
     })
   })
 

@@ -18,6 +18,7 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as C from "./internal/context.js"
 import * as Interpreter from "./internal/interpreter.js"
+import type { MatrixTile, RegisterTile } from "./internal/kernel.js"
 import * as Memory from "./internal/memory.js"
 import * as Program from "./internal/program.js"
 
@@ -34,6 +35,20 @@ export interface Options {
   readonly offloadMinBatch?: number | undefined
   /** dispatches per command buffer at most (abort granularity); default 128 */
   readonly chunk?: number | undefined
+  /**
+   * the subgroup-matrix tiling of f16 mul_mat (for tuning experiments); default 128x128 per workgroup
+   *
+   * @internal
+   */
+  readonly matrixTile?: MatrixTile | undefined
+  /**
+   * the register tiling of the vec4 mul_mat kernel (for tuning experiments); default 4x4 per thread
+   *
+   * @internal
+   */
+  readonly registerTile?: RegisterTile | undefined
+  /** the adapter's info (subgroup sizes, matrix configurations); default: the device's adapterInfo */
+  readonly adapterInfo?: AdapterInfo | undefined
   /** a description of the adapter */
   readonly description?: string | undefined
 }
@@ -58,6 +73,44 @@ export const gpuDevice = (device: Device): Option.Option<GPUDevice> =>
 export const liveNativeBuffers = (device: Device): number => contexts.get(device)?.live ?? 0
 
 /**
+ * Whether f16 mul_mat runs on subgroup matrices (tensor cores) on this device: the adapter offers
+ * 16x16x16 f16 -> f32 fragments on subgroups of 32 (Dawn's chromium-experimental-subgroup-matrix).
+ *
+ * @since 0.1.0
+ * @category getters
+ */
+export const hasSubgroupMatrices = (device: Device): boolean => contexts.get(device)?.caps.subgroupMatrix === true
+
+/** the parts of GPUAdapterInfo the kernels choose by (subgroup sizes and matrix configurations) */
+export interface AdapterInfo {
+  readonly subgroupMinSize?: number | undefined
+  readonly subgroupMaxSize?: number | undefined
+  readonly subgroupMatrixConfigs?:
+    | ReadonlyArray<
+      {
+        readonly componentType: string
+        readonly resultComponentType: string
+        readonly M: number
+        readonly N: number
+        readonly K: number
+      }
+    >
+    | undefined
+}
+
+/** 16x16x16 f16 -> f32 subgroup matrices on subgroups of exactly 32: what the tensor-core kernel needs */
+const hasMatrices = (gpu: GPUDevice, info: AdapterInfo | undefined): boolean => {
+  if (info === undefined) return false
+  if (!["shader-f16", "subgroups", "chromium-experimental-subgroup-matrix"].every((f) => gpu.features.has(f))) {
+    return false
+  }
+  if (info.subgroupMinSize !== 32 || info.subgroupMaxSize !== 32) return false
+  return [...(info.subgroupMatrixConfigs ?? [])].some((c) =>
+    c.componentType === "f16" && c.resultComponentType === "f32" && c.M === 16 && c.N === 16 && c.K === 16
+  )
+}
+
+/**
  * Builds the device. The GPUDevice stays the caller's: destroy it when done.
  *
  * @since 0.1.0
@@ -66,7 +119,16 @@ export const liveNativeBuffers = (device: Device): number => contexts.get(device
 export const make = (gpu: GPUDevice, options: Options): Device => {
   const name = options.name
   const f16 = gpu.features.has("shader-f16")
-  const ctx = C.make(name, gpu, { f16, maxWorkgroups: gpu.limits.maxComputeWorkgroupsPerDimension })
+  const ctx = C.make(name, gpu, {
+    f16,
+    maxWorkgroups: gpu.limits.maxComputeWorkgroupsPerDimension,
+    subgroupMatrix: hasMatrices(
+      gpu,
+      options.adapterInfo ?? (gpu as { adapterInfo?: AdapterInfo }).adapterInfo
+    ),
+    ...(options.matrixTile ? { matrixTile: options.matrixTile } : {}),
+    ...(options.registerTile ? { registerTile: options.registerTile } : {})
+  })
   const ledger = Ledger.make(options.memory ?? gpu.limits.maxBufferSize)
   const alignment = gpu.limits.minStorageBufferOffsetAlignment
   const maxSize = gpu.limits.maxStorageBufferBindingSize

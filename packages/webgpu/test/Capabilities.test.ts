@@ -1,5 +1,5 @@
 import type { Device, Tensor } from "@effect-gpu/core"
-import { Cpu, Fusion, GpuError, Graph, Ledger, Ops, Registry } from "@effect-gpu/core"
+import { Cpu, Float16, Fusion, GpuError, Graph, Ledger, Ops, Registry } from "@effect-gpu/core"
 import { Generators } from "@effect-gpu/testing"
 import { WebGpu, WebGpuDevice } from "@effect-gpu/webgpu"
 import { assert, describe, it } from "@effect/vitest"
@@ -209,6 +209,41 @@ describe.skipIf(!adapterAvailable)("WebGPU capabilities", () => {
         assert.deepStrictEqual(Array.from(yield* plan.get(y)), captured)
       }))
 
+    it.scoped("f16 mul_mat runs on subgroup matrices exactly where the device offers them", () =>
+      Effect.gen(function*() {
+        const d = yield* device
+        const g = Graph.make()
+        const a = yield* g.param("a", "f16", [64, 48])
+        const b = yield* g.input("b", "f16", [64, 40])
+        const y = yield* g.output(Ops.mulMat(a, b))
+        // without shader-f16 there is no f16 kernel at all, and the device says so
+        if (!d.description.includes("shader-f16")) return assert.isFalse(d.supportsOp(y))
+        const backend = yield* d.makeBackend()
+        const plan = yield* backend.allocate(g.build())
+        yield* plan.set(a, Generators.values(1, 64 * 48))
+        yield* plan.set(b, Generators.values(2, 64 * 40))
+        const trace = yield* backend.captureNext
+        yield* backend.compute(plan)
+        const [entry] = (yield* trace).entries
+        const family = entry.kernel.split(":")[0]
+        assert.strictEqual(family === "mmsg", WebGpuDevice.hasSubgroupMatrices(d), entry.kernel)
+        console.log(`f16 mul_mat kernel on ${d.description}: ${entry.kernel}`)
+        // and it computes the product (a's rows dotted with b's rows)
+        const out = yield* plan.get(y)
+        const [av, bv] = [Generators.values(1, 64 * 48), Generators.values(2, 64 * 40)]
+        let err = 0
+        let ref = 0
+        for (let n = 0; n < 40; n++) {
+          for (let m = 0; m < 48; m++) {
+            let s = 0
+            for (let k = 0; k < 64; k++) s += Float16.round(av[m * 64 + k]) * Float16.round(bv[n * 64 + k])
+            err += (out[n * 48 + m] - s) ** 2
+            ref += s * s
+          }
+        }
+        assert.isBelow(err / ref, 1e-6)
+      }))
+
     it.scoped("supportsOp and offloadOp answer like ggml's", () =>
       Effect.gen(function*() {
         const d = yield* device
@@ -381,6 +416,49 @@ describe.skipIf(!adapterAvailable)("WebGPU capabilities", () => {
       assert.strictEqual(best.name, "CPU")
       assert.isTrue(Ledger.isEmpty(best.ledger.snapshot()))
     }).pipe(Effect.provide(WebGpu.layerOrCpu({ adapter: "no such adapter" }))))
+
+  // every mul_mat tiling the kernels may pick (by size, or for tuning) against the CPU: ragged edges in M,
+  // N and K, a batch broadcast, f32 and f16 x f16 (subgroup matrices where offered)
+  const tilings: ReadonlyArray<WebGpu.Options> = [
+    { registerTile: { m: 4, n: 4, depth: 16 } },
+    { registerTile: { m: 4, n: 8, depth: 16 } },
+    { registerTile: { m: 8, n: 4, depth: 16 } },
+    {
+      registerTile: { m: 8, n: 8, depth: 8 },
+      matrixTile: { sgRows: 2, sgCols: 4, fragRows: 4, fragCols: 2, depth: 32 }
+    },
+    { matrixTile: { sgRows: 2, sgCols: 2, fragRows: 2, fragCols: 4, depth: 64 } },
+    { matrixTile: { sgRows: 1, sgCols: 1, fragRows: 4, fragCols: 4, depth: 16 } }
+  ]
+  for (const options of tilings) {
+    it.scoped(`mul_mat with tiles ${JSON.stringify(options)} matches the CPU`, () =>
+      Effect.gen(function*() {
+        const [d] = yield* WebGpu.make({ devices: 1, ...options })
+        const f16 = d.description.includes("shader-f16")
+        for (const dtype of f16 ? (["f32", "f16"] as const) : (["f32"] as const)) {
+          const g = Graph.make()
+          const a = yield* g.param("a", dtype, [136, 150, 2])
+          const b = yield* g.input("b", dtype, [136, 141, 4])
+          const y = yield* g.output(Ops.mulMat(a, b))
+          const results: Array<Array<number>> = []
+          for (const dev of [d, Cpu.make()]) {
+            const backend = yield* dev.makeBackend()
+            const plan = yield* backend.allocate(g.build())
+            yield* plan.set(a, Generators.values(1, 136 * 150 * 2))
+            yield* plan.set(b, Generators.values(2, 136 * 141 * 4))
+            const trace = yield* backend.captureNext
+            yield* backend.compute(plan)
+            const [entry] = (yield* trace).entries
+            if (dev === d && dtype === "f32") assert.isTrue(entry.kernel.startsWith("mm4:"), entry.kernel)
+            if (dev === d && dtype === "f16") {
+              assert.strictEqual(entry.kernel.startsWith("mmsg:"), WebGpuDevice.hasSubgroupMatrices(d), entry.kernel)
+            }
+            results.push(Array.from(yield* plan.get(y)))
+          }
+          assert.isBelow(nmse(results[0], results[1]), 5e-4, dtype)
+        }
+      }), 60_000)
+  }
 
   it.effect("layer fails with NoAdapter when no adapter matches", () =>
     Effect.gen(function*() {

@@ -7,7 +7,7 @@
  */
 import { DeviceLost, KernelError } from "@effect-gpu/core/GpuError"
 import * as Effect from "effect/Effect"
-import type { Caps } from "./kernels.js"
+import type { Caps } from "./kernel.js"
 
 /** @internal */
 export interface Context {

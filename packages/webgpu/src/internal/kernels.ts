@@ -8,49 +8,12 @@
 import type { Op } from "@effect-gpu/core/Op"
 import type { Tensor } from "@effect-gpu/core/Tensor"
 import * as T from "@effect-gpu/core/Tensor"
-import type { Field } from "./wgsl.js"
+import type { Caps, Kernel, Operand, Param } from "./kernel.js"
+import { bcast, ENTRY, f32, u32, WG } from "./kernel.js"
+import { mulMat } from "./matmul.js"
 import { fold } from "./wgsl.js"
 
-/** @internal */
-export interface Operand {
-  readonly name: string
-  readonly tensor: Tensor
-}
-
-/** @internal */
-export interface Param {
-  readonly field: Field
-  readonly value: number
-}
-
-/** @internal */
-export interface Kernel {
-  /** bind every operand as vec4 arrays; needs element offsets that are multiples of 4, else `scalar` runs */
-  readonly vec4?: boolean
-  readonly scalar?: Kernel
-  /** family and compiled-in choices: part of the pipeline key */
-  readonly key: string
-  readonly operands: ReadonlyArray<Operand>
-  readonly params: ReadonlyArray<Param>
-  readonly workgroups: readonly [number, number, number]
-  /** the entry point, given the names above */
-  readonly main: string
-}
-
-/** @internal */
-export interface Caps {
-  readonly f16: boolean
-  readonly maxWorkgroups: number
-}
-
-const WG = 256
-
-/** the entry point most kernels share: a 1-D workgroup over a folded grid */
-const ENTRY =
-  `@compute @workgroup_size(${WG})\nfn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {`
-
-const u32 = (name: string, value: number): Param => ({ field: { name, type: "u32" }, value })
-const f32 = (name: string, value: number): Param => ({ field: { name, type: "f32" }, value })
+export type { Caps, Kernel } from "./kernel.js"
 
 /** the element-wise template: one thread per element of the iteration operand `it` */
 const elementwise = (
@@ -125,10 +88,6 @@ const unaryExpr = (op: Op, x: string): string => {
 
 const binaryOp: Record<string, string> = { Add: "+", Sub: "-", Mul: "*", Div: "/" }
 
-/** the index of a broadcast operand at (i0, i1, i2, i3): each coordinate modulo its extent */
-const bcast = (b: string, i0 = "i0", i1 = "i1", i2 = "i2", i3 = "i3") =>
-  `ix_${b}(${i0} % P.${b}_ne0, ${i1} % P.${b}_ne1, ${i2} % P.${b}_ne2, ${i3} % P.${b}_ne3)`
-
 /** rows of a tensor: one workgroup each, with a shared-memory reduction helper */
 const rowwise = (
   key: string,
@@ -177,115 +136,6 @@ ${ENTRY}
   let i3 = row / (P.${it}_ne1 * P.${it}_ne2);
   let n = P.${it}_ne0;
 ${body}
-}`
-  }
-}
-
-const mulMat = (node: Tensor, caps: Caps, bias: Tensor | undefined): Kernel => {
-  const [a, b] = node.src
-  const operands: Array<Operand> = [{ name: "a", tensor: a }, { name: "b", tensor: b }, { name: "d", tensor: node }]
-  if (bias) operands.push({ name: "c", tensor: bias })
-  const epilogue = bias ? `v += ld_c(${bcast("c", "m", "nn", "b2", "b3")});` : ""
-  const M = node.ne[0]
-  const N = node.ne[1]
-  const batches = node.ne[2] * node.ne[3]
-  const r2 = b.ne[2] / a.ne[2]
-  const r3 = b.ne[3] / a.ne[3]
-  const params = [u32("r2", r2), u32("r3", r3)]
-  if (N <= 8) {
-    // matrix-vector: one workgroup per output row m, threads split K, all N columns at once
-    return {
-      key: `mv:${N}:${bias ? "bias" : ""}`,
-      operands,
-      params,
-      workgroups: [Math.min(M, caps.maxWorkgroups), Math.ceil(M / caps.maxWorkgroups), batches],
-      main: `
-var<workgroup> red: array<f32, ${WG * N}>;
-${ENTRY}
-  let m = wid.x + wid.y * nwg.x;
-  let b2 = wid.z % P.d_ne2;
-  let b3 = wid.z / P.d_ne2;
-  if (m >= P.d_ne0) { return; }
-  let K = P.a_ne0;
-  var acc: array<f32, ${N}>;
-  let abase = ix_a(0u, m, b2 / P.r2, b3 / P.r3);
-  for (var k = lid; k < K; k += ${WG}u) {
-    let av = ld_a(abase + k * P.a_nb0);
-    for (var j = 0u; j < ${N}u; j++) {
-      acc[j] += av * ld_b(ix_b(k, j, b2, b3));
-    }
-  }
-  for (var j = 0u; j < ${N}u; j++) { red[j * ${WG}u + lid] = acc[j]; }
-  workgroupBarrier();
-  for (var s = ${WG / 2}u; s > 0u; s >>= 1u) {
-    if (lid < s) {
-      for (var j = 0u; j < ${N}u; j++) { red[j * ${WG}u + lid] += red[j * ${WG}u + lid + s]; }
-    }
-    workgroupBarrier();
-  }
-  if (lid < ${N}u) {
-    let nn = lid;
-    var v = red[nn * ${WG}u];
-    ${epilogue}
-    st_d(ix_d(m, nn, b2, b3), v);
-  }
-}`
-    }
-  }
-  // tiled: a 64x64 block of the result per workgroup, 4x4 per thread, K in steps of 16 through shared memory
-  const BM = 64
-  const BN = 64
-  const BK = 16
-  return {
-    key: `mm:${bias ? "bias" : ""}`,
-    operands,
-    params,
-    workgroups: [Math.ceil(M / BM), Math.ceil(N / BN), batches],
-    main: `
-var<workgroup> As: array<array<f32, ${BM}>, ${BK}>;
-var<workgroup> Bs: array<array<f32, ${BN}>, ${BK}>;
-@compute @workgroup_size(16, 16)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid3: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-  let b2 = wid.z % P.d_ne2;
-  let b3 = wid.z / P.d_ne2;
-  let a2 = b2 / P.r2;
-  let a3 = b3 / P.r3;
-  let m0 = wid.x * ${BM}u;
-  let n0 = wid.y * ${BN}u;
-  let K = P.a_ne0;
-${[0, 1, 2, 3].map((i) => `  var r${i} = vec4<f32>(0.0);`).join("\n")}
-  for (var k0 = 0u; k0 < K; k0 += ${BK}u) {
-    // each of 256 threads loads 4 elements of each tile
-    for (var e = 0u; e < 4u; e++) {
-      let flat = lid + e * 256u;
-      let kk = flat % ${BK}u;
-      let rr = flat / ${BK}u;
-      let k = k0 + kk;
-      let m = m0 + rr;
-      let nn = n0 + rr;
-      var av = 0.0;
-      var bv = 0.0;
-      if (k < K && m < P.a_ne1) { av = ld_a(ix_a(k, m, a2, a3)); }
-      if (k < K && nn < P.b_ne1) { bv = ld_b(ix_b(k, nn, b2, b3)); }
-      As[kk][rr] = av;
-      Bs[kk][rr] = bv;
-    }
-    workgroupBarrier();
-    for (var kk = 0u; kk < ${BK}u; kk++) {
-      let br = vec4<f32>(Bs[kk][lid3.y], Bs[kk][lid3.y + 16u], Bs[kk][lid3.y + 32u], Bs[kk][lid3.y + 48u]);
-${[0, 1, 2, 3].map((i) => `      r${i} = fma(vec4<f32>(As[kk][lid3.x + ${i * 16}u]), br, r${i});`).join("\n")}
-    }
-    workgroupBarrier();
-  }
-${
-      [0, 1, 2, 3].flatMap((i) =>
-        [0, 1, 2, 3].map((j) =>
-          `  { let m = m0 + lid3.x + ${i * 16}u; let nn = n0 + lid3.y + ${
-            j * 16
-          }u; if (m < P.d_ne0 && nn < P.d_ne1) { var v = r${i}[${j}]; ${epilogue} st_d(ix_d(m, nn, b2, b3), v); } }`
-        )
-      ).join("\n")
-    }
 }`
   }
 }

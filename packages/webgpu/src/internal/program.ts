@@ -15,7 +15,7 @@ import * as T from "@effect-gpu/core/Tensor"
 import * as Effect from "effect/Effect"
 import type { Context } from "./context.js"
 import * as C from "./context.js"
-import type { Kernel } from "./kernels.js"
+import type { Kernel } from "./kernel.js"
 import { CHAIN_INPUTS, chainable, chainKernel, kernelFor } from "./kernels.js"
 import { header, operandFields } from "./wgsl.js"
 
@@ -164,7 +164,8 @@ export const build = (
         }
         const fields = [...operands.flatMap((o) => operandFields(o.decl.name)), ...kernel.params.map((p) => p.field)]
         if (fields.length > SLOT / 4) throw new Error(`${fields.length} parameters do not fit a ${SLOT}-byte slot`)
-        const source = header(operands.map((o) => o.decl), kernel.params.map((p) => p.field)) + kernel.main
+        const source = header(operands.map((o) => o.decl), kernel.params.map((p) => p.field), kernel.enables) +
+          kernel.main
         const key = `${kernel.key}|${operands.map((o) => `${o.decl.slot}${o.decl.dtype}`).join(",")}`
         const values = [...operands.flatMap((o) => o.fields), ...kernel.params.map((p) => p.value)]
         const types = fields.map((f) => f.type)

@@ -40,7 +40,11 @@ export const operandFields = (name: string): ReadonlyArray<Field> =>
   ["o", "ne0", "ne1", "ne2", "ne3", "nb0", "nb1", "nb2", "nb3"].map((f) => ({ name: `${name}_${f}`, type: "u32" }))
 
 /** @internal */
-export const header = (operands: ReadonlyArray<OperandDecl>, extra: ReadonlyArray<Field>): string => {
+export const header = (
+  operands: ReadonlyArray<OperandDecl>,
+  extra: ReadonlyArray<Field>,
+  enables: ReadonlyArray<string> = []
+): string => {
   const slots = new Map<number, DType>()
   const vec = new Set<number>()
   for (const o of operands) {
@@ -50,7 +54,12 @@ export const header = (operands: ReadonlyArray<OperandDecl>, extra: ReadonlyArra
   const f16 = [...slots.values()].includes("f16")
   const fields = [...operands.flatMap((o) => operandFields(o.name)), ...extra]
   const lines: Array<string> = []
-  if (f16) lines.push("enable f16;")
+  for (const e of new Set([...(f16 ? ["f16"] : []), ...enables])) lines.push(`enable ${e};`)
+  // subgroup-matrix arguments must be provably uniform to Tint; per-subgroup offsets (lid / 32) are
+  // uniform within each subgroup but not provably so, the case this diagnostic exists to waive
+  if (enables.includes("chromium_experimental_subgroup_matrix")) {
+    lines.push("diagnostic(off, chromium.subgroup_matrix_uniformity);")
+  }
   for (const [slot, dtype] of [...slots.entries()].sort((a, b) => a[0] - b[0])) {
     const t = vec.has(slot) ? `vec4<${storageType(dtype)}>` : storageType(dtype)
     lines.push(`@group(0) @binding(${slot}) var<storage, read_write> B${slot}: array<${t}>;`)
@@ -67,6 +76,10 @@ export const header = (operands: ReadonlyArray<OperandDecl>, extra: ReadonlyArra
       const st = storageType(o.dtype)
       lines.push(`fn ld4_${n}(i: u32) -> vec4<f32> { return vec4<f32>(${b}[i]); }`)
       lines.push(`fn st4_${n}(i: u32, v: vec4<f32>) { ${b}[i] = vec4<${st}>(v); }`)
+      if (o.dtype === "f16") lines.push(`fn ldh4_${n}(i: u32) -> vec4<f16> { return ${b}[i]; }`)
+      // single elements of a vec4 binding, for kernels that load in fours and store one at a time
+      lines.push(`fn ld_${n}(i: u32) -> f32 { return f32(${b}[i >> 2u][i & 3u]); }`)
+      lines.push(`fn st_${n}(i: u32, v: f32) { ${b}[i >> 2u][i & 3u] = ${st}(v); }`)
       continue
     }
     if (o.dtype === "i32") {

@@ -1,0 +1,86 @@
+/**
+ * What a kernel is: the operands it binds, the parameters it reads, its grid and the body of `main`,
+ * plus the device capabilities that choose between kernels. Shared by every kernel family.
+ *
+ * @internal
+ */
+import type { Tensor } from "@effect-gpu/core/Tensor"
+import type { Field } from "./wgsl.js"
+
+/** @internal */
+export interface Operand {
+  readonly name: string
+  readonly tensor: Tensor
+}
+
+/** @internal */
+export interface Param {
+  readonly field: Field
+  readonly value: number
+}
+
+/** @internal */
+export interface Kernel {
+  /** bind every operand as vec4 arrays; needs element offsets that are multiples of 4, else `scalar` runs */
+  readonly vec4?: boolean
+  readonly scalar?: Kernel
+  /** WGSL extensions the kernel needs besides f16 (which the header enables for f16 operands) */
+  readonly enables?: ReadonlyArray<string>
+  /** family and compiled-in choices: part of the pipeline key */
+  readonly key: string
+  readonly operands: ReadonlyArray<Operand>
+  readonly params: ReadonlyArray<Param>
+  readonly workgroups: readonly [number, number, number]
+  /** the entry point, given the names above */
+  readonly main: string
+}
+
+/** @internal: a subgroup-matrix tiling of mul_mat, in 16x16 fragments */
+export interface MatrixTile {
+  /** subgroups along the result's rows (b's rows) and columns (a's rows) */
+  readonly sgRows: number
+  readonly sgCols: number
+  /** 16x16 fragments per subgroup along each */
+  readonly fragRows: number
+  readonly fragCols: number
+  /** K per shared-memory step, a multiple of 16 */
+  readonly depth: number
+}
+
+/** @internal: the register tiling of the vec4 mul_mat kernel: results per thread along m and n, and K step */
+export interface RegisterTile {
+  readonly m: number
+  readonly n: number
+  readonly depth: number
+}
+
+/** @internal */
+export interface Caps {
+  readonly f16: boolean
+  readonly maxWorkgroups: number
+  /**
+   * f16 x f16 -> f32 subgroup matrices of 16x16x16 on subgroups of exactly 32 invocations: the
+   * tensor-core path for f16 mul_mat (Dawn's chromium_experimental_subgroup_matrix)
+   */
+  readonly subgroupMatrix?: boolean
+  /** overrides the subgroup-matrix tiling (benchmarks try several) */
+  readonly matrixTile?: MatrixTile
+  /** overrides the register tiling of the vec4 mul_mat kernel (benchmarks try several) */
+  readonly registerTile?: RegisterTile
+}
+
+/** @internal: invocations of the 1-D workgroup most kernels use */
+export const WG = 256
+
+/** @internal: the entry point most kernels share: a 1-D workgroup over a folded grid */
+export const ENTRY =
+  `@compute @workgroup_size(${WG})\nfn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {`
+
+/** @internal */
+export const u32 = (name: string, value: number): Param => ({ field: { name, type: "u32" }, value })
+/** @internal */
+export const f32 = (name: string, value: number): Param => ({ field: { name, type: "f32" }, value })
+
+/** @internal: the index of a broadcast operand at (i0, i1, i2, i3): each coordinate modulo its extent */
+export const bcast = (b: string, i0 = "i0", i1 = "i1", i2 = "i2", i3 = "i3") =>
+  `ix_${b}(${i0} % P.${b}_ne0, ${i1} % P.${b}_ne1, ${i2} % P.${b}_ne2, ${i3} % P.${b}_ne3)`

@@ -1,0 +1,402 @@
+/**
+ * mul_mat kernels, chosen by shape and by what the device offers: matrix-vector for a few columns, a
+ * subgroup-matrix (tensor core) kernel for f16 where the adapter has 16x16x16 f16->f32 fragments, and a
+ * shared-memory tiled kernel everywhere else. ggml's layout: a is [K, M], b is [K, N], the result
+ * [M, N]; result row n is a's rows dotted with b's row n.
+ *
+ * @internal
+ */
+import * as DType from "@effect-gpu/core/DType"
+import type { Tensor } from "@effect-gpu/core/Tensor"
+import type { Caps, Kernel, MatrixTile, Operand, RegisterTile } from "./kernel.js"
+import { bcast, ENTRY, u32, WG } from "./kernel.js"
+
+/** what every mul_mat kernel shares: operands, the bias epilogue, sizes and the batch broadcast */
+interface Shape {
+  readonly operands: ReadonlyArray<Operand>
+  readonly bias: boolean
+  /** adds the bias at (m, nn, b2, b3) to `v` */
+  readonly epilogue: string
+  readonly M: number
+  readonly N: number
+  readonly K: number
+  readonly batches: number
+  readonly params: ReadonlyArray<ReturnType<typeof u32>>
+}
+
+/** @internal */
+export const mulMat = (node: Tensor, caps: Caps, bias: Tensor | undefined): Kernel => {
+  const [a, b] = node.src
+  const operands: Array<Operand> = [{ name: "a", tensor: a }, { name: "b", tensor: b }, { name: "d", tensor: node }]
+  if (bias) operands.push({ name: "c", tensor: bias })
+  const shape: Shape = {
+    operands,
+    bias: bias !== undefined,
+    epilogue: bias ? `v += ld_c(${bcast("c", "m", "nn", "b2", "b3")});` : "",
+    M: node.ne[0],
+    N: node.ne[1],
+    K: a.ne[0],
+    batches: node.ne[2] * node.ne[3],
+    // b's batches broadcast over a's (ggml: b.ne[2] is a multiple of a.ne[2])
+    params: [u32("r2", b.ne[2] / a.ne[2]), u32("r3", b.ne[3] / a.ne[3])]
+  }
+  if (shape.N <= 8) return matVec(shape, caps)
+  if (caps.subgroupMatrix === true && a.dtype === "f16" && b.dtype === "f16" && a.nb[0] === 2 && b.nb[0] === 2) {
+    return subgroupMatrix(shape, a, b, caps.matrixTile ?? DEFAULT_TILE)
+  }
+  // four K at a time: K contiguous in both, K and every row and batch stride a multiple of 4
+  const vec4ok = shape.K % 4 === 0 && [a, b].every((t) => {
+    const ts = DType.typeSize(t.dtype)
+    return t.nb[0] === ts && t.nb.slice(1).every((n) => (n / ts) % 4 === 0)
+  })
+  return vec4ok ? registerTiled(shape, caps.registerTile ?? registersFor(shape)) : tiled(shape)
+}
+
+/**
+ * The register tile by how many workgroups it gives: 8x8 per thread (128x128 per workgroup) once there
+ * are enough of those to fill the device several times, smaller tiles for smaller products (measured on
+ * the H200: 8x8 with K steps of 8 is fastest from 4096^2 results up, 4x8 at 2048^2, 4x4 below).
+ */
+const registersFor = ({ M, N, batches }: Shape): RegisterTile => {
+  const groups = (bm: number, bn: number) => Math.ceil(M / bm) * Math.ceil(N / bn) * batches
+  if (groups(128, 128) >= 512) return { m: 8, n: 8, depth: 8 }
+  if (groups(64, 128) >= 256) return { m: 4, n: 8, depth: 16 }
+  return { m: 4, n: 4, depth: 16 }
+}
+
+/** matrix-vector: one workgroup per output row m, threads split K, all N columns at once */
+const matVec = ({ M, N, batches, bias, epilogue, operands, params }: Shape, caps: Caps): Kernel => ({
+  key: `mv:${N}:${bias ? "bias" : ""}`,
+  operands,
+  params,
+  workgroups: [Math.min(M, caps.maxWorkgroups), Math.ceil(M / caps.maxWorkgroups), batches],
+  main: `
+var<workgroup> red: array<f32, ${WG * N}>;
+${ENTRY}
+  let m = wid.x + wid.y * nwg.x;
+  let b2 = wid.z % P.d_ne2;
+  let b3 = wid.z / P.d_ne2;
+  if (m >= P.d_ne0) { return; }
+  let K = P.a_ne0;
+  var acc: array<f32, ${N}>;
+  let abase = ix_a(0u, m, b2 / P.r2, b3 / P.r3);
+  for (var k = lid; k < K; k += ${WG}u) {
+    let av = ld_a(abase + k * P.a_nb0);
+    for (var j = 0u; j < ${N}u; j++) {
+      acc[j] += av * ld_b(ix_b(k, j, b2, b3));
+    }
+  }
+  for (var j = 0u; j < ${N}u; j++) { red[j * ${WG}u + lid] = acc[j]; }
+  workgroupBarrier();
+  for (var s = ${WG / 2}u; s > 0u; s >>= 1u) {
+    if (lid < s) {
+      for (var j = 0u; j < ${N}u; j++) { red[j * ${WG}u + lid] += red[j * ${WG}u + lid + s]; }
+    }
+    workgroupBarrier();
+  }
+  if (lid < ${N}u) {
+    let nn = lid;
+    var v = red[nn * ${WG}u];
+    ${epilogue}
+    st_d(ix_d(m, nn, b2, b3), v);
+  }
+}`
+})
+
+/** tiled: a 64x64 block of the result per workgroup, 4x4 per thread, K in steps of 16 through shared memory */
+const tiled = ({ M, N, batches, bias, epilogue, operands, params }: Shape): Kernel => {
+  const BM = 64
+  const BN = 64
+  const BK = 16
+  return {
+    key: `mm:${bias ? "bias" : ""}`,
+    operands,
+    params,
+    workgroups: [Math.ceil(M / BM), Math.ceil(N / BN), batches],
+    main: `
+var<workgroup> As: array<array<f32, ${BM}>, ${BK}>;
+var<workgroup> Bs: array<array<f32, ${BN}>, ${BK}>;
+@compute @workgroup_size(16, 16)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid3: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let b2 = wid.z % P.d_ne2;
+  let b3 = wid.z / P.d_ne2;
+  let a2 = b2 / P.r2;
+  let a3 = b3 / P.r3;
+  let m0 = wid.x * ${BM}u;
+  let n0 = wid.y * ${BN}u;
+  let K = P.a_ne0;
+${[0, 1, 2, 3].map((i) => `  var r${i} = vec4<f32>(0.0);`).join("\n")}
+  for (var k0 = 0u; k0 < K; k0 += ${BK}u) {
+    // each of 256 threads loads 4 elements of each tile
+    for (var e = 0u; e < 4u; e++) {
+      let flat = lid + e * 256u;
+      let kk = flat % ${BK}u;
+      let rr = flat / ${BK}u;
+      let k = k0 + kk;
+      let m = m0 + rr;
+      let nn = n0 + rr;
+      var av = 0.0;
+      var bv = 0.0;
+      if (k < K && m < P.a_ne1) { av = ld_a(ix_a(k, m, a2, a3)); }
+      if (k < K && nn < P.b_ne1) { bv = ld_b(ix_b(k, nn, b2, b3)); }
+      As[kk][rr] = av;
+      Bs[kk][rr] = bv;
+    }
+    workgroupBarrier();
+    for (var kk = 0u; kk < ${BK}u; kk++) {
+      let br = vec4<f32>(Bs[kk][lid3.y], Bs[kk][lid3.y + 16u], Bs[kk][lid3.y + 32u], Bs[kk][lid3.y + 48u]);
+${[0, 1, 2, 3].map((i) => `      r${i} = fma(vec4<f32>(As[kk][lid3.x + ${i * 16}u]), br, r${i});`).join("\n")}
+    }
+    workgroupBarrier();
+  }
+${
+      [0, 1, 2, 3].flatMap((i) =>
+        [0, 1, 2, 3].map((j) =>
+          `  { let m = m0 + lid3.x + ${i * 16}u; let nn = n0 + lid3.y + ${
+            j * 16
+          }u; if (m < P.d_ne0 && nn < P.d_ne1) { var v = r${i}[${j}]; ${epilogue} st_d(ix_d(m, nn, b2, b3), v); } }`
+        )
+      ).join("\n")
+    }
+}`
+  }
+}
+
+/** 128x128 results per workgroup: 8 subgroups as 2x4, each 4x2 fragments of 16x16; K in steps of 32 */
+const DEFAULT_TILE: MatrixTile = { sgRows: 2, sgCols: 4, fragRows: 4, fragCols: 2, depth: 32 }
+
+/** elements between rows of a shared-memory tile: the depth plus 8 f16 of padding against bank conflicts */
+const pad = (depth: number) => depth + 8
+
+const range = (n: number) => Array.from({ length: n }, (_, i) => i)
+
+/**
+ * f16 mul_mat on subgroup matrices (tensor cores). A workgroup computes a (rows x cols) block of the
+ * result: per K step it stages b's rows ("X", the left fragments) and a's rows ("W", read column-major
+ * as the right fragments) in shared memory, prefetching the next step into registers while the
+ * fragments multiply. The result leaves through shared memory one fragment at a time, so edges, the
+ * bias and any result layout are handled by plain stores. `vec4` loads four f16 at a time where K, the
+ * strides and offsets are multiples of 4 (else the scalar form runs).
+ */
+const subgroupMatrix = (shape: Shape, a: Tensor, b: Tensor, tile: MatrixTile): Kernel => {
+  const vec4ok = shape.K % 4 === 0 && [a, b].every((t) => t.nb.slice(1).every((n) => (n / 2) % 4 === 0))
+  const kernel = (vec: boolean): Kernel => {
+    const { depth: TK, fragCols: FC, fragRows: FR, sgCols: SC, sgRows: SR } = tile
+    const threads = 32 * SR * SC
+    const TN = SR * FR * 16
+    const TM = SC * FC * 16
+    const LS = pad(TK)
+    const w = vec ? 4 : 1
+    // loads per thread per K step, of one tile of `rows` rows
+    const loads = (rows: number) => Math.ceil((rows * TK) / w / threads)
+    const guard = (rows: number) => (rows * TK) / w % threads !== 0
+    const load = (t: "x" | "w", rows: number) => {
+      const [op, base, ld, r0, lim] = t === "x"
+        ? ["b", "xb", "P.b_nb1", "n0", "N"]
+        : ["a", "wb", "P.a_nb1", "m0", "M"]
+      return range(loads(rows)).map((e) => {
+        const body = vec
+          ? `if (r < ${lim} && k < K) { ${t}r[${e}] = ldh4_${op}((${base} + r * ${ld} + k) >> 2u); } else { ${t}r[${e}] = vec4<f16>(); }`
+          : `if (r < ${lim} && k < K) { ${t}r[${e}] = f16(ld_${op}(${base} + r * ${ld} + k)); } else { ${t}r[${e}] = 0.0h; }`
+        const idx = `${e * threads}u + lid`
+        const open = guard(rows) ? `if (${idx} < ${(rows * TK) / w}u) ` : ""
+        return `    ${open}{ let i = ${idx}; let r = ${r0} + i / ${TK / w}u; let k = k0 + (i % ${
+          TK / w
+        }u) * ${w}u; ${body} }`
+      }).join("\n")
+    }
+    const stash = (t: "x" | "w", rows: number) =>
+      range(loads(rows)).map((e) => {
+        const idx = `${e * threads}u + lid`
+        const open = guard(rows) ? `if (${idx} < ${(rows * TK) / w}u) ` : ""
+        const at = `(i / ${TK / w}u) * ${LS}u + (i % ${TK / w}u) * ${w}u`
+        const body = vec
+          ? `let s = ${at}; ${t.toUpperCase()}s[s] = ${t}r[${e}].x; ${t.toUpperCase()}s[s + 1u] = ${t}r[${e}].y; ${t.toUpperCase()}s[s + 2u] = ${t}r[${e}].z; ${t.toUpperCase()}s[s + 3u] = ${t}r[${e}].w;`
+          : `${t.toUpperCase()}s[${at}] = ${t}r[${e}];`
+        return `    ${open}{ let i = ${idx}; ${body} }`
+      }).join("\n")
+    const frag = (i: number, j: number) => `c${i}_${j}`
+    const steps = range(TK / 16).map((s) =>
+      [
+        ...range(FR).map((i) =>
+          `    let x${i} = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&Xs, (sr * ${FR * 16}u + ${
+            i * 16
+          }u) * ${LS}u + ${s * 16}u, false, ${LS}u);`
+        ),
+        ...range(FC).map((j) =>
+          `    let w${j} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&Ws, (sc * ${FC * 16}u + ${
+            j * 16
+          }u) * ${LS}u + ${s * 16}u, true, ${LS}u);`
+        ),
+        ...range(FR).flatMap((i) =>
+          range(FC).map((j) => `    ${frag(i, j)} = subgroupMatrixMultiplyAccumulate(x${i}, w${j}, ${frag(i, j)});`)
+        )
+      ].join("\n")
+    ).map((code) => `    {\n${code}\n    }`).join("\n")
+    const store = range(FR).flatMap((i) =>
+      range(FC).map((j) =>
+        `  subgroupMatrixStore(&Cs, sg * 256u, ${frag(i, j)}, false, 16u);
+  workgroupBarrier();
+  for (var e = 0u; e < 8u; e++) {
+    let i = lane + e * 32u;
+    let nn = n0 + sr * ${FR * 16}u + ${i * 16}u + i / 16u;
+    let m = m0 + sc * ${FC * 16}u + ${j * 16}u + i % 16u;
+    if (nn < N && m < M) { var v = Cs[sg * 256u + i]; ${shape.epilogue} st_d(ix_d(m, nn, b2, b3), v); }
+  }
+  workgroupBarrier();`
+      )
+    ).join("\n")
+    const vt = vec ? "vec4<f16>" : "f16"
+    return {
+      key: `mmsg:${SR}x${SC}:${FR}x${FC}:${TK}:${vec ? "v" : "s"}:${shape.bias ? "bias" : ""}`,
+      ...(vec ? { vec4: true, scalar: kernel(false) } : {}),
+      enables: ["f16", "subgroups", "chromium_experimental_subgroup_matrix"],
+      operands: shape.operands,
+      params: shape.params,
+      workgroups: [Math.ceil(shape.M / TM), Math.ceil(shape.N / TN), shape.batches],
+      main: `
+var<workgroup> Xs: array<f16, ${TN * LS}>;
+var<workgroup> Ws: array<f16, ${TM * LS}>;
+var<workgroup> Cs: array<f32, ${SR * SC * 256}>;
+@compute @workgroup_size(${threads})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  // subgroups of 32 (the kernel is chosen only where the size is fixed at 32), laid out along lid
+  let sg = lid / 32u;
+  let lane = lid % 32u;
+  let sr = sg / ${SC}u;
+  let sc = sg % ${SC}u;
+  let b2 = wid.z % P.d_ne2;
+  let b3 = wid.z / P.d_ne2;
+  let m0 = wid.x * ${TM}u;
+  let n0 = wid.y * ${TN}u;
+  let M = P.d_ne0;
+  let N = P.d_ne1;
+  let K = P.a_ne0;
+  let xb = ix_b(0u, 0u, b2, b3);
+  let wb = ix_a(0u, 0u, b2 / P.r2, b3 / P.r3);
+  var xr: array<${vt}, ${loads(TN)}>;
+  var wr: array<${vt}, ${loads(TM)}>;
+${
+        range(FR).flatMap((i) => range(FC).map((j) => `  var ${frag(i, j)}: subgroup_matrix_result<f32, 16, 16>;`))
+          .join("\n")
+      }
+  {
+    let k0 = 0u;
+${load("x", TN)}
+${load("w", TM)}
+  }
+  for (var k0 = 0u; k0 < K; k0 += ${TK}u) {
+${stash("x", TN)}
+${stash("w", TM)}
+    workgroupBarrier();
+    if (k0 + ${TK}u < K) {
+      let k0 = k0 + ${TK}u;
+${load("x", TN)}
+${load("w", TM)}
+    }
+${steps}
+    workgroupBarrier();
+  }
+${store}
+}`
+    }
+  }
+  return kernel(vec4ok)
+}
+
+/**
+ * mul_mat where K, the strides and the offsets are multiples of 4: operands load four K at a time (vec4
+ * bindings), the next K step is prefetched into registers while this one multiplies, and shared memory
+ * holds m and n in fours so each thread's (m x n) block is built from vec4 reads: per K, m/4 + n/4 reads
+ * feed m*n fused multiply-adds. The result and the bias go through single-element accessors. Operands
+ * that are not 4-aligned after all (their offsets) run the scalar tiled kernel.
+ */
+const registerTiled = (shape: Shape, tile: RegisterTile): Kernel => {
+  const { depth: BK, m: TM, n: TN } = tile
+  const BM = 16 * TM
+  const BN = 16 * TN
+  const [m4, n4] = [TM / 4, TN / 4]
+  // vec4 loads of one tile per thread per K step
+  const loads = (rows: number) => (rows * BK) / 4 / 256
+  const load = (t: "a" | "b", rows: number, r0: string, lim: string) =>
+    range(loads(rows)).map((e) =>
+      `    { let i = ${e * 256}u + lid; let r = ${r0} + i / ${BK / 4}u; let k = k0 + (i % ${
+        BK / 4
+      }u) * 4u; if (r < ${lim} && k < K) { ${t}r[${e}] = ld4_${t}((${t}b + r * P.${t}_nb1 + k) >> 2u); } else { ${t}r[${e}] = vec4<f32>(0.0); } }`
+    ).join("\n")
+  // shared tiles are [k][rows / 4] of vec4, rows padded by one vec4 against bank conflicts on the stores
+  const stash = (t: "a" | "b", rows: number) =>
+    range(loads(rows)).map((e) => {
+      const S = t === "a" ? "As" : "Bs"
+      return `    { let i = ${e * 256}u + lid; let r = i / ${BK / 4}u; let k = (i % ${
+        BK / 4
+      }u) * 4u; let v = ${t}r[${e}]; ${range(4).map((c) => `${S}[k + ${c}u][r / 4u][r % 4u] = v[${c}];`).join(" ")} }`
+    }).join("\n")
+  const acc = (i: number, j: number) => `c${i}_${j}`
+  return {
+    key: `mm4:${TM}x${TN}:${BK}:${shape.bias ? "bias" : ""}`,
+    vec4: true,
+    scalar: tiled(shape),
+    operands: shape.operands,
+    params: shape.params,
+    workgroups: [Math.ceil(shape.M / BM), Math.ceil(shape.N / BN), shape.batches],
+    main: `
+var<workgroup> As: array<array<vec4<f32>, ${BM / 4 + 1}>, ${BK}>;
+var<workgroup> Bs: array<array<vec4<f32>, ${BN / 4 + 1}>, ${BK}>;
+@compute @workgroup_size(16, 16)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid3: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let b2 = wid.z % P.d_ne2;
+  let b3 = wid.z / P.d_ne2;
+  let m0 = wid.x * ${BM}u;
+  let n0 = wid.y * ${BN}u;
+  let M = P.d_ne0;
+  let N = P.d_ne1;
+  let K = P.a_ne0;
+  let ab = ix_a(0u, 0u, b2 / P.r2, b3 / P.r3);
+  let bb = ix_b(0u, 0u, b2, b3);
+  let tx = lid3.x;
+  let ty = lid3.y;
+  var ar: array<vec4<f32>, ${loads(BM)}>;
+  var br: array<vec4<f32>, ${loads(BN)}>;
+${range(m4).flatMap((i) => range(TN).map((j) => `  var ${acc(i, j)} = vec4<f32>(0.0);`)).join("\n")}
+  {
+    let k0 = 0u;
+${load("a", BM, "m0", "M")}
+${load("b", BN, "n0", "N")}
+  }
+  for (var k0 = 0u; k0 < K; k0 += ${BK}u) {
+${stash("a", BM)}
+${stash("b", BN)}
+    workgroupBarrier();
+    if (k0 + ${BK}u < K) {
+      let k0 = k0 + ${BK}u;
+${load("a", BM, "m0", "M")}
+${load("b", BN, "n0", "N")}
+    }
+    for (var k = 0u; k < ${BK}u; k++) {
+${range(m4).map((i) => `      let a${i} = As[k][tx + ${i * 16}u];`).join("\n")}
+${range(n4).map((j) => `      let b${j} = Bs[k][ty + ${j * 16}u];`).join("\n")}
+${
+      range(m4).flatMap((i) =>
+        range(TN).map((j) =>
+          `      ${acc(i, j)} = fma(a${i}, vec4<f32>(b${Math.floor(j / 4)}[${j % 4}]), ${acc(i, j)});`
+        )
+      ).join("\n")
+    }
+    }
+    workgroupBarrier();
+  }
+${
+      range(m4).flatMap((i) =>
+        range(TN).map((j) =>
+          `  { let nn = n0 + (ty + ${Math.floor(j / 4) * 16}u) * 4u + ${j % 4}u; let mb = m0 + (tx + ${
+            i * 16
+          }u) * 4u; if (nn < N) { for (var c = 0u; c < 4u; c++) { let m = mb + c; if (m < M) { var v = ${
+            acc(i, j)
+          }[c]; ${shape.epilogue} st_d(ix_d(m, nn, b2, b3), v); } } } }`
+        )
+      ).join("\n")
+    }
+}`
+  }
+}
