@@ -278,6 +278,20 @@ const medianOf = <E, R>(run: Effect.Effect<void, E, R>) =>
     return median(times)
   })
 
+/** the GPU's own time for a run (timestamp queries around each dispatch, summed), median of 3 */
+const gpuTimeOf = <E, R>(backend: Backend.Backend, run: Effect.Effect<void, E, R>) =>
+  Effect.gen(function*() {
+    const times: Array<number> = []
+    for (let k = 0; k < 3; k++) {
+      const trace = yield* backend.captureNext
+      yield* run
+      const entries = (yield* trace).entries
+      if (entries.some((e) => e.gpuTimeNs === undefined)) return undefined
+      times.push(entries.reduce((s, e) => s + e.gpuTimeNs!, 0) / 1e6)
+    }
+    return median(times)
+  })
+
 const median = (xs: Array<number>) => {
   const s = [...xs].sort((a, b) => a - b)
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2
@@ -354,7 +368,9 @@ const main = Effect.gen(function*() {
   const results: Array<Record<string, unknown>> = []
   for (const [i, c] of cases.entries()) {
     process.stderr.write(`[${i + 1}/${cases.length}] ${c.name} ${c.size} ... `)
-    const oursMs = yield* Effect.scoped(Effect.flatMap(c.ours(device, backend), (run) => medianOf(run)))
+    const [oursMs, gpuMs] = yield* Effect.scoped(
+      Effect.flatMap(c.ours(device, backend), (run) => Effect.zip(medianOf(run), gpuTimeOf(backend, run)))
+    )
     let peerMs: number | undefined
     if (tf !== undefined && tfBackend !== undefined && c.peer !== undefined) {
       const run = c.peer(tf)
@@ -380,23 +396,26 @@ const main = Effect.gen(function*() {
       : undefined
     const ofRoof = peak === undefined ? undefined : (100 * ours.value) / peak
     process.stderr.write(`${oursMs.toFixed(3)} ms\n`)
-    results.push({ case: c.name, size: c.size, oursMs, peerMs, ours, peer, ratio, ofRoofline: ofRoof })
+    const gpu = gpuMs === undefined ? undefined : rate(c.work, gpuMs)
+    results.push({ case: c.name, size: c.size, oursMs, peerMs, ours, peer, ratio, ofRoofline: ofRoof, gpuMs, gpu })
   }
 
-  const header = ["case", "size", "ours", "peer (tfjs)", "ratio", "% roofline"]
+  const header = ["case", "size", "ours", "peer (tfjs)", "ratio", "% roofline", "ours, GPU time only"]
   const table = results.map((r) => [
     String(r.case),
     String(r.size),
     `${fmt(r.ours as never)} (${(r.oursMs as number).toFixed(3)} ms)`,
     r.peer ? `${fmt(r.peer as never)} (${(r.peerMs as number).toFixed(3)} ms)` : "-",
     r.ratio ? `${(r.ratio as number).toFixed(2)}x` : "-",
-    r.ofRoofline === undefined ? "-" : `${(r.ofRoofline as number).toFixed(1)}%`
+    r.ofRoofline === undefined ? "-" : `${(r.ofRoofline as number).toFixed(1)}%`,
+    r.gpu ? `${fmt(r.gpu as never)} (${(r.gpuMs as number).toFixed(3)} ms)` : "-"
   ])
   const widths = header.map((h, i) => Math.max(h.length, ...table.map((r) => r[i].length)))
   const line = (r: Array<string>) => r.map((c, i) => c.padEnd(widths[i])).join(" | ")
   console.log(`f16 mul_mat on subgroup matrices: ${WebGpuDevice.hasSubgroupMatrices(device) ? "yes" : "no"}`)
   console.log(
-    `adapter: ${adapter}\nmedian of ${RUNS} runs after >= ${WARMUP_MS} ms of warm-up; a run = submit + GPU done\n`
+    `adapter: ${adapter}\nmedian of ${RUNS} runs after >= ${WARMUP_MS} ms of warm-up; a run = submit + GPU done;\n` +
+      `GPU time: the dispatches' own time from timestamp queries, median of 3 captured runs\n`
   )
   console.log(line(header))
   console.log(widths.map((w) => "-".repeat(w)).join("-|-"))

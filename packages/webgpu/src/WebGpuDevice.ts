@@ -122,6 +122,7 @@ export const make = (gpu: GPUDevice, options: Options): Device => {
   const ctx = C.make(name, gpu, {
     f16,
     maxWorkgroups: gpu.limits.maxComputeWorkgroupsPerDimension,
+    workgroupStorage: gpu.limits.maxComputeWorkgroupStorageSize,
     subgroupMatrix: hasMatrices(
       gpu,
       options.adapterInfo ?? (gpu as { adapterInfo?: AdapterInfo }).adapterInfo

@@ -58,6 +58,8 @@ export interface RegisterTile {
 export interface Caps {
   readonly f16: boolean
   readonly maxWorkgroups: number
+  /** bytes of workgroup memory a kernel may use */
+  readonly workgroupStorage?: number
   /**
    * f16 x f16 -> f32 subgroup matrices of 16x16x16 on subgroups of exactly 32 invocations: the
    * tensor-core path for f16 mul_mat (Dawn's chromium_experimental_subgroup_matrix)
