@@ -28,6 +28,8 @@ const { values: args } = parseArgs({
     peer: { type: "boolean", default: true },
     /** subgroup-matrix tiling of f16 mul_mat, "SRxSC:FRxFC:DEPTH" (subgroups, fragments per subgroup, K step) */
     tile: { type: "string" },
+    /** print each dispatch of our side's last captured run: kernel and GPU time */
+    profile: { type: "boolean", default: false },
     /** register tiling of the vec4 mul_mat kernel, "MxN:DEPTH" (results per thread, K step) */
     regs: { type: "string" },
     out: { type: "string" }
@@ -286,6 +288,14 @@ const gpuTimeOf = <E, R>(backend: Backend.Backend, run: Effect.Effect<void, E, R
       const trace = yield* backend.captureNext
       yield* run
       const entries = (yield* trace).entries
+      if (args.profile && k === 2) {
+        for (const e of entries) {
+          process.stderr.write(
+            `\n  ${e.op} ${e.ne.join("x")} ${e.kernel.split("|")[0]} ${((e.gpuTimeNs ?? 0) / 1e6).toFixed(3)} ms`
+          )
+        }
+        process.stderr.write("\n")
+      }
       if (entries.some((e) => e.gpuTimeNs === undefined)) return undefined
       times.push(entries.reduce((s, e) => s + e.gpuTimeNs!, 0) / 1e6)
     }

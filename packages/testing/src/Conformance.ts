@@ -245,6 +245,16 @@ export const cases = (options: { readonly f16: boolean }): ReadonlyArray<Case> =
     // soft_max: plain, a broadcast mask with scale, ALiBi over 4 heads with a long row
     const sm = THRESHOLD.softMax
     out.push(mk(`soft_max_${dt}`, "soft_max", [{ dtype: dt, ne: [37, 5, 2] }], ([a]) => Ops.softMax(a), sm))
+    // rows longer than a GPU kernel keeps in registers
+    out.push(
+      mk(
+        `soft_max_${dt}_row_4500`,
+        "soft_max",
+        [{ dtype: dt, ne: [4500, 2] }],
+        ([a]) => Ops.softMax(a, { scale: 2 }),
+        sm
+      )
+    )
     out.push(
       mk(
         `soft_max_${dt}_mask_scale`,

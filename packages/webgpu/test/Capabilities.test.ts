@@ -143,8 +143,13 @@ describe.skipIf(!adapterAvailable)("WebGPU capabilities", () => {
         const y = yield* g.output(Ops.scale(w, 2))
         const backend = yield* d.makeBackend()
         const plan = yield* backend.allocate(g, { bindings: [{ tensor: w, buffer: mapped, offset: 0 }] })
+        const trace = yield* backend.captureNext
         yield* backend.compute(plan)
         assert.deepStrictEqual(Array.from(yield* plan.get(y)), [2, 4, 6, 8, 10])
+        // the weight's own buffer is bound read-only, the result's read-write
+        const [entry] = (yield* trace).entries
+        assert.isTrue(entry.kernel.endsWith("|rw"), entry.kernel)
+        assert.include(entry.source ?? "", "var<storage, read> B0")
       }))
 
     it.scoped("AllocationError over the binding limit or the device memory; OutOfBounds for bad ranges", () =>

@@ -18,7 +18,7 @@ export interface Context {
   readonly limits: GPUSupportedLimits
   readonly pipelines: Map<string, Promise<GPUComputePipeline>>
   readonly sources: Map<string, string>
-  readonly layouts: Map<number, { readonly group: GPUBindGroupLayout; readonly pipeline: GPUPipelineLayout }>
+  readonly layouts: Map<string, { readonly group: GPUBindGroupLayout; readonly pipeline: GPUPipelineLayout }>
   /** native buffers alive, ours only */
   live: number
   /** set once the device is lost; every later operation fails with it */
@@ -76,22 +76,30 @@ export const destroyBuffer = (ctx: Context, b: GPUBuffer): void => {
   ctx.live--
 }
 
-/** @internal: bind group layout for `storage` storage bindings and one dynamic-offset uniform */
-export const layout = (ctx: Context, storage: number) => {
-  let l = ctx.layouts.get(storage)
+/**
+ * @internal: bind group layout for storage bindings with the given access, one letter per binding ("r"
+ * read-only, "w" read-write), and one dynamic-offset uniform. Read-only bindings tell the driver that
+ * they alias no write (on NVIDIA, loads may take the read-only cache path).
+ */
+export const layout = (ctx: Context, access: string) => {
+  let l = ctx.layouts.get(access)
   if (l === undefined) {
     const entries: Array<GPUBindGroupLayoutEntry> = []
-    for (let i = 0; i < storage; i++) {
-      entries.push({ binding: i, visibility: GPUShaderStage.COMPUTE, buffer: { type: "storage" } })
+    for (let i = 0; i < access.length; i++) {
+      entries.push({
+        binding: i,
+        visibility: GPUShaderStage.COMPUTE,
+        buffer: { type: access[i] === "r" ? "read-only-storage" : "storage" }
+      })
     }
     entries.push({
-      binding: storage,
+      binding: access.length,
       visibility: GPUShaderStage.COMPUTE,
       buffer: { type: "uniform", hasDynamicOffset: true }
     })
     const group = ctx.device.createBindGroupLayout({ entries })
     l = { group, pipeline: ctx.device.createPipelineLayout({ bindGroupLayouts: [group] }) }
-    ctx.layouts.set(storage, l)
+    ctx.layouts.set(access, l)
   }
   return l
 }
@@ -101,7 +109,7 @@ export const pipeline = (
   ctx: Context,
   key: string,
   op: string,
-  storage: number,
+  access: string,
   source: string
 ): Effect.Effect<GPUComputePipeline, KernelError> => {
   let p = ctx.pipelines.get(key)
@@ -113,7 +121,7 @@ export const pipeline = (
       const info = await module.getCompilationInfo()
       const errors = info.messages.filter((m) => m.type === "error")
       const created = device.createComputePipelineAsync({
-        layout: layout(ctx, storage).pipeline,
+        layout: layout(ctx, access).pipeline,
         compute: { module, entryPoint: "main" },
         label: key
       })

@@ -140,6 +140,9 @@ ${body}
   }
 }
 
+/** soft_max rows of up to this many elements per thread are read once, into registers */
+const CACHED_ROW = 16
+
 const softMax = (node: Tensor, op: Extract<Op, { _tag: "SoftMax" }>, caps: Caps): Kernel => {
   const a = node.src[0]
   const mask = node.src[1]
@@ -148,8 +151,39 @@ const softMax = (node: Tensor, op: Extract<Op, { _tag: "SoftMax" }>, caps: Caps)
   const nHead = a.ne[2]
   const nHeadLog2 = 2 ** Math.floor(Math.log2(Math.max(nHead, 1)))
   const maskTerm = mask ? " + slope * ld_m(ix_m(i, i1, i2 % P.m_ne2, i3 % P.m_ne3))" : ""
+  // rows of up to CACHED_ROW * WG elements stay in registers: one read and one write per element
+  const R = Math.ceil(a.ne[0] / WG)
+  const cached = R <= CACHED_ROW
+  const body = cached
+    ? `
+  var vals: array<f32, ${R}>;
+  var mx = neg_inf();
+  for (var r = 0u; r < ${R}u; r++) {
+    let i = lid + r * ${WG}u;
+    if (i < n) { let v = ld_a(ix_a(i, i1, i2, i3)) * P.scale${maskTerm}; vals[r] = v; mx = max(mx, v); }
+  }
+  mx = reduce_max(lid, mx);
+  var s = 0.0;
+  for (var r = 0u; r < ${R}u; r++) {
+    if (lid + r * ${WG}u < n) { let e = exp(vals[r] - mx); vals[r] = e; s += e; }
+  }
+  let inv = 1.0 / reduce_sum(lid, s);
+  for (var r = 0u; r < ${R}u; r++) {
+    let i = lid + r * ${WG}u;
+    if (i < n) { st_d(ix_d(i, i1, i2, i3), vals[r] * inv); }
+  }`
+    : `
+  var mx = neg_inf();
+  for (var i = lid; i < n; i += ${WG}u) { mx = max(mx, ld_a(ix_a(i, i1, i2, i3)) * P.scale${maskTerm}); }
+  mx = reduce_max(lid, mx);
+  var s = 0.0;
+  for (var i = lid; i < n; i += ${WG}u) { s += exp(ld_a(ix_a(i, i1, i2, i3)) * P.scale${maskTerm} - mx); }
+  s = reduce_sum(lid, s);
+  for (var i = lid; i < n; i += ${WG}u) {
+    st_d(ix_d(i, i1, i2, i3), exp(ld_a(ix_a(i, i1, i2, i3)) * P.scale${maskTerm} - mx) / s);
+  }`
   return rowwise(
-    `soft_max:${mask ? "mask" : ""}`,
+    `soft_max:${mask ? "mask" : ""}:${cached ? R : "long"}`,
     operands,
     "a",
     `
@@ -159,16 +193,7 @@ const softMax = (node: Tensor, op: Extract<Op, { _tag: "SoftMax" }>, caps: Caps)
     let hl = f32(P.n_head_log2);
     if (i2 < P.n_head_log2) { slope = pow(pow(2.0, -P.max_bias / hl), h + 1.0); }
     else { slope = pow(pow(2.0, -(P.max_bias / 2.0) / hl), 2.0 * (h - hl) + 1.0); }
-  }
-  var mx = neg_inf();
-  for (var i = lid; i < n; i += ${WG}u) { mx = max(mx, ld_a(ix_a(i, i1, i2, i3)) * P.scale${maskTerm}); }
-  mx = reduce_max(lid, mx);
-  var s = 0.0;
-  for (var i = lid; i < n; i += ${WG}u) { s += exp(ld_a(ix_a(i, i1, i2, i3)) * P.scale${maskTerm} - mx); }
-  s = reduce_sum(lid, s);
-  for (var i = lid; i < n; i += ${WG}u) {
-    st_d(ix_d(i, i1, i2, i3), exp(ld_a(ix_a(i, i1, i2, i3)) * P.scale${maskTerm} - mx) / s);
-  }`,
+  }${body}`,
     [f32("scale", op.scale), f32("max_bias", op.maxBias), u32("n_head_log2", nHeadLog2)],
     caps
   )
@@ -216,6 +241,8 @@ const flatKernel = (
   const n = T.nelements(operands[operands.length - 1].tensor)
   const [ld, st, q] = width === 4 ? ["ld4", "st4", " / 4u"] : ["ld", "st", ""]
   const b = rowBroadcast ? `P.b_o${q} + i % (P.b_ne0${q})` : `P.b_o${q} + i`
+  const binary = operands.some((o) => o.name === "b")
+  const vt = width === 4 ? "vec4<f32>" : "f32"
   const kernel: Kernel = {
     key: `${width === 4 ? "flat4" : "flat"}:${key}:${rowBroadcast}`,
     operands,
@@ -225,11 +252,22 @@ const flatKernel = (
 ${ENTRY}
   let n = P.d_ne0 * P.d_ne1 * P.d_ne2 * P.d_ne3${q};
   let base = wg_linear(wid, nwg) * ${WG * FLAT}u + lid;
+  // every load before any store: the bindings may alias as far as the compiler knows, so loads placed
+  // after a store would wait for it; this way FLAT loads per operand are in flight at once
+  var xs: array<${vt}, ${FLAT}>;
+  ${binary ? `var ys: array<${vt}, ${FLAT}>;` : ""}
   for (var k = 0u; k < ${FLAT}u; k++) {
     let i = base + k * ${WG}u;
     if (i < n) {
-      let x = ${ld}_a(P.a_o${q} + i);
-      ${operands.some((o) => o.name === "b") ? `let y = ${ld}_b(${b});` : ""}
+      xs[k] = ${ld}_a(P.a_o${q} + i);
+      ${binary ? `ys[k] = ${ld}_b(${b});` : ""}
+    }
+  }
+  for (var k = 0u; k < ${FLAT}u; k++) {
+    let i = base + k * ${WG}u;
+    if (i < n) {
+      let x = xs[k];
+      ${binary ? "let y = ys[k];" : ""}
       ${st}_d(P.d_o${q} + i, ${expr});
     }
   }

@@ -169,7 +169,7 @@ export const copy = (
     })
   }
   return Effect.gen(function*() {
-    const pipe = yield* C.pipeline(ctx, "copy_u32", "cpy", 2, COPY_WGSL)
+    const pipe = yield* C.pipeline(ctx, "copy_u32", "cpy", "ww", COPY_WGSL)
     yield* C.checkAlive(ctx)
     const sLo = Math.floor(srcOffset / align) * align
     const dLo = Math.floor(dstOffset / align) * align
@@ -180,7 +180,7 @@ export const copy = (
       new Uint32Array([(srcOffset - sLo) / 4, (dstOffset - dLo) / 4, size / 4, 0])
     )
     const group = ctx.device.createBindGroup({
-      layout: C.layout(ctx, 2).group,
+      layout: C.layout(ctx, "ww").group,
       entries: [
         { binding: 0, resource: { buffer: src, offset: sLo, size: srcOffset - sLo + size } },
         { binding: 1, resource: { buffer: dst, offset: dLo, size: dstOffset - dLo + size } },

@@ -82,7 +82,13 @@ const bindOperands = (ctx: Context, kernel: Kernel, resolve: Resolve) => {
       throw new Error(`operand ${r.o.name} is not aligned to its element size`)
     }
     return {
-      decl: { name: r.o.name, dtype: r.o.tensor.dtype, slot: b.slot, vec4: kernel.vec4 ?? false },
+      decl: {
+        name: r.o.name,
+        dtype: r.o.tensor.dtype,
+        slot: b.slot,
+        vec4: kernel.vec4 ?? false,
+        writable: r.o.name === "d"
+      },
       fields: [(r.start - b.start) / ts, ...r.o.tensor.ne, ...r.o.tensor.nb.map((n) => n / ts)]
     }
   })
@@ -164,12 +170,20 @@ export const build = (
         }
         const fields = [...operands.flatMap((o) => operandFields(o.decl.name)), ...kernel.params.map((p) => p.field)]
         if (fields.length > SLOT / 4) throw new Error(`${fields.length} parameters do not fit a ${SLOT}-byte slot`)
-        const source = header(operands.map((o) => o.decl), kernel.params.map((p) => p.field), kernel.enables) +
+        // kernels write only their result "d"; a binding is read-only when its GPUBuffer is not the one
+        // written (WebGPU forbids one buffer bound both writable and read-only in a dispatch), as with
+        // weights bound from their own buffer
+        const writtenSlots = new Set(operands.filter((o) => o.decl.writable).map((o) => o.decl.slot))
+        const writtenBuffers = new Set(bound.filter((b) => writtenSlots.has(b.slot)).map((b) => b.buffer))
+        const access = bound.map((b) => writtenSlots.has(b.slot) || writtenBuffers.has(b.buffer) ? "w" : "r")
+          .join("")
+        const decls = operands.map((o) => ({ ...o.decl, writable: access[o.decl.slot] === "w" }))
+        const source = header(decls, kernel.params.map((p) => p.field), kernel.enables) +
           kernel.main
-        const key = `${kernel.key}|${operands.map((o) => `${o.decl.slot}${o.decl.dtype}`).join(",")}`
+        const key = `${kernel.key}|${operands.map((o) => `${o.decl.slot}${o.decl.dtype}`).join(",")}|${access}`
         const values = [...operands.flatMap((o) => o.fields), ...kernel.params.map((p) => p.value)]
         const types = fields.map((f) => f.type)
-        return { node, kernel, bound, source, key, values, types }
+        return { node, kernel, bound, source, key, values, types, access }
       } catch (e) {
         return new KernelError({
           op: Op.name(node.op),
@@ -184,7 +198,7 @@ export const build = (
     // every pipeline of the graph compiles at once, ahead of the first dispatch
     const pipelines = yield* Effect.forEach(
       ok,
-      (p) => C.pipeline(ctx, p.key, Op.name(p.node.op), p.bound.length, p.source),
+      (p) => C.pipeline(ctx, p.key, Op.name(p.node.op), p.access, p.source),
       { concurrency: "unbounded" }
     )
 
@@ -209,7 +223,7 @@ export const build = (
         resource: { buffer: b.buffer, offset: b.start, size: b.end - b.start }
       }))
       entries.push({ binding: p.bound.length, resource: { buffer: params, offset: 0, size: SLOT } })
-      const bindGroup = ctx.device.createBindGroup({ layout: C.layout(ctx, p.bound.length).group, entries })
+      const bindGroup = ctx.device.createBindGroup({ layout: C.layout(ctx, p.access).group, entries })
       return {
         node: p.node,
         key: p.key,

@@ -14,6 +14,8 @@ export interface OperandDecl {
   readonly slot: number
   /** bound as vec4 arrays: ld4_/st4_ accessors index groups of 4 elements */
   readonly vec4?: boolean
+  /** the kernel writes it: its binding is read-write and it has store accessors */
+  readonly writable?: boolean
 }
 
 /** @internal */
@@ -47,9 +49,11 @@ export const header = (
 ): string => {
   const slots = new Map<number, DType>()
   const vec = new Set<number>()
+  const written = new Set<number>()
   for (const o of operands) {
     slots.set(o.slot, o.dtype)
     if (o.vec4) vec.add(o.slot)
+    if (o.writable) written.add(o.slot)
   }
   const f16 = [...slots.values()].includes("f16")
   const fields = [...operands.flatMap((o) => operandFields(o.name)), ...extra]
@@ -62,33 +66,38 @@ export const header = (
   }
   for (const [slot, dtype] of [...slots.entries()].sort((a, b) => a[0] - b[0])) {
     const t = vec.has(slot) ? `vec4<${storageType(dtype)}>` : storageType(dtype)
-    lines.push(`@group(0) @binding(${slot}) var<storage, read_write> B${slot}: array<${t}>;`)
+    const access = written.has(slot) ? "read_write" : "read"
+    lines.push(`@group(0) @binding(${slot}) var<storage, ${access}> B${slot}: array<${t}>;`)
   }
   lines.push(`struct Params {\n${fields.map((f) => `  ${f.name}: ${f.type},`).join("\n")}\n}`)
   lines.push(`@group(0) @binding(${slots.size}) var<uniform> P: Params;`)
   for (const o of operands) {
     const b = `B${o.slot}`
     const n = o.name
+    // stores only into read-write bindings: a store to a read-only one does not compile, even unused
+    const store = (line: string) => {
+      if (written.has(o.slot)) lines.push(line)
+    }
     lines.push(
       `fn ix_${n}(i0: u32, i1: u32, i2: u32, i3: u32) -> u32 { return P.${n}_o + i0 * P.${n}_nb0 + i1 * P.${n}_nb1 + i2 * P.${n}_nb2 + i3 * P.${n}_nb3; }`
     )
     if (o.vec4) {
       const st = storageType(o.dtype)
       lines.push(`fn ld4_${n}(i: u32) -> vec4<f32> { return vec4<f32>(${b}[i]); }`)
-      lines.push(`fn st4_${n}(i: u32, v: vec4<f32>) { ${b}[i] = vec4<${st}>(v); }`)
+      store(`fn st4_${n}(i: u32, v: vec4<f32>) { ${b}[i] = vec4<${st}>(v); }`)
       if (o.dtype === "f16") lines.push(`fn ldh4_${n}(i: u32) -> vec4<f16> { return ${b}[i]; }`)
       // single elements of a vec4 binding, for kernels that load in fours and store one at a time
       lines.push(`fn ld_${n}(i: u32) -> f32 { return f32(${b}[i >> 2u][i & 3u]); }`)
-      lines.push(`fn st_${n}(i: u32, v: f32) { ${b}[i >> 2u][i & 3u] = ${st}(v); }`)
+      store(`fn st_${n}(i: u32, v: f32) { ${b}[i >> 2u][i & 3u] = ${st}(v); }`)
       continue
     }
     if (o.dtype === "i32") {
       lines.push(`fn ldi_${n}(i: u32) -> i32 { return ${b}[i]; }`)
       lines.push(`fn ld_${n}(i: u32) -> f32 { return f32(${b}[i]); }`)
-      lines.push(`fn st_${n}(i: u32, v: i32) { ${b}[i] = v; }`)
+      store(`fn st_${n}(i: u32, v: i32) { ${b}[i] = v; }`)
     } else {
       lines.push(`fn ld_${n}(i: u32) -> f32 { return f32(${b}[i]); }`)
-      lines.push(`fn st_${n}(i: u32, v: f32) { ${b}[i] = ${storageType(o.dtype)}(v); }`)
+      store(`fn st_${n}(i: u32, v: f32) { ${b}[i] = ${storageType(o.dtype)}(v); }`)
     }
   }
   lines.push(COMMON)
