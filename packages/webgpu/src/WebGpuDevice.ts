@@ -123,6 +123,7 @@ export const make = (gpu: GPUDevice, options: Options): Device => {
     f16,
     maxWorkgroups: gpu.limits.maxComputeWorkgroupsPerDimension,
     workgroupStorage: gpu.limits.maxComputeWorkgroupStorageSize,
+    subgroups: gpu.features.has("subgroups"),
     subgroupMatrix: hasMatrices(
       gpu,
       options.adapterInfo ?? (gpu as { adapterInfo?: AdapterInfo }).adapterInfo

@@ -58,6 +58,8 @@ export interface RegisterTile {
 export interface Caps {
   readonly f16: boolean
   readonly maxWorkgroups: number
+  /** subgroup operations (WGSL subgroups): row reductions use them */
+  readonly subgroups?: boolean
   /** bytes of workgroup memory a kernel may use */
   readonly workgroupStorage?: number
   /**

@@ -98,14 +98,38 @@ const rowwise = (
   caps: Caps
 ): Kernel => {
   const t = operands.find((o) => o.name === it)!.tensor
+  const sg = caps.subgroups === true
   return {
-    key: `row:${key}`,
+    key: `row:${key}:${sg ? "sg" : ""}`,
+    ...(sg ? { enables: ["subgroups"] } : {}),
     operands,
     params,
     workgroups: fold(T.nrows(t), caps.maxWorkgroups),
     main: `
 var<workgroup> red: array<f32, ${WG}>;
 var<workgroup> redi: array<u32, ${WG}>;
+${sg ? SUBGROUP_REDUCE : SHARED_REDUCE}
+${
+      sg
+        ? ENTRY.replace(
+          "@builtin(local_invocation_index) lid: u32) {",
+          "@builtin(local_invocation_index) lid: u32, @builtin(subgroup_size) sg_size: u32, @builtin(subgroup_invocation_id) sg_lane: u32) {\n  sgs = sg_size;\n  sgl = sg_lane;"
+        )
+        : ENTRY
+    }
+  let row = wg_linear(wid, nwg);
+  if (row >= P.${it}_ne1 * P.${it}_ne2 * P.${it}_ne3) { return; }
+  let i1 = row % P.${it}_ne1;
+  let i2 = (row / P.${it}_ne1) % P.${it}_ne2;
+  let i3 = row / (P.${it}_ne1 * P.${it}_ne2);
+  let n = P.${it}_ne0;
+${body}
+}`
+  }
+}
+
+/** workgroup reductions through shared memory: log2(WG) barriers */
+const SHARED_REDUCE = `
 fn reduce_sum(lid: u32, v: f32) -> f32 {
   red[lid] = v;
   workgroupBarrier();
@@ -127,18 +151,30 @@ fn reduce_max(lid: u32, v: f32) -> f32 {
   let r = red[0];
   workgroupBarrier();
   return r;
-}
-${ENTRY}
-  let row = wg_linear(wid, nwg);
-  if (row >= P.${it}_ne1 * P.${it}_ne2 * P.${it}_ne3) { return; }
-  let i1 = row % P.${it}_ne1;
-  let i2 = (row / P.${it}_ne1) % P.${it}_ne2;
-  let i3 = row / (P.${it}_ne1 * P.${it}_ne2);
-  let n = P.${it}_ne0;
-${body}
 }`
-  }
+
+/** workgroup reductions over subgroups: each subgroup reduces in registers, then its partials; 2 barriers */
+const SUBGROUP_REDUCE = `
+var<private> sgs: u32;
+var<private> sgl: u32;
+fn reduce_sum(lid: u32, v: f32) -> f32 {
+  let s = subgroupAdd(v);
+  if (sgl == 0u) { red[lid / sgs] = s; }
+  workgroupBarrier();
+  var r = red[0];
+  for (var k = 1u; k < ${WG}u / sgs; k++) { r += red[k]; }
+  workgroupBarrier();
+  return r;
 }
+fn reduce_max(lid: u32, v: f32) -> f32 {
+  let s = subgroupMax(v);
+  if (sgl == 0u) { red[lid / sgs] = s; }
+  workgroupBarrier();
+  var r = red[0];
+  for (var k = 1u; k < ${WG}u / sgs; k++) { r = max(r, red[k]); }
+  workgroupBarrier();
+  return r;
+}`
 
 /** soft_max rows of up to this many elements per thread are read once, into registers */
 const CACHED_ROW = 16
