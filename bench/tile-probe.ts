@@ -1,0 +1,63 @@
+/**
+ * One f16 mul_mat tiling over several sizes in one process: wall time of compute + synchronize (median of
+ * 20 after 10) and the kernel's GPU time from timestamp queries (every 5th run), to tell a slow kernel from
+ * a slow moment of the machine.
+ *
+ *   tsx tile-probe.ts 2x4:4x2:64 4096 8192 4096
+ */
+import { Graph, Ops } from "@effect-gpu/core"
+import * as Generators from "@effect-gpu/testing/Generators"
+import { WebGpu } from "@effect-gpu/webgpu"
+import { Effect } from "effect"
+
+const [tileArg = "2x4:4x2:64", ...sizes] = process.argv.slice(2)
+const [sgRows, sgCols, fragRows, fragCols, depth] = tileArg.split(/[x:]/).map(Number)
+
+const median = (xs: ReadonlyArray<number>) => [...xs].sort((p, q) => p - q)[xs.length >> 1]
+
+const main = Effect.gen(function*() {
+  const webgpu = yield* Effect.promise(() => import("webgpu"))
+  Object.assign(globalThis, webgpu.globals)
+  const gpu = webgpu.create([`enable-dawn-features=${WebGpu.defaultToggles.join(",")}`])
+  ;(globalThis as { navigator?: unknown }).navigator = { gpu }
+  const [device] = yield* WebGpu.make({ devices: 1, matrixTile: { sgRows, sgCols, fragRows, fragCols, depth } })
+  const backend = yield* device.makeBackend()
+  for (const n of (sizes.length > 0 ? sizes : ["4096"]).map(Number)) {
+    yield* Effect.scoped(Effect.gen(function*() {
+      const g = Graph.make()
+      const a = yield* g.param("a", "f16", [n, n])
+      const b = yield* g.input("b", "f16", [n, n])
+      yield* g.output(Ops.mulMat(a, b))
+      const plan = yield* backend.allocate(g.build())
+      yield* plan.set(a, Generators.values(1, n * n, { min: 0.05, max: 0.5 }))
+      yield* plan.set(b, Generators.values(2, n * n, { min: 0.05, max: 0.5 }))
+      const wall: Array<number> = []
+      const gpuMs: Array<number> = []
+      for (let i = 0; i < 30; i++) {
+        const t = performance.now()
+        yield* backend.compute(plan)
+        yield* backend.synchronize
+        if (i >= 10) wall.push(performance.now() - t)
+        if (i % 5 === 4) {
+          const trace = yield* backend.captureNext
+          yield* backend.compute(plan)
+          gpuMs.push(((yield* trace).entries[0].gpuTimeNs ?? NaN) / 1e6)
+        }
+      }
+      const tflops = (ms: number) => (2 * n ** 3 / ms / 1e9).toFixed(1)
+      console.log(
+        `${tileArg} n=${n}: wall ${median(wall).toFixed(3)} ms (${tflops(median(wall))} TFLOP/s); GPU ${
+          gpuMs.map((x) => x.toFixed(3)).join(", ")
+        } ms (median ${tflops(median(gpuMs))} TFLOP/s)`
+      )
+    }))
+  }
+})
+
+Effect.runPromise(Effect.scoped(main)).then(
+  () => process.exit(0),
+  (e) => {
+    console.error(e)
+    process.exit(1)
+  }
+)
