@@ -30,7 +30,7 @@ const { values: args } = parseArgs({
     tile: { type: "string" },
     /** print each dispatch of our side's last captured run: kernel and GPU time */
     profile: { type: "boolean", default: false },
-    /** register tiling of the vec4 mul_mat kernel, "MxN:DEPTH" (results per thread, K step) */
+    /** register tiling of the vec4 mul_mat kernel, "MxN:DEPTH[u]" (results per thread, K step, unrolled) */
     regs: { type: "string" },
     out: { type: "string" }
   }
@@ -334,10 +334,10 @@ const parseTile = (s: string) => {
 }
 
 const parseRegs = (s: string) => {
-  const m = /^(\d+)x(\d+):(\d+)$/.exec(s)
-  if (m === null) throw new Error(`--regs wants MxN:DEPTH, got ${s}`)
-  const [mm, n, depth] = m.slice(1).map(Number)
-  return { m: mm, n, depth }
+  const m = /^(\d+)x(\d+):(\d+)(u?)$/.exec(s)
+  if (m === null) throw new Error(`--regs wants MxN:DEPTH[u], got ${s}`)
+  const [mm, n, depth] = m.slice(1, 4).map(Number)
+  return { m: mm, n, depth, unroll: m[4] === "u" }
 }
 
 const main = Effect.gen(function*() {

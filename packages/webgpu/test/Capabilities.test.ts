@@ -428,6 +428,7 @@ describe.skipIf(!adapterAvailable)("WebGPU capabilities", () => {
     { registerTile: { m: 4, n: 4, depth: 16 } },
     { registerTile: { m: 4, n: 8, depth: 16 } },
     { registerTile: { m: 8, n: 4, depth: 16 } },
+    { registerTile: { m: 8, n: 8, depth: 16, unroll: true } },
     {
       registerTile: { m: 8, n: 8, depth: 8 },
       matrixTile: { sgRows: 2, sgCols: 4, fragRows: 4, fragCols: 2, depth: 32 }

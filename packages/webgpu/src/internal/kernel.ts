@@ -52,6 +52,8 @@ export interface RegisterTile {
   readonly m: number
   readonly n: number
   readonly depth: number
+  /** the K loop written out step by step */
+  readonly unroll?: boolean
 }
 
 /** @internal */

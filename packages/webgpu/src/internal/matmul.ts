@@ -348,8 +348,19 @@ const registerTiled = (shape: Shape, tile: RegisterTile): Kernel => {
       }u) * 4u; let v = ${t}r[${e}]; ${range(4).map((c) => `${S}[k + ${c}u][r / 4u][r % 4u] = v[${c}];`).join(" ")} }`
     }).join("\n")
   const acc = (i: number, j: number) => `c${i}_${j}`
+  // one K of the register tile: m/4 + n/4 vec4 reads from shared memory, m*n fused multiply-adds
+  const step = (k: string) =>
+    [
+      ...range(m4).map((i) => `      let a${i} = As[${k}][tx + ${i * 16}u];`),
+      ...range(n4).map((j) => `      let b${j} = Bs[${k}][ty + ${j * 16}u];`),
+      ...range(m4).flatMap((i) =>
+        range(TN).map((j) =>
+          `      ${acc(i, j)} = fma(a${i}, vec4<f32>(b${Math.floor(j / 4)}[${j % 4}]), ${acc(i, j)});`
+        )
+      )
+    ].join("\n")
   return {
-    key: `mm4:${TM}x${TN}:${BK}:${shape.bias ? "bias" : ""}`,
+    key: `mm4:${TM}x${TN}:${BK}${tile.unroll === true ? "u" : ""}:${shape.bias ? "bias" : ""}`,
     vec4: true,
     scalar: tiled(shape),
     operands: shape.operands,
@@ -388,16 +399,10 @@ ${stash("b", BN)}
 ${load("a", BM, "m0", "M")}
 ${load("b", BN, "n0", "N")}
     }
-    for (var k = 0u; k < ${BK}u; k++) {
-${range(m4).map((i) => `      let a${i} = As[k][tx + ${i * 16}u];`).join("\n")}
-${range(n4).map((j) => `      let b${j} = Bs[k][ty + ${j * 16}u];`).join("\n")}
 ${
-      range(m4).flatMap((i) =>
-        range(TN).map((j) =>
-          `      ${acc(i, j)} = fma(a${i}, vec4<f32>(b${Math.floor(j / 4)}[${j % 4}]), ${acc(i, j)});`
-        )
-      ).join("\n")
-    }
+      tile.unroll === true
+        ? range(BK).map((k) => `    {\n${step(`${k}u`)}\n    }`).join("\n")
+        : `    for (var k = 0u; k < ${BK}u; k++) {\n${step("k")}\n    }`
     }
     workgroupBarrier();
   }
