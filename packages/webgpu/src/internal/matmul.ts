@@ -68,6 +68,16 @@ const registersFor = ({ M, N, batches }: Shape): RegisterTile => {
   return { m: 4, n: 4, depth: 16 }
 }
 
+/** WGSL: the batch (b2, b3), the first result row and column (m0, n0) of a block, and M, N, K */
+const origin = (rows: number, cols: number) =>
+  `  let b2 = wid.z % P.d_ne2;
+  let b3 = wid.z / P.d_ne2;
+  let m0 = wid.x * ${rows}u;
+  let n0 = wid.y * ${cols}u;
+  let M = P.d_ne0;
+  let N = P.d_ne1;
+  let K = P.a_ne0;`
+
 /** matrix-vector: one workgroup per output row m, threads split K, all N columns at once */
 const matVec = ({ M, N, batches, bias, epilogue, operands, params }: Shape, caps: Caps): Kernel => ({
   key: `mv:${N}:${bias ? "bias" : ""}`,
@@ -280,13 +290,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let lane = lid % 32u;
   let sr = sg / ${SC}u;
   let sc = sg % ${SC}u;
-  let b2 = wid.z % P.d_ne2;
-  let b3 = wid.z / P.d_ne2;
-  let m0 = wid.x * ${TM}u;
-  let n0 = wid.y * ${TN}u;
-  let M = P.d_ne0;
-  let N = P.d_ne1;
-  let K = P.a_ne0;
+${origin(TM, TN)}
   let xb = ix_b(0u, 0u, b2, b3);
   let wb = ix_a(0u, 0u, b2 / P.r2, b3 / P.r3);
   var xr: array<${vt}, ${loads(TN)}>;
@@ -371,13 +375,7 @@ var<workgroup> As: array<array<vec4<f32>, ${BM / 4 + 1}>, ${BK}>;
 var<workgroup> Bs: array<array<vec4<f32>, ${BN / 4 + 1}>, ${BK}>;
 @compute @workgroup_size(16, 16)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid3: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-  let b2 = wid.z % P.d_ne2;
-  let b3 = wid.z / P.d_ne2;
-  let m0 = wid.x * ${BM}u;
-  let n0 = wid.y * ${BN}u;
-  let M = P.d_ne0;
-  let N = P.d_ne1;
-  let K = P.a_ne0;
+${origin(BM, BN)}
   let ab = ix_a(0u, 0u, b2 / P.r2, b3 / P.r3);
   let bb = ix_b(0u, 0u, b2, b3);
   let tx = lid3.x;
