@@ -82,6 +82,18 @@ export const WG = 256
 export const ENTRY =
   `@compute @workgroup_size(${WG})\nfn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {`
 
+/**
+ * @internal: ENTRY that also keeps the subgroup size and this invocation's lane in the private variables
+ * `sgs` and `sgl` (declared by SUBGROUP_LANES), so helper functions can use them; needs `enable subgroups`
+ */
+export const SUBGROUP_ENTRY = ENTRY.replace(
+  "@builtin(local_invocation_index) lid: u32) {",
+  "@builtin(local_invocation_index) lid: u32, @builtin(subgroup_size) sg_size: u32, @builtin(subgroup_invocation_id) sg_lane: u32) {\n  sgs = sg_size;\n  sgl = sg_lane;"
+)
+
+/** @internal: the private variables SUBGROUP_ENTRY fills */
+export const SUBGROUP_LANES = "var<private> sgs: u32;\nvar<private> sgl: u32;"
+
 /** @internal */
 export const u32 = (name: string, value: number): Param => ({ field: { name, type: "u32" }, value })
 /** @internal */

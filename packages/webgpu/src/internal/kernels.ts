@@ -9,7 +9,7 @@ import type { Op } from "@effect-gpu/core/Op"
 import type { Tensor } from "@effect-gpu/core/Tensor"
 import * as T from "@effect-gpu/core/Tensor"
 import type { Caps, Kernel, Operand, Param } from "./kernel.js"
-import { bcast, ENTRY, f32, u32, WG } from "./kernel.js"
+import { bcast, ENTRY, f32, SUBGROUP_ENTRY, SUBGROUP_LANES, u32, WG } from "./kernel.js"
 import { mulMat } from "./matmul.js"
 import { fold } from "./wgsl.js"
 
@@ -109,14 +109,7 @@ const rowwise = (
 var<workgroup> red: array<f32, ${WG}>;
 var<workgroup> redi: array<u32, ${WG}>;
 ${sg ? SUBGROUP_REDUCE : SHARED_REDUCE}
-${
-      sg
-        ? ENTRY.replace(
-          "@builtin(local_invocation_index) lid: u32) {",
-          "@builtin(local_invocation_index) lid: u32, @builtin(subgroup_size) sg_size: u32, @builtin(subgroup_invocation_id) sg_lane: u32) {\n  sgs = sg_size;\n  sgl = sg_lane;"
-        )
-        : ENTRY
-    }
+${sg ? SUBGROUP_ENTRY : ENTRY}
   let row = wg_linear(wid, nwg);
   if (row >= P.${it}_ne1 * P.${it}_ne2 * P.${it}_ne3) { return; }
   let i1 = row % P.${it}_ne1;
@@ -155,8 +148,7 @@ fn reduce_max(lid: u32, v: f32) -> f32 {
 
 /** workgroup reductions over subgroups: each subgroup reduces in registers, then its partials; 2 barriers */
 const SUBGROUP_REDUCE = `
-var<private> sgs: u32;
-var<private> sgl: u32;
+${SUBGROUP_LANES}
 fn reduce_sum(lid: u32, v: f32) -> f32 {
   let s = subgroupAdd(v);
   if (sgl == 0u) { red[lid / sgs] = s; }

@@ -9,7 +9,7 @@
 import * as DType from "@effect-gpu/core/DType"
 import type { Tensor } from "@effect-gpu/core/Tensor"
 import type { Caps, Kernel, MatrixTile, Operand, RegisterTile } from "./kernel.js"
-import { bcast, ENTRY, u32, WG } from "./kernel.js"
+import { bcast, ENTRY, SUBGROUP_ENTRY, SUBGROUP_LANES, u32, WG } from "./kernel.js"
 
 /** what every mul_mat kernel shares: operands, the bias epilogue, sizes and the batch broadcast */
 interface Shape {
@@ -79,14 +79,17 @@ const origin = (rows: number, cols: number) =>
   let K = P.a_ne0;`
 
 /** matrix-vector: one workgroup per output row m, threads split K, all N columns at once */
-const matVec = ({ M, N, batches, bias, epilogue, operands, params }: Shape, caps: Caps): Kernel => ({
-  key: `mv:${N}:${bias ? "bias" : ""}`,
-  operands,
-  params,
-  workgroups: [Math.min(M, caps.maxWorkgroups), Math.ceil(M / caps.maxWorkgroups), batches],
-  main: `
+const matVec = ({ M, N, batches, bias, epilogue, operands, params }: Shape, caps: Caps): Kernel => {
+  const sg = caps.subgroups === true
+  return {
+    key: `mv:${N}:${bias ? "bias" : ""}:${sg ? "sg" : ""}`,
+    ...(sg ? { enables: ["subgroups"] } : {}),
+    operands,
+    params,
+    workgroups: [Math.min(M, caps.maxWorkgroups), Math.ceil(M / caps.maxWorkgroups), batches],
+    main: `
 var<workgroup> red: array<f32, ${WG * N}>;
-${ENTRY}
+${sg ? `${SUBGROUP_LANES}\n${SUBGROUP_ENTRY}` : ENTRY}
   let m = wid.x + wid.y * nwg.x;
   let b2 = wid.z % P.d_ne2;
   let b3 = wid.z / P.d_ne2;
@@ -100,14 +103,7 @@ ${ENTRY}
       acc[j] += av * ld_b(ix_b(k, j, b2, b3));
     }
   }
-  for (var j = 0u; j < ${N}u; j++) { red[j * ${WG}u + lid] = acc[j]; }
-  workgroupBarrier();
-  for (var s = ${WG / 2}u; s > 0u; s >>= 1u) {
-    if (lid < s) {
-      for (var j = 0u; j < ${N}u; j++) { red[j * ${WG}u + lid] += red[j * ${WG}u + lid + s]; }
-    }
-    workgroupBarrier();
-  }
+${sg ? MV_SUBGROUP_REDUCE(N) : MV_SHARED_REDUCE(N)}
   if (lid < ${N}u) {
     let nn = lid;
     var v = red[nn * ${WG}u];
@@ -115,7 +111,32 @@ ${ENTRY}
     st_d(ix_d(m, nn, b2, b3), v);
   }
 }`
-})
+  }
+}
+
+/** the N column sums of a workgroup, left in red[j * WG], through a shared-memory tree: log2(WG) barriers */
+const MV_SHARED_REDUCE = (N: number) =>
+  `  for (var j = 0u; j < ${N}u; j++) { red[j * ${WG}u + lid] = acc[j]; }
+  workgroupBarrier();
+  for (var s = ${WG / 2}u; s > 0u; s >>= 1u) {
+    if (lid < s) {
+      for (var j = 0u; j < ${N}u; j++) { red[j * ${WG}u + lid] += red[j * ${WG}u + lid + s]; }
+    }
+    workgroupBarrier();
+  }`
+
+/** the same over subgroups: each subgroup sums in registers, one lane per column adds the partials */
+const MV_SUBGROUP_REDUCE = (N: number) =>
+  `  for (var j = 0u; j < ${N}u; j++) {
+    let s = subgroupAdd(acc[j]);
+    if (sgl == 0u) { red[j * ${WG}u + lid / sgs] = s; }
+  }
+  workgroupBarrier();
+  if (lid < ${N}u) {
+    var t = red[lid * ${WG}u];
+    for (var k = 1u; k < ${WG}u / sgs; k++) { t += red[lid * ${WG}u + k]; }
+    red[lid * ${WG}u] = t;
+  }`
 
 /** tiled: a 64x64 block of the result per workgroup, 4x4 per thread, K in steps of 16 through shared memory */
 const tiled = ({ M, N, batches, bias, epilogue, operands, params }: Shape): Kernel => {
