@@ -84,7 +84,7 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
             : {}
         )
         pass.setPipeline(d.pipeline)
-        pass.setBindGroup(0, d.bindGroup, d.dynamicOffsets, 0, 1)
+        pass.setBindGroup(0, d.bindGroup)
         pass.dispatchWorkgroups(...d.workgroups)
         pass.end()
         host.push(performance.now() - t0)
@@ -151,7 +151,7 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
               for (let k = start; k < Math.min(n, start + per); k++) {
                 const d = program.dispatches[k]
                 pass.setPipeline(d.pipeline)
-                pass.setBindGroup(0, d.bindGroup, d.dynamicOffsets, 0, 1)
+                pass.setBindGroup(0, d.bindGroup)
                 pass.dispatchWorkgroups(d.workgroups[0], d.workgroups[1], d.workgroups[2])
               }
               pass.end()

@@ -190,7 +190,7 @@ export const copy = (
     const enc = ctx.device.createCommandEncoder()
     const pass = enc.beginComputePass()
     pass.setPipeline(pipe)
-    pass.setBindGroup(0, group, [0])
+    pass.setBindGroup(0, group)
     pass.dispatchWorkgroups(Math.min(Math.ceil(size / 4 / 256), 4096))
     pass.end()
     ctx.device.queue.submit([enc.finish()])

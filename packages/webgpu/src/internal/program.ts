@@ -26,8 +26,6 @@ export interface Dispatch {
   readonly pipeline: GPUComputePipeline
   readonly bindGroup: GPUBindGroup
   readonly paramOffset: number
-  /** the dynamic offsets for setBindGroup, built once: encoding allocates nothing per dispatch */
-  readonly dynamicOffsets: Uint32Array
   readonly workgroups: readonly [number, number, number]
 }
 
@@ -222,7 +220,7 @@ export const build = (
         binding: b.slot,
         resource: { buffer: b.buffer, offset: b.start, size: b.end - b.start }
       }))
-      entries.push({ binding: p.bound.length, resource: { buffer: params, offset: 0, size: SLOT } })
+      entries.push({ binding: p.bound.length, resource: { buffer: params, offset: k * SLOT, size: SLOT } })
       const bindGroup = ctx.device.createBindGroup({ layout: C.layout(ctx, p.access).group, entries })
       return {
         node: p.node,
@@ -230,7 +228,6 @@ export const build = (
         pipeline: pipelines[k],
         bindGroup,
         paramOffset: k * SLOT,
-        dynamicOffsets: new Uint32Array([k * SLOT]),
         workgroups: p.kernel.workgroups
       }
     })
