@@ -6,6 +6,9 @@
  *   pnpm bench                          # every case at full size (for a real GPU)
  *   pnpm bench --quick                  # small sizes (lavapipe)
  *   pnpm bench --cases matmul,add --runs 20 --label h200
+ *   pnpm bench --cases matmul_f16 --no-peer --tile 2x4:4x2:64   # a subgroup-matrix tiling
+ *   pnpm bench --cases matmul --regs 8x8:8                        # a register tiling of the f32 kernel
+ *   pnpm bench --cases transformer_block --profile                # each dispatch's kernel and GPU time
  */
 import type { Backend, Device, Tensor } from "@effect-gpu/core"
 import { Graph, Ops } from "@effect-gpu/core"
