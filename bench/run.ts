@@ -6,6 +6,7 @@
  *   pnpm bench                          # every case at full size (for a real GPU)
  *   pnpm bench --quick                  # small sizes (lavapipe)
  *   pnpm bench --cases matmul,add --runs 20 --label h200
+ *   pnpm bench --cases matmul,add --sizes 1024,3000 --elements 1000000   # other sizes
  *   pnpm bench --cases matmul_f16 --no-peer --tile 2x4:4x2:64   # a subgroup-matrix tiling
  *   pnpm bench --cases matmul --regs 8x8:8                        # a register tiling of the f32 kernel
  *   pnpm bench --cases transformer_block --profile                # each dispatch's kernel and GPU time
@@ -31,6 +32,12 @@ const { values: args } = parseArgs({
     peer: { type: "boolean", default: true },
     /** subgroup-matrix tiling of f16 mul_mat, "SRxSC:FRxFC:DEPTH" (subgroups, fragments per subgroup, K step) */
     tile: { type: "string" },
+    /** square matmul sizes (f32 and f16), comma-separated; default 256..8192 (--quick: 64..256) */
+    sizes: { type: "string" },
+    /** elements of the add and mul cases */
+    elements: { type: "string" },
+    /** rows of 4096 for soft_max and rms_norm */
+    rows: { type: "string" },
     /** print each dispatch of our side's last captured run: kernel and GPU time */
     profile: { type: "boolean", default: false },
     /** register tiling of the vec4 mul_mat kernel, "MxN:DEPTH[u]" (results per thread, K step, unrolled) */
@@ -231,36 +238,48 @@ const block = (H: number, T: number, nh: number, F: number): Case => {
   }
 }
 
-const allCases = (): ReadonlyArray<Case> =>
-  quick
+/** a comma-separated list of positive integers, or the default */
+const sizesOf = (arg: string | undefined, fallback: ReadonlyArray<number>): ReadonlyArray<number> => {
+  if (arg === undefined) return fallback
+  const xs = arg.split(",").map(Number)
+  if (xs.some((x) => !Number.isInteger(x) || x < 1)) throw new Error(`expected positive integers, got ${arg}`)
+  return xs
+}
+
+const allCases = (): ReadonlyArray<Case> => {
+  const square = sizesOf(args.sizes, quick ? [64, 128, 256] : [256, 512, 1024, 2048, 4096, 8192])
+  const squareF16 = sizesOf(args.sizes, quick ? [128] : [4096, 8192])
+  const [elements] = sizesOf(args.elements, [quick ? 1 << 18 : 1 << 26])
+  const [rowCount] = sizesOf(args.rows, [quick ? 16 : 4096])
+  return quick
     ? [
-      ...[64, 128, 256].map((n) => mm(n, n, n, "f32")),
+      ...square.map((n) => mm(n, n, n, "f32")),
       mm(256, 1, 256, "f32"),
       mm(256, 8, 256, "f32"),
-      mm(128, 128, 128, "f16"),
-      elementwise("add", 1 << 18),
-      elementwise("mul", 1 << 18),
-      rows("soft_max", 16, 4096),
-      rows("rms_norm", 16, 4096),
+      ...squareF16.map((n) => mm(n, n, n, "f16")),
+      elementwise("add", elements),
+      elementwise("mul", elements),
+      rows("soft_max", rowCount, 4096),
+      rows("rms_norm", rowCount, 4096),
       manyNodes(1),
       manyNodes(1000),
       block(256, 32, 4, 512)
     ]
     : [
-      ...[256, 512, 1024, 2048, 4096, 8192].map((n) => mm(n, n, n, "f32")),
+      ...square.map((n) => mm(n, n, n, "f32")),
       mm(4096, 1, 4096, "f32"),
       mm(4096, 8, 4096, "f32"),
       mm(4096, 512, 4096, "f32"),
-      mm(4096, 4096, 4096, "f16"),
-      mm(8192, 8192, 8192, "f16"),
-      elementwise("add", 1 << 26),
-      elementwise("mul", 1 << 26),
-      rows("soft_max", 4096, 4096),
-      rows("rms_norm", 4096, 4096),
+      ...squareF16.map((n) => mm(n, n, n, "f16")),
+      elementwise("add", elements),
+      elementwise("mul", elements),
+      rows("soft_max", rowCount, 4096),
+      rows("rms_norm", rowCount, 4096),
       manyNodes(1),
       manyNodes(1000),
       block(4096, 512, 32, 11008)
     ]
+}
 
 // ------------------------------------------------------------------------------------------------------------
 // measurement
@@ -421,7 +440,11 @@ const main = Effect.gen(function*() {
     r.peer ? `${fmt(r.peer as never)} (${(r.peerMs as number).toFixed(3)} ms)` : "-",
     r.ratio ? `${(r.ratio as number).toFixed(2)}x` : "-",
     r.ofRoofline === undefined ? "-" : `${(r.ofRoofline as number).toFixed(1)}%`,
-    r.gpu ? `${fmt(r.gpu as never)} (${(r.gpuMs as number).toFixed(3)} ms)` : "-"
+    r.gpuMs === 0
+      ? "below the timer's step"
+      : r.gpu
+      ? `${fmt(r.gpu as never)} (${(r.gpuMs as number).toFixed(3)} ms)`
+      : "-"
   ])
   const widths = header.map((h, i) => Math.max(h.length, ...table.map((r) => r[i].length)))
   const line = (r: Array<string>) => r.map((c, i) => c.padEnd(widths[i])).join(" | ")
