@@ -42,7 +42,7 @@ export interface Options {
    */
   readonly matrixTile?: MatrixTile | undefined
   /**
-   * the register tiling of the vec4 mul_mat kernel (for tuning experiments); default 4x4 per thread
+   * the register tiling of the vec4 mul_mat kernel (for tuning experiments); default: by product size
    *
    * @internal
    */

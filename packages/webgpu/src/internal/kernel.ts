@@ -26,6 +26,8 @@ export interface Kernel {
   readonly scalar?: Kernel
   /** WGSL extensions the kernel needs besides f16 (which the header enables for f16 operands) */
   readonly enables?: ReadonlyArray<string>
+  /** WGSL diagnostics the kernel turns off (with the reason in the kernel) */
+  readonly diagnosticsOff?: ReadonlyArray<string>
   /** family and compiled-in choices: part of the pipeline key */
   readonly key: string
   readonly operands: ReadonlyArray<Operand>

@@ -108,7 +108,7 @@ const rowwise = (
     main: `
 var<workgroup> red: array<f32, ${WG}>;
 var<workgroup> redi: array<u32, ${WG}>;
-${sg ? SUBGROUP_REDUCE : SHARED_REDUCE}
+${reductions(sg)}
 ${sg ? SUBGROUP_ENTRY : ENTRY}
   let row = wg_linear(wid, nwg);
   if (row >= P.${it}_ne1 * P.${it}_ne2 * P.${it}_ne3) { return; }
@@ -121,24 +121,26 @@ ${body}
   }
 }
 
-/** workgroup reductions through shared memory: log2(WG) barriers */
-const SHARED_REDUCE = `
-fn reduce_sum(lid: u32, v: f32) -> f32 {
-  red[lid] = v;
+/** a workgroup reduction `reduce_<name>` with `combine(x, y)`, in registers over subgroups where `sub` (the
+ * subgroup builtin) is given (2 barriers), else through a shared-memory tree (log2(WG) barriers) */
+const reduction = (name: string, combine: (x: string, y: string) => string, sub: string | undefined) =>
+  sub !== undefined
+    ? `
+fn reduce_${name}(lid: u32, v: f32) -> f32 {
+  let s = ${sub}(v);
+  if (sgl == 0u) { red[lid / sgs] = s; }
   workgroupBarrier();
-  for (var s = ${WG / 2}u; s > 0u; s >>= 1u) {
-    if (lid < s) { red[lid] += red[lid + s]; }
-    workgroupBarrier();
-  }
-  let r = red[0];
+  var r = red[0];
+  for (var k = 1u; k < ${WG}u / sgs; k++) { r = ${combine("r", "red[k]")}; }
   workgroupBarrier();
   return r;
-}
-fn reduce_max(lid: u32, v: f32) -> f32 {
+}`
+    : `
+fn reduce_${name}(lid: u32, v: f32) -> f32 {
   red[lid] = v;
   workgroupBarrier();
   for (var s = ${WG / 2}u; s > 0u; s >>= 1u) {
-    if (lid < s) { red[lid] = max(red[lid], red[lid + s]); }
+    if (lid < s) { red[lid] = ${combine("red[lid]", "red[lid + s]")}; }
     workgroupBarrier();
   }
   let r = red[0];
@@ -146,27 +148,13 @@ fn reduce_max(lid: u32, v: f32) -> f32 {
   return r;
 }`
 
-/** workgroup reductions over subgroups: each subgroup reduces in registers, then its partials; 2 barriers */
-const SUBGROUP_REDUCE = `
-${SUBGROUP_LANES}
-fn reduce_sum(lid: u32, v: f32) -> f32 {
-  let s = subgroupAdd(v);
-  if (sgl == 0u) { red[lid / sgs] = s; }
-  workgroupBarrier();
-  var r = red[0];
-  for (var k = 1u; k < ${WG}u / sgs; k++) { r += red[k]; }
-  workgroupBarrier();
-  return r;
-}
-fn reduce_max(lid: u32, v: f32) -> f32 {
-  let s = subgroupMax(v);
-  if (sgl == 0u) { red[lid / sgs] = s; }
-  workgroupBarrier();
-  var r = red[0];
-  for (var k = 1u; k < ${WG}u / sgs; k++) { r = max(r, red[k]); }
-  workgroupBarrier();
-  return r;
-}`
+/** reduce_sum and reduce_max for the row kernels */
+const reductions = (sg: boolean) =>
+  [
+    sg ? SUBGROUP_LANES : "",
+    reduction("sum", (x, y) => `${x} + ${y}`, sg ? "subgroupAdd" : undefined),
+    reduction("max", (x, y) => `max(${x}, ${y})`, sg ? "subgroupMax" : undefined)
+  ].join("\n")
 
 /** soft_max rows of up to this many elements per thread are read once, into registers */
 const CACHED_ROW = 16

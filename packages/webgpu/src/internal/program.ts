@@ -25,7 +25,6 @@ export interface Dispatch {
   readonly key: string
   readonly pipeline: GPUComputePipeline
   readonly bindGroup: GPUBindGroup
-  readonly paramOffset: number
   readonly workgroups: readonly [number, number, number]
 }
 
@@ -84,8 +83,7 @@ const bindOperands = (ctx: Context, kernel: Kernel, resolve: Resolve) => {
         name: r.o.name,
         dtype: r.o.tensor.dtype,
         slot: b.slot,
-        vec4: kernel.vec4 ?? false,
-        writable: r.o.name === "d"
+        vec4: kernel.vec4 ?? false
       },
       fields: [(r.start - b.start) / ts, ...r.o.tensor.ne, ...r.o.tensor.nb.map((n) => n / ts)]
     }
@@ -171,12 +169,12 @@ export const build = (
         // kernels write only their result "d"; a binding is read-only when its GPUBuffer is not the one
         // written (WebGPU forbids one buffer bound both writable and read-only in a dispatch), as with
         // weights bound from their own buffer
-        const writtenSlots = new Set(operands.filter((o) => o.decl.writable).map((o) => o.decl.slot))
+        const writtenSlots = new Set(operands.filter((o) => o.decl.name === "d").map((o) => o.decl.slot))
         const writtenBuffers = new Set(bound.filter((b) => writtenSlots.has(b.slot)).map((b) => b.buffer))
         const access = bound.map((b) => writtenSlots.has(b.slot) || writtenBuffers.has(b.buffer) ? "w" : "r")
           .join("")
         const decls = operands.map((o) => ({ ...o.decl, writable: access[o.decl.slot] === "w" }))
-        const source = header(decls, kernel.params.map((p) => p.field), kernel.enables) +
+        const source = header(decls, kernel.params.map((p) => p.field), kernel.enables, kernel.diagnosticsOff) +
           kernel.main
         const key = `${kernel.key}|${operands.map((o) => `${o.decl.slot}${o.decl.dtype}`).join(",")}|${access}`
         const values = [...operands.flatMap((o) => o.fields), ...kernel.params.map((p) => p.value)]
@@ -227,7 +225,6 @@ export const build = (
         key: p.key,
         pipeline: pipelines[k],
         bindGroup,
-        paramOffset: k * SLOT,
         workgroups: p.kernel.workgroups
       }
     })

@@ -14,7 +14,7 @@ export interface OperandDecl {
   readonly slot: number
   /** bound as vec4 arrays: ld4_/st4_ accessors index groups of 4 elements */
   readonly vec4?: boolean
-  /** the kernel writes it: its binding is read-write and it has store accessors */
+  /** its binding is read-write (else read-only), and it has store accessors */
   readonly writable?: boolean
 }
 
@@ -45,7 +45,8 @@ export const operandFields = (name: string): ReadonlyArray<Field> =>
 export const header = (
   operands: ReadonlyArray<OperandDecl>,
   extra: ReadonlyArray<Field>,
-  enables: ReadonlyArray<string> = []
+  enables: ReadonlyArray<string> = [],
+  diagnosticsOff: ReadonlyArray<string> = []
 ): string => {
   const slots = new Map<number, DType>()
   const vec = new Set<number>()
@@ -59,11 +60,7 @@ export const header = (
   const fields = [...operands.flatMap((o) => operandFields(o.name)), ...extra]
   const lines: Array<string> = []
   for (const e of new Set([...(f16 ? ["f16"] : []), ...enables])) lines.push(`enable ${e};`)
-  // subgroup-matrix arguments must be provably uniform to Tint; per-subgroup offsets (lid / 32) are
-  // uniform within each subgroup but not provably so, the case this diagnostic exists to waive
-  if (enables.includes("chromium_experimental_subgroup_matrix")) {
-    lines.push("diagnostic(off, chromium.subgroup_matrix_uniformity);")
-  }
+  for (const d of diagnosticsOff) lines.push(`diagnostic(off, ${d});`)
   for (const [slot, dtype] of [...slots.entries()].sort((a, b) => a[0] - b[0])) {
     const t = vec.has(slot) ? `vec4<${storageType(dtype)}>` : storageType(dtype)
     const access = written.has(slot) ? "read_write" : "read"
