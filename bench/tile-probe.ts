@@ -1,6 +1,6 @@
 /**
  * One f16 mul_mat tiling over several sizes in one process: wall time of compute + synchronize (median of
- * 20 after 10) and the kernel's GPU time from timestamp queries (every 5th run), to tell a slow kernel from
+ * 20 after 2 s of load) and the kernel's GPU time from timestamp queries (every 5th run), to tell a slow kernel from
  * a slow moment of the machine.
  *
  *   tsx tile-probe.ts 2x4:4x2:64 4096 8192 4096
@@ -33,11 +33,14 @@ const main = Effect.gen(function*() {
       yield* plan.set(b, Generators.values(2, n * n, { min: 0.05, max: 0.5 }))
       const wall: Array<number> = []
       const gpuMs: Array<number> = []
-      for (let i = 0; i < 30; i++) {
+      // two seconds of load first: the H200's SM clock climbs from idle over seconds (RESULTS.md)
+      const warm = performance.now()
+      while (performance.now() - warm < 2000) yield* Effect.zipRight(backend.compute(plan), backend.synchronize)
+      for (let i = 0; i < 20; i++) {
         const t = performance.now()
         yield* backend.compute(plan)
         yield* backend.synchronize
-        if (i >= 10) wall.push(performance.now() - t)
+        wall.push(performance.now() - t)
         if (i % 5 === 4) {
           const trace = yield* backend.captureNext
           yield* backend.compute(plan)
