@@ -163,24 +163,27 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
       }
     }
 
+    /** waits for the events this backend was told to wait for, in order */
+    const drainWaits: Effect.Effect<void> = Effect.suspend(() =>
+      waits.length === 0 ? Effect.void : Effect.zipRight(Effect.ignore(Deferred.await(waits.shift()!)), drainWaits)
+    )
+
     /** runs a command in order; a detached one reports its failure at the next synchronize instead */
-    const run = (command: Command, detached: boolean): Effect.Effect<unknown, BackendError> =>
-      lock.withPermits(1)(Effect.gen(function*() {
+    const run = (command: Command, detached: boolean): Effect.Effect<unknown, BackendError> => {
+      // written without generators: this is the path of every compute and synchronize
+      // built under the lock: what a command does depends on the state it finds when its turn comes
+      const executed = Effect.catchAll(Effect.suspend(() => execute(command)), (e) => {
+        if (e._tag === "DeviceLost") lost = e
+        if (!detached) return Effect.fail(e)
+        pendingError ??= e
+        return Effect.succeed(undefined)
+      })
+      return lock.withPermits(1)(Effect.suspend(() => {
         interpreter.observe?.(command)
-        if (lost !== undefined) return yield* Effect.fail(lost)
-        while (waits.length > 0 && command._tag !== "WaitEvent") {
-          yield* Effect.ignore(Deferred.await(waits.shift()!))
-        }
-        const exit = yield* Effect.exit(execute(command))
-        if (Exit.isSuccess(exit)) return exit.value
-        const e = Option.getOrUndefined(Cause.failureOption(exit.cause))
-        if (e !== undefined && e._tag === "DeviceLost") lost = e
-        if (detached && e !== undefined) {
-          pendingError ??= e
-          return undefined
-        }
-        return yield* exit
+        if (lost !== undefined) return Effect.fail(lost)
+        return waits.length > 0 && command._tag !== "WaitEvent" ? Effect.zipRight(drainWaits, executed) : executed
       }))
+    }
 
     /** a command nobody awaits: its failure waits for the next synchronize */
     const detach = (command: Command): Effect.Effect<void> =>
@@ -298,20 +301,25 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
           return Plan.make(g, self, buffer, layout, bindings)
         }).pipe(Effect.withSpan("Backend.allocate", { captureStackTrace: false })),
       compute: (plan, computeOptions) =>
-        Effect.gen(function*() {
-          yield* checkPlan(plan)
+        Effect.suspend(() => {
+          if (!device.supportsBufferType(plan.buffer.bufferType)) return checkPlan(plan)
           const abort = { aborted: false }
           const { capture, command } = computeCommand(plan, computeOptions, abort)
           // interruption (ggml's abort) stops the interpreter at its next node or chunk; work already
           // submitted is waited for before the interruption completes
-          const result = yield* run(command, false).pipe(
+          const ran = run(command, false).pipe(
             Effect.onInterrupt(() =>
               Effect.sync(() => {
                 abort.aborted = true
               }).pipe(Effect.zipRight(Effect.ignore(interpreter.fence)))
             )
           )
-          if (capture !== undefined && result !== undefined) yield* Deferred.succeed(capture, result as Trace)
+          return capture === undefined
+            ? Effect.asVoid(ran)
+            : Effect.flatMap(
+              ran,
+              (result) => result === undefined ? Effect.void : Deferred.succeed(capture, result as Trace)
+            )
         }).pipe(Effect.withSpan("Backend.compute", { captureStackTrace: false })),
       computeAsync: (plan, computeOptions) =>
         Effect.gen(function*() {

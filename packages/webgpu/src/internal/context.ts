@@ -51,16 +51,22 @@ export const make = (name: string, device: GPUDevice, caps: Caps): Context => {
   return ctx
 }
 
+/** @internal: the failure a lost device or an unreported uncaptured error means now (reported once) */
+export const deadOrFailed = (ctx: Context): DeviceLost | KernelError | undefined => {
+  if (ctx.lost !== undefined) return new DeviceLost({ device: ctx.name, reason: ctx.lost })
+  if (ctx.uncaptured !== undefined) {
+    const detail = ctx.uncaptured
+    ctx.uncaptured = undefined
+    return new KernelError({ op: "submit", device: ctx.name, detail })
+  }
+  return undefined
+}
+
 /** @internal */
 export const checkAlive = (ctx: Context): Effect.Effect<void, DeviceLost | KernelError> =>
-  Effect.suspend((): Effect.Effect<void, DeviceLost | KernelError> => {
-    if (ctx.lost !== undefined) return Effect.fail(new DeviceLost({ device: ctx.name, reason: ctx.lost }))
-    if (ctx.uncaptured !== undefined) {
-      const detail = ctx.uncaptured
-      ctx.uncaptured = undefined
-      return Effect.fail(new KernelError({ op: "submit", device: ctx.name, detail }))
-    }
-    return Effect.void
+  Effect.suspend(() => {
+    const e = deadOrFailed(ctx)
+    return e === undefined ? Effect.void : Effect.fail(e)
   })
 
 /** @internal: a native buffer, counted */

@@ -23,14 +23,17 @@ export interface Options {
   readonly chunk?: number
 }
 
+/** waits for a promise of the device, then for the device to be alive and without a new error */
 const await_ = (ctx: Context, p: Promise<unknown>): Effect.Effect<void, BackendError> =>
-  Effect.flatMap(
-    Effect.tryPromise({
-      try: () => p,
-      catch: (e) => new KernelError({ op: "submit", device: ctx.name, detail: String(e), cause: e })
-    }),
-    () => C.checkAlive(ctx)
-  )
+  Effect.async<void, BackendError>((resume) => {
+    p.then(
+      () => {
+        const dead = C.deadOrFailed(ctx)
+        resume(dead === undefined ? Effect.void : Effect.fail(dead))
+      },
+      (e) => resume(Effect.fail(new KernelError({ op: "submit", device: ctx.name, detail: String(e), cause: e })))
+    )
+  })
 
 /** @internal */
 export const make = (ctx: Context, options?: Options): Interpreter => {
@@ -118,9 +121,60 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
       }))
     })
 
+  /** encodes dispatches [start, end) in one compute pass and submits them */
+  const encode = (program: Program, start: number, end: number) => {
+    const enc = ctx.device.createCommandEncoder()
+    const pass = enc.beginComputePass()
+    for (let k = start; k < end; k++) {
+      const d = program.dispatches[k]
+      pass.setPipeline(d.pipeline)
+      pass.setBindGroup(0, d.bindGroup)
+      pass.dispatchWorkgroups(d.workgroups[0], d.workgroups[1], d.workgroups[2])
+    }
+    pass.end()
+    ctx.device.queue.submit([enc.finish()])
+  }
+
+  /** a program that fits one command buffer: encoded and submitted at once */
+  const submitAll = (
+    program: Program,
+    command: { readonly abort: { readonly aborted: boolean } }
+  ): Effect.Effect<void, BackendError> => {
+    if (!command.abort.aborted) encode(program, 0, program.dispatches.length)
+    const dead = C.deadOrFailed(ctx)
+    return dead === undefined ? Effect.void : Effect.fail(dead)
+  }
+
+  /** a long program: chunks of at most `chunkLimit` dispatches (or the split asked for), two in flight */
+  const submitChunked = (
+    program: Program,
+    command: { readonly abort: { readonly aborted: boolean }; readonly options: { readonly commandBuffers?: number } }
+  ): Effect.Effect<void, BackendError> =>
+    Effect.gen(function*() {
+      const n = program.dispatches.length
+      const nCb = Math.max(1, Math.floor(command.options.commandBuffers ?? 1))
+      const per = Math.max(1, Math.min(chunkLimit, Math.ceil(n / nCb)))
+      let inFlight: Promise<unknown> | undefined
+      for (let start = 0; start < n; start += per) {
+        if (command.abort.aborted) break
+        encode(program, start, Math.min(n, start + per))
+        if (start + per < n) {
+          // keep two command buffers in flight: the GPU stays busy, an abort waits for little
+          const done = ctx.device.queue.onSubmittedWorkDone()
+          if (inFlight !== undefined) yield* await_(ctx, inFlight)
+          inFlight = done
+        }
+      }
+      if (command.abort.aborted) yield* await_(ctx, ctx.device.queue.onSubmittedWorkDone())
+      yield* C.checkAlive(ctx)
+    })
+
   return {
     device: ctx.name,
-    fence: Effect.flatMap(C.checkAlive(ctx), () => await_(ctx, ctx.device.queue.onSubmittedWorkDone())),
+    fence: Effect.suspend(() => {
+      const dead = C.deadOrFailed(ctx)
+      return dead === undefined ? await_(ctx, ctx.device.queue.onSubmittedWorkDone()) : Effect.fail(dead)
+    }),
     execute: (command) => {
       switch (command._tag) {
         case "SetTensor":
@@ -131,7 +185,18 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
           return command.buffer.memset(command.offset, command.size, command.value)
         case "CopyTensor":
           return command.dst.copyFrom(command.src, command.srcOffset, command.dstOffset, command.size)
-        case "Compute":
+        case "Compute": {
+          const cached = programs.get(command.plan)
+          if (cached !== undefined && !command.capture && (command.options.commandBuffers ?? 1) <= 1) {
+            // the common case, a plan compiled before: checks, encoding and submission without a generator
+            return Effect.suspend(() => {
+              const dead = C.deadOrFailed(ctx)
+              if (dead !== undefined) return Effect.fail(dead)
+              return cached.dispatches.length <= chunkLimit
+                ? submitAll(cached, command)
+                : submitChunked(cached, command)
+            })
+          }
           return Effect.gen(function*() {
             yield* C.checkAlive(ctx)
             const program = yield* programFor(command.plan)
@@ -140,32 +205,9 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
               const trace: Trace = { device: ctx.name, backend: ctx.name, entries }
               return trace
             }
-            const n = program.dispatches.length
-            const nCb = Math.max(1, Math.floor(command.options.commandBuffers ?? 1))
-            const per = Math.max(1, Math.min(chunkLimit, Math.ceil(n / nCb)))
-            let inFlight: Promise<unknown> | undefined
-            for (let start = 0; start < n; start += per) {
-              if (command.abort.aborted) break
-              const enc = ctx.device.createCommandEncoder()
-              const pass = enc.beginComputePass()
-              for (let k = start; k < Math.min(n, start + per); k++) {
-                const d = program.dispatches[k]
-                pass.setPipeline(d.pipeline)
-                pass.setBindGroup(0, d.bindGroup)
-                pass.dispatchWorkgroups(d.workgroups[0], d.workgroups[1], d.workgroups[2])
-              }
-              pass.end()
-              ctx.device.queue.submit([enc.finish()])
-              if (start + per < n) {
-                // keep two command buffers in flight: the GPU stays busy, an abort waits for little
-                const done = ctx.device.queue.onSubmittedWorkDone()
-                if (inFlight !== undefined) yield* await_(ctx, inFlight)
-                inFlight = done
-              }
-            }
-            if (command.abort.aborted) yield* await_(ctx, ctx.device.queue.onSubmittedWorkDone())
-            yield* C.checkAlive(ctx)
+            yield* submitChunked(program, command)
           })
+        }
       }
     }
   }
