@@ -42,6 +42,8 @@ const { values: args } = parseArgs({
     profile: { type: "boolean", default: false },
     /** register tiling of the vec4 mul_mat kernel, "MxN:DEPTH[u]" (results per thread, K step, unrolled) */
     regs: { type: "string" },
+    /** Dawn toggles to enable besides the defaults, comma-separated (e.g. disable_robustness) */
+    toggles: { type: "string" },
     out: { type: "string" }
   }
 })
@@ -383,7 +385,8 @@ const main = Effect.gen(function*() {
   // one Dawn instance for both: our provider takes navigator.gpu when it exists
   const webgpu = yield* Effect.promise(() => import("webgpu"))
   Object.assign(globalThis, webgpu.globals)
-  const gpu = webgpu.create([`enable-dawn-features=${WebGpu.defaultToggles.join(",")}`])
+  const toggles = [...WebGpu.defaultToggles, ...(args.toggles?.split(",") ?? [])]
+  const gpu = webgpu.create([`enable-dawn-features=${toggles.join(",")}`])
   ;(globalThis as { navigator?: unknown }).navigator = { gpu }
   const [device] = yield* WebGpu.make({
     devices: 1,
@@ -467,7 +470,9 @@ const main = Effect.gen(function*() {
   const line = (r: Array<string>) => r.map((c, i) => c.padEnd(widths[i])).join(" | ")
   console.log(`f16 mul_mat on subgroup matrices: ${WebGpuDevice.hasSubgroupMatrices(device) ? "yes" : "no"}`)
   console.log(
-    `adapter: ${adapter}\nmedian of ${RUNS} runs after a warm-up of ${WARMUP_MS}-${WARMUP_MAX_MS} ms (until 10-run medians agree within 3%); a run = submit + GPU done;\n` +
+    `adapter: ${adapter}\nDawn toggles: ${
+      toggles.join(", ")
+    }\nmedian of ${RUNS} runs after a warm-up of ${WARMUP_MS}-${WARMUP_MAX_MS} ms (until 10-run medians agree within 3%); a run = submit + GPU done;\n` +
       `GPU time: the dispatches' own time from timestamp queries, median of 3 captured runs\n`
   )
   console.log(line(header))
@@ -479,7 +484,11 @@ const main = Effect.gen(function*() {
   fs.mkdirSync(path.dirname(out), { recursive: true })
   fs.writeFileSync(
     out,
-    JSON.stringify({ date, adapter, runs: RUNS, quick, command: process.argv.slice(2).join(" "), results }, null, 2)
+    JSON.stringify(
+      { date, adapter, toggles, runs: RUNS, quick, command: process.argv.slice(2).join(" "), results },
+      null,
+      2
+    )
   )
   console.log(`\nwritten to ${out}`)
 })
