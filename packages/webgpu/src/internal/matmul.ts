@@ -252,28 +252,28 @@ const subgroupMatrix = (shape: Shape, a: Tensor, b: Tensor, tile: MatrixTile): K
         }u) * ${w}u; ${body} }`
       }).join("\n")
     }
+    // vec: shared tiles are vec4<f16> arrays, so a staged vec4 is one 8-byte store; subgroup-matrix
+    // offsets and strides then count vec4s (Dawn's row_major/col_major spelling accepts vector arrays)
+    const sw = vec ? 4 : 1
     const stash = (t: "x" | "w", rows: number) =>
       range(loads(rows)).map((e) => {
         const idx = `${e * threads}u + lid`
         const open = guard(rows) ? `if (${idx} < ${(rows * TK) / w}u) ` : ""
-        const at = `(i / ${TK / w}u) * ${LS}u + (i % ${TK / w}u) * ${w}u`
-        const body = vec
-          ? `let s = ${at}; ${t.toUpperCase()}s[s] = ${t}r[${e}].x; ${t.toUpperCase()}s[s + 1u] = ${t}r[${e}].y; ${t.toUpperCase()}s[s + 2u] = ${t}r[${e}].z; ${t.toUpperCase()}s[s + 3u] = ${t}r[${e}].w;`
-          : `${t.toUpperCase()}s[${at}] = ${t}r[${e}];`
-        return `    ${open}{ let i = ${idx}; ${body} }`
+        const at = `(i / ${TK / w}u) * ${LS / sw}u + i % ${TK / w}u`
+        return `    ${open}{ let i = ${idx}; ${t.toUpperCase()}s[${at}] = ${t}r[${e}]; }`
       }).join("\n")
     const frag = (i: number, j: number) => `c${i}_${j}`
     const steps = range(TK / 16).map((s) =>
       [
         ...range(FR).map((i) =>
-          `    let x${i} = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&Xs, (sr * ${FR * 16}u + ${
+          `    let x${i} = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&Xs, (sr * ${FR * 16}u + ${
             i * 16
-          }u) * ${LS}u + ${s * 16}u, false, ${LS}u);`
+          }u) * ${LS / sw}u + ${(s * 16) / sw}u, ${LS / sw}u);`
         ),
         ...range(FC).map((j) =>
-          `    let w${j} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&Ws, (sc * ${FC * 16}u + ${
+          `    let w${j} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&Ws, (sc * ${FC * 16}u + ${
             j * 16
-          }u) * ${LS}u + ${s * 16}u, true, ${LS}u);`
+          }u) * ${LS / sw}u + ${(s * 16) / sw}u, ${LS / sw}u);`
         ),
         ...range(FR).flatMap((i) =>
           range(FC).map((j) => `    ${frag(i, j)} = subgroupMatrixMultiplyAccumulate(x${i}, w${j}, ${frag(i, j)});`)
@@ -282,7 +282,7 @@ const subgroupMatrix = (shape: Shape, a: Tensor, b: Tensor, tile: MatrixTile): K
     ).map((code) => `    {\n${code}\n    }`).join("\n")
     const store = range(FR).flatMap((i) =>
       range(FC).map((j) =>
-        `  subgroupMatrixStore(&Cs, sg * 256u, ${frag(i, j)}, false, 16u);
+        `  subgroupMatrixStore<row_major>(&Cs, sg * 256u, ${frag(i, j)}, 16u);
   workgroupBarrier();
   for (var e = 0u; e < 8u; e++) {
     let i = lane + e * 32u;
@@ -305,8 +305,8 @@ const subgroupMatrix = (shape: Shape, a: Tensor, b: Tensor, tile: MatrixTile): K
       params: shape.params,
       workgroups: [Math.ceil(shape.M / TM), Math.ceil(shape.N / TN), shape.batches],
       main: `
-var<workgroup> Xs: array<f16, ${TN * LS}>;
-var<workgroup> Ws: array<f16, ${TM * LS}>;
+var<workgroup> Xs: array<${vt}, ${(TN * LS) / sw}>;
+var<workgroup> Ws: array<${vt}, ${(TM * LS) / sw}>;
 var<workgroup> Cs: array<f32, ${SR * SC * 256}>;
 @compute @workgroup_size(${threads})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
