@@ -10,6 +10,7 @@ import { Graph, Ops } from "@effect-gpu/core"
 import * as Generators from "@effect-gpu/testing/Generators"
 import { WebGpu, WebGpuDevice } from "@effect-gpu/webgpu"
 import { Effect, Option } from "effect"
+import { openDawn } from "./dawn.js"
 
 const n = Number(process.argv[2] ?? 1 << 26)
 const bytes = 12 * n
@@ -17,10 +18,7 @@ const report = (what: string, ms: number) =>
   console.log(`${what.padEnd(40)} ${ms.toFixed(4)} ms  ${(bytes / ms / 1e6).toFixed(0)} GB/s`)
 
 const main = Effect.gen(function*() {
-  const webgpu = yield* Effect.promise(() => import("webgpu"))
-  Object.assign(globalThis, webgpu.globals)
-  const gpu = webgpu.create([`enable-dawn-features=${WebGpu.defaultToggles.join(",")}`])
-  ;(globalThis as { navigator?: unknown }).navigator = { gpu }
+  yield* Effect.promise(() => openDawn())
   const [device] = yield* WebGpu.make({ devices: 1 })
   const backend = yield* device.makeBackend()
   const gd = Option.getOrThrow(WebGpuDevice.gpuDevice(device))

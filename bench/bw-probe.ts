@@ -7,13 +7,12 @@
  */
 import { WebGpu, WebGpuDevice } from "@effect-gpu/webgpu"
 import { Effect, Option, Scope } from "effect"
+import { openDawn } from "./dawn.js"
 
 const n = Number(process.argv[2] ?? 1 << 26)
 
 const main = async () => {
-  const webgpu = await import("webgpu")
-  Object.assign(globalThis, webgpu.globals)
-  const gpu = webgpu.create([`enable-dawn-features=${WebGpu.defaultToggles.join(",")}`])
+  const gpu = await openDawn()
   const adapter =
     (await gpu.requestAdapter(process.env.POWER === "default" ? {} : { powerPreference: "high-performance" }))!
   const L = adapter.limits
@@ -27,7 +26,6 @@ const main = async () => {
   // DEVICE=library: the device WebGpu.make opens (to tell its settings from the raw device's)
   const device = process.env.DEVICE === "library"
     ? await Effect.runPromise(Effect.gen(function*() {
-      ;(globalThis as { navigator?: unknown }).navigator = { gpu }
       const scope = yield* Scope.make()
       const [d] = yield* Scope.extend(WebGpu.make({ devices: 1 }), scope)
       return Option.getOrThrow(WebGpuDevice.gpuDevice(d))

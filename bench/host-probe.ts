@@ -9,14 +9,12 @@ import { Graph, Ops } from "@effect-gpu/core"
 import * as Generators from "@effect-gpu/testing/Generators"
 import { WebGpu, WebGpuDevice } from "@effect-gpu/webgpu"
 import { Effect, Option } from "effect"
+import { openDawn } from "./dawn.js"
 
 const iterations = Number(process.argv[2] ?? 3000)
 
 const main = Effect.gen(function*() {
-  const webgpu = yield* Effect.promise(() => import("webgpu"))
-  Object.assign(globalThis, webgpu.globals)
-  const gpu = webgpu.create([`enable-dawn-features=${WebGpu.defaultToggles.join(",")}`])
-  ;(globalThis as { navigator?: unknown }).navigator = { gpu }
+  yield* Effect.promise(() => openDawn())
   const [device] = yield* WebGpu.make({ devices: 1 })
   const backend = yield* device.makeBackend()
   const gd = Option.getOrThrow(WebGpuDevice.gpuDevice(device))

@@ -21,6 +21,7 @@ import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { parseArgs } from "node:util"
+import { openDawn } from "./dawn.js"
 
 const { values: args } = parseArgs({
   allowNegative: true,
@@ -180,6 +181,34 @@ const manyNodes = (nodes: number): Case => ({
 })
 
 /** one pre-norm transformer block: attention (causal, nh heads) and a SwiGLU MLP */
+/**
+ * Decode through `layers` matrix-vector products in a row (each layer's output feeds the next), as a
+ * token's step through a model's projections: one compute of many dependent dispatches, so the
+ * per-run fixed cost is shared and the rate shows the kernels' memory bandwidth.
+ */
+const decodeChain = (layers: number, H: number): Case => ({
+  name: "decode_chain",
+  size: `${layers} x ${H}x${H} . ${H}x1`,
+  work: { bytes: layers * H * H * 4 },
+  ours: (_, backend) =>
+    prepared(backend, (g) =>
+      Effect.gen(function*() {
+        let y: Tensor.Tensor = yield* g.input("x", "f32", [H, 1])
+        for (let l = 0; l < layers; l++) y = yield* Ops.mulMat(yield* g.param(`w${l}`, "f32", [H, H]), y)
+        yield* g.output(y)
+      })),
+  peer: (tf) => {
+    const ws = Array.from({ length: layers }, (_, l) => tf.tensor2d(Generators.values(l + 2, H * H), [H, H]))
+    const x = tf.tensor2d(Generators.values(1, H), [1, H])
+    return () =>
+      tf.tidy(() => {
+        let y = x
+        for (const w of ws) y = tf.matMul(y, w, false, true)
+        return y
+      }).dispose()
+  }
+})
+
 const block = (H: number, T: number, nh: number, F: number): Case => {
   const D = H / nh
   const flops = 2 * T * (4 * H * H + 3 * H * F) + 2 * 2 * T * T * H
@@ -258,6 +287,7 @@ const allCases = (): ReadonlyArray<Case> => {
       ...square.map((n) => mm(n, n, n, "f32")),
       mm(256, 1, 256, "f32"),
       mm(256, 8, 256, "f32"),
+      decodeChain(8, 256),
       ...squareF16.map((n) => mm(n, n, n, "f16")),
       elementwise("add", elements),
       elementwise("mul", elements),
@@ -272,6 +302,7 @@ const allCases = (): ReadonlyArray<Case> => {
       mm(4096, 1, 4096, "f32"),
       mm(4096, 8, 4096, "f32"),
       mm(4096, 512, 4096, "f32"),
+      decodeChain(20, 4096),
       ...squareF16.map((n) => mm(n, n, n, "f16")),
       elementwise("add", elements),
       elementwise("mul", elements),
@@ -383,11 +414,9 @@ const parseRegs = (s: string) => {
 
 const main = Effect.gen(function*() {
   // one Dawn instance for both: our provider takes navigator.gpu when it exists
-  const webgpu = yield* Effect.promise(() => import("webgpu"))
-  Object.assign(globalThis, webgpu.globals)
-  const toggles = [...WebGpu.defaultToggles, ...(args.toggles?.split(",") ?? [])]
-  const gpu = webgpu.create([`enable-dawn-features=${toggles.join(",")}`])
-  ;(globalThis as { navigator?: unknown }).navigator = { gpu }
+  const extra = args.toggles?.split(",") ?? []
+  const toggles = [...WebGpu.defaultToggles, ...extra]
+  yield* Effect.promise(() => openDawn(extra))
   const [device] = yield* WebGpu.make({
     devices: 1,
     ...(args.tile ? { matrixTile: parseTile(args.tile) } : {}),

@@ -5,12 +5,10 @@
  *
  *   tsx sgm-probe.ts
  */
-import { WebGpu } from "@effect-gpu/webgpu"
+import { openDawn } from "./dawn.js"
 
 const main = async () => {
-  const webgpu = await import("webgpu")
-  Object.assign(globalThis, webgpu.globals)
-  const gpu = webgpu.create([`enable-dawn-features=${WebGpu.defaultToggles.join(",")}`])
+  const gpu = await openDawn()
   const adapter = (await gpu.requestAdapter({ powerPreference: "high-performance" }))!
   const wanted = ["shader-f16", "subgroups", "chromium-experimental-subgroup-matrix"] as const
   if (!wanted.every((f) => adapter.features.has(f))) {

@@ -9,6 +9,7 @@ import { Graph, Ops } from "@effect-gpu/core"
 import * as Generators from "@effect-gpu/testing/Generators"
 import { WebGpu } from "@effect-gpu/webgpu"
 import { Effect } from "effect"
+import { openDawn } from "./dawn.js"
 
 const [tileArg = "2x4:4x2:64", ...sizes] = process.argv.slice(2)
 const [sgRows, sgCols, fragRows, fragCols, depth] = tileArg.split(/[x:]/).map(Number)
@@ -16,10 +17,7 @@ const [sgRows, sgCols, fragRows, fragCols, depth] = tileArg.split(/[x:]/).map(Nu
 const median = (xs: ReadonlyArray<number>) => [...xs].sort((p, q) => p - q)[xs.length >> 1]
 
 const main = Effect.gen(function*() {
-  const webgpu = yield* Effect.promise(() => import("webgpu"))
-  Object.assign(globalThis, webgpu.globals)
-  const gpu = webgpu.create([`enable-dawn-features=${WebGpu.defaultToggles.join(",")}`])
-  ;(globalThis as { navigator?: unknown }).navigator = { gpu }
+  yield* Effect.promise(() => openDawn())
   const [device] = yield* WebGpu.make({ devices: 1, matrixTile: { sgRows, sgCols, fragRows, fragCols, depth } })
   const backend = yield* device.makeBackend()
   for (const n of (sizes.length > 0 ? sizes : ["4096"]).map(Number)) {

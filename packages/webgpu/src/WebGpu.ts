@@ -51,6 +51,31 @@ export interface Options {
  */
 export const defaultToggles: ReadonlyArray<string> = ["allow_unsafe_apis", "vulkan_enable_f16_on_nvidia"]
 
+/**
+ * Dawn toggles disabled by default: timestamp_quantization, which rounds GPU timestamps to 2^16 ns
+ * (65.5 us) and would hide every kernel shorter than that in traces.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const defaultDisabledToggles: ReadonlyArray<string> = ["timestamp_quantization"]
+
+/**
+ * The flags for Dawn's `create` (npm `webgpu`): one `enable-dawn-features` and one
+ * `disable-dawn-features` entry, for code that makes its own instance and hands it over as
+ * `navigator.gpu` (benchmarks that run a peer library on the same adapter).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const dawnFlags = (
+  toggles: ReadonlyArray<string> = defaultToggles,
+  disabled: ReadonlyArray<string> = defaultDisabledToggles
+): ReadonlyArray<string> => [
+  ...(toggles.length > 0 ? [`enable-dawn-features=${toggles.join(",")}`] : []),
+  ...(disabled.length > 0 ? [`disable-dawn-features=${disabled.join(",")}`] : [])
+]
+
 /** features we use when the adapter has them */
 const wanted: ReadonlyArray<GPUFeatureName> = [
   "shader-f16",
@@ -119,10 +144,7 @@ export const make = (
     if (!Number.isInteger(n) || n < 1 || n > 16) {
       return yield* new NoAdapter({ reason: `devices must be an integer in [1, 16], got ${n}` })
     }
-    const gpu = yield* Gpu.acquire(
-      options.toggles ?? defaultToggles,
-      options.disabledToggles ?? ["timestamp_quantization"]
-    )
+    const gpu = yield* Gpu.acquire(dawnFlags(options.toggles, options.disabledToggles))
     const devices: Array<Device> = []
     for (let i = 0; i < n; i++) devices.push(yield* openDevice(gpu, options, i))
     return devices

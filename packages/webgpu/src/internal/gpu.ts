@@ -11,23 +11,17 @@ import * as Effect from "effect/Effect"
 const instances = new Map<string, Promise<GPU>>()
 
 /** @internal */
-export const acquire = (
-  toggles: ReadonlyArray<string>,
-  disabled: ReadonlyArray<string>
-): Effect.Effect<GPU, NoAdapter> =>
+export const acquire = (flags: ReadonlyArray<string>): Effect.Effect<GPU, NoAdapter> =>
   Effect.tryPromise({
     try: () => {
       const nav = (globalThis as { navigator?: { gpu?: GPU } }).navigator
       if (nav?.gpu !== undefined) return Promise.resolve(nav.gpu)
-      const key = `${toggles.join(",")}|${disabled.join(",")}`
+      const key = flags.join(" ")
       let p = instances.get(key)
       if (p === undefined) {
         p = import("webgpu").then((m) => {
           Object.assign(globalThis, m.globals)
-          const flags: Array<string> = []
-          if (toggles.length > 0) flags.push(`enable-dawn-features=${toggles.join(",")}`)
-          if (disabled.length > 0) flags.push(`disable-dawn-features=${disabled.join(",")}`)
-          return m.create(flags)
+          return m.create([...flags])
         })
         instances.set(key, p)
       }
