@@ -141,8 +141,7 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
     command: { readonly abort: { readonly aborted: boolean } }
   ): Effect.Effect<void, BackendError> => {
     if (!command.abort.aborted) encode(program, 0, program.dispatches.length)
-    const dead = C.deadOrFailed(ctx)
-    return dead === undefined ? Effect.void : Effect.fail(dead)
+    return C.checkAlive(ctx)
   }
 
   /** a long program: chunks of at most `chunkLimit` dispatches (or the split asked for), two in flight */
