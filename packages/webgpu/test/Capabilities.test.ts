@@ -214,6 +214,25 @@ describe.skipIf(!adapterAvailable)("WebGPU capabilities", () => {
         assert.deepStrictEqual(Array.from(yield* plan.get(y)), captured)
       }))
 
+    it.scoped("GPU times in traces are exact, not rounded to Dawn's 65.5 us quantum", () =>
+      Effect.gen(function*() {
+        const d = yield* device
+        if (!d.description.includes("timestamp-query")) return
+        const backend = yield* d.makeBackend()
+        const { g, x } = yield* mlp(16, 1)
+        const plan = yield* backend.allocate(g)
+        yield* plan.set(x, Generators.values(3, 256))
+        const times: Array<number> = []
+        for (let k = 0; k < 3; k++) {
+          const trace = yield* backend.captureNext
+          yield* backend.compute(plan)
+          for (const e of (yield* trace).entries) if (e.gpuTimeNs !== undefined) times.push(e.gpuTimeNs)
+        }
+        assert.isAbove(times.length, 0)
+        // with timestamp_quantization on, every duration is a multiple of 2^16 ns (often 0)
+        assert.isTrue(times.some((t) => t % 65536 !== 0), `all multiples of 65536 ns: ${times.join(", ")}`)
+      }))
+
     it.scoped("f16 mul_mat runs on subgroup matrices exactly where the device offers them", () =>
       Effect.gen(function*() {
         const d = yield* device
@@ -471,6 +490,17 @@ describe.skipIf(!adapterAvailable)("WebGPU capabilities", () => {
       const e = yield* Effect.flip(Layer.build(WebGpu.layer({ adapter: "no such adapter" })).pipe(Effect.scoped))
       assert.strictEqual(e._tag, "NoAdapter")
     }))
+})
+
+describe("Dawn instance flags", () => {
+  it("enable the default toggles in one entry and disable timestamp quantization", () => {
+    assert.deepStrictEqual(WebGpu.dawnFlags(), [
+      `enable-dawn-features=${WebGpu.defaultToggles.join(",")}`,
+      "disable-dawn-features=timestamp_quantization"
+    ])
+    assert.deepStrictEqual(WebGpu.dawnFlags(["a", "b"], []), ["enable-dawn-features=a,b"])
+    assert.deepStrictEqual(WebGpu.dawnFlags([], ["c"]), ["disable-dawn-features=c"])
+  })
 })
 
 /** wall-clock sleep: the layer's tests run under the TestClock */
