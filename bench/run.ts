@@ -10,6 +10,9 @@
  *   pnpm bench --cases matmul_f16 --no-peer --tile 2x4:4x2:64   # a subgroup-matrix tiling
  *   pnpm bench --cases matmul --regs 8x8:8                        # a register tiling of the f32 kernel
  *   pnpm bench --cases transformer_block --profile                # each dispatch's kernel and GPU time
+ *   pnpm bench --cases matmul --toggles disable_robustness        # extra Dawn toggles for a run
+ *
+ * Each case warms up until its speed settles: the H200's SM clock idles low and climbs over seconds.
  */
 import type { Backend, Device, Tensor } from "@effect-gpu/core"
 import { Graph, Ops } from "@effect-gpu/core"
