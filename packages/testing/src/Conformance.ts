@@ -175,6 +175,26 @@ export const cases = (options: { readonly f16: boolean }): ReadonlyArray<Case> =
         thr
       )
     )
+    // K-contiguous and 4-aligned: the vec4 matrix-vector kernel, with a K that is not a multiple of the
+    // loads per pass, and a batch broadcast of a over b's batches
+    out.push(
+      mk(
+        `mul_mat_${dt}_vec_aligned`,
+        "mul_mat",
+        [{ dtype: dt, ne: [1100, 19] }, { dtype: "f32", ne: [1100, 3] }],
+        ([a, b]) => Ops.mulMat(a, b),
+        thr
+      )
+    )
+    out.push(
+      mk(
+        `mul_mat_${dt}_vec_bcast`,
+        "mul_mat",
+        [{ dtype: dt, ne: [1024, 17, 2, 1] }, { dtype: "f32", ne: [1024, 1, 4, 3] }],
+        ([a, b]) => Ops.mulMat(a, b),
+        thr
+      )
+    )
     out.push(
       mk(
         `mul_mat_${dt}_tiled_bcast`,

@@ -214,6 +214,38 @@ describe.skipIf(!adapterAvailable)("WebGPU capabilities", () => {
         assert.deepStrictEqual(Array.from(yield* plan.get(y)), captured)
       }))
 
+    it.scoped("matrix-vector loads vec4 where K and the offsets are 4-aligned, scalars otherwise", () =>
+      Effect.gen(function*() {
+        const d = yield* device
+        // [K, view of b one element in (an offset that is not 4-aligned), the kernel expected]
+        // (short rows keep scalar loads: fewer vec4s than threads)
+        const cases: ReadonlyArray<[number, boolean, string]> = [
+          [1100, false, "mv4:"],
+          [1024, true, "mv:"],
+          [256, false, "mv:"],
+          [37, false, "mv:"]
+        ]
+        for (const [K, offset, kernel] of cases) {
+          const g = Graph.make()
+          const a = yield* g.param("a", "f32", [K, 19])
+          const b = yield* g.input("b", "f32", [2 * K + 1])
+          const y = yield* g.output(Ops.mulMat(a, Ops.view(b, [K, 2], [4 * K], offset ? 4 : 0)))
+          const results: Array<Array<number>> = []
+          for (const dev of [d, Cpu.make()]) {
+            const backend = yield* dev.makeBackend()
+            const plan = yield* backend.allocate(g.build())
+            yield* plan.set(a, Generators.values(5, 19 * K))
+            yield* plan.set(b, Generators.values(6, 2 * K + 1))
+            const trace = yield* backend.captureNext
+            yield* backend.compute(plan)
+            const entries = (yield* trace).entries.filter((e) => e.op === "mul_mat")
+            if (dev === d) assert.isTrue(entries[0].kernel.startsWith(kernel), `K ${K}: ${entries[0].kernel}`)
+            results.push(Array.from(yield* plan.get(y)))
+          }
+          assert.isBelow(nmse(results[0], results[1]), 1e-6, `K ${K}`)
+        }
+      }))
+
     it.scoped("GPU times in traces are exact, not rounded to Dawn's 65.5 us quantum", () =>
       Effect.gen(function*() {
         const d = yield* device
