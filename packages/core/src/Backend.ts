@@ -209,17 +209,16 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
     const checkTensorRange = (loc: Plan.Location, offset: number, size: number) =>
       Buffer.checkRange(loc.tensor.name || `tensor #${loc.tensor.id}`, offset, size, T.nbytes(loc.tensor))
 
-    const checkPlan = (plan: Plan.Plan) =>
+    /** a plan whose memory this device cannot use, as the error its compute fails with */
+    const planError = (plan: Plan.Plan): UnsupportedOp | undefined =>
       device.supportsBufferType(plan.buffer.bufferType)
-        ? Effect.void
-        : Effect.fail(
-          new UnsupportedOp({
-            op: "compute",
-            dtypes: [],
-            device: device.name,
-            reason: `the plan's memory is in ${plan.buffer.bufferType.name}, which ${device.name} cannot use`
-          })
-        )
+        ? undefined
+        : new UnsupportedOp({
+          op: "compute",
+          dtypes: [],
+          device: device.name,
+          reason: `the plan's memory is in ${plan.buffer.bufferType.name}, which ${device.name} cannot use`
+        })
 
     const computeCommand = (
       plan: Plan.Plan,
@@ -302,7 +301,8 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
         }).pipe(Effect.withSpan("Backend.allocate", { captureStackTrace: false })),
       compute: (plan, computeOptions) =>
         Effect.suspend(() => {
-          if (!device.supportsBufferType(plan.buffer.bufferType)) return checkPlan(plan)
+          const unusable = planError(plan)
+          if (unusable !== undefined) return Effect.fail(unusable)
           const abort = { aborted: false }
           const { capture, command } = computeCommand(plan, computeOptions, abort)
           // interruption (ggml's abort) stops the interpreter at its next node or chunk; work already
@@ -323,7 +323,8 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
         }).pipe(Effect.withSpan("Backend.compute", { captureStackTrace: false })),
       computeAsync: (plan, computeOptions) =>
         Effect.gen(function*() {
-          yield* checkPlan(plan)
+          const unusable = planError(plan)
+          if (unusable !== undefined) return yield* unusable
           const { capture, command } = computeCommand(plan, computeOptions, { aborted: false })
           if (capture === undefined) return yield* detach(command)
           const trace = yield* Effect.exit(run(command, false))

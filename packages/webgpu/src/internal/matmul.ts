@@ -42,7 +42,7 @@ export const mulMat = (node: Tensor, caps: Caps, bias: Tensor | undefined): Kern
   }
   if (shape.N <= 8) {
     // vec4 loads pay once every thread has a vec4 of K to load (on lavapipe, K = 256 ran 6% slower)
-    return fourAligned(shape, a, b) && shape.K >= 4 * WG ? matVec4(shape, caps) : matVec(shape, caps)
+    return matVec(shape, caps, fourAligned(shape, a, b) && shape.K >= 4 * WG)
   }
   const matrixTile = caps.matrixTile ?? MATRIX_TILES.find((t) => sharedBytes(t) <= (caps.workgroupStorage ?? 16384))
   if (
@@ -86,67 +86,18 @@ const origin = (rows: number, cols: number) =>
   let N = P.d_ne1;
   let K = P.a_ne0;`
 
-/** matrix-vector: one workgroup per output row m, threads split K, all N columns at once */
-const matVec = ({ M, N, batches, bias, epilogue, operands, params }: Shape, caps: Caps): Kernel => {
-  const sg = caps.subgroups === true
-  return {
-    key: `mv:${N}:${bias ? "bias" : ""}:${sg ? "sg" : ""}`,
-    ...(sg ? { enables: ["subgroups"] } : {}),
-    operands,
-    params,
-    workgroups: [Math.min(M, caps.maxWorkgroups), Math.ceil(M / caps.maxWorkgroups), batches],
-    main: `
-var<workgroup> red: array<f32, ${WG * N}>;
-${sg ? `${SUBGROUP_LANES}\n${SUBGROUP_ENTRY}` : ENTRY}
-  let m = wid.x + wid.y * nwg.x;
-  let b2 = wid.z % P.d_ne2;
-  let b3 = wid.z / P.d_ne2;
-  if (m >= P.d_ne0) { return; }
-  let K = P.a_ne0;
-  var acc: array<f32, ${N}>;
-  let abase = ix_a(0u, m, b2 / P.r2, b3 / P.r3);
-  for (var k = lid; k < K; k += ${WG}u) {
-    let av = ld_a(abase + k * P.a_nb0);
-    for (var j = 0u; j < ${N}u; j++) {
-      acc[j] += av * ld_b(ix_b(k, j, b2, b3));
-    }
-  }
-${sg ? MV_SUBGROUP_REDUCE(N) : MV_SHARED_REDUCE(N)}
-  if (lid < ${N}u) {
-    let nn = lid;
-    var v = red[nn * ${WG}u];
-    ${epilogue}
-    st_d(ix_d(m, nn, b2, b3), v);
-  }
-}`
-  }
-}
-
 /**
- * matrix-vector over vec4 bindings, for K-contiguous operands with 4-aligned strides (`fourAligned`):
- * each thread loads MV_LOADS vec4 of a's row before it multiplies them with b, so a 16 KB row is read
- * with few, wide loads in flight at once (the scalar kernel reads 16 floats one after another; on
- * lavapipe a 4096-wide product ran 1.3-1.7x faster this way). The scalar kernel runs where an
- * operand's offset is not 4-aligned after all.
+ * matrix-vector: one workgroup per output row m, threads split K, all N columns at once. `vec4`: for
+ * K-contiguous operands with 4-aligned strides (`fourAligned`), each thread loads MV_LOADS vec4 of a's row
+ * before it multiplies them with b, so a 16 KB row is read with few, wide loads in flight at once (the
+ * scalar form reads 16 floats one after another; on lavapipe a 4096-wide product ran 1.3-1.7x faster
+ * this way); the scalar form runs where an operand's offset is not 4-aligned after all.
  */
-const matVec4 = (shape: Shape, caps: Caps): Kernel => {
-  const { N, epilogue } = shape
+const matVec = (shape: Shape, caps: Caps, vec4: boolean): Kernel => {
+  const { M, N, batches, bias, epilogue, operands, params } = shape
   const sg = caps.subgroups === true
-  const scalar = matVec(shape, caps)
-  return {
-    ...scalar,
-    key: `mv4:${N}:${shape.bias ? "bias" : ""}:${sg ? "sg" : ""}`,
-    vec4: true,
-    scalar,
-    main: `
-var<workgroup> red: array<f32, ${WG * N}>;
-${sg ? `${SUBGROUP_LANES}\n${SUBGROUP_ENTRY}` : ENTRY}
-  let m = wid.x + wid.y * nwg.x;
-  let b2 = wid.z % P.d_ne2;
-  let b3 = wid.z / P.d_ne2;
-  if (m >= P.d_ne0) { return; }
-  let K4 = P.a_ne0 / 4u;
-  var acc: array<f32, ${N}>;
+  const accumulate = vec4
+    ? `  let K4 = P.a_ne0 / 4u;
   let a4 = ix_a(0u, m, b2 / P.r2, b3 / P.r3) >> 2u;
   var b4: array<u32, ${N}>;
   for (var j = 0u; j < ${N}u; j++) { b4[j] = ix_b(0u, j, b2, b3) >> 2u; }
@@ -163,7 +114,31 @@ ${sg ? `${SUBGROUP_LANES}\n${SUBGROUP_ENTRY}` : ENTRY}
         for (var j = 0u; j < ${N}u; j++) { acc[j] += dot(av[u], ld4_b(b4[j] + k)); }
       }
     }
-  }
+  }`
+    : `  let K = P.a_ne0;
+  let abase = ix_a(0u, m, b2 / P.r2, b3 / P.r3);
+  for (var k = lid; k < K; k += ${WG}u) {
+    let av = ld_a(abase + k * P.a_nb0);
+    for (var j = 0u; j < ${N}u; j++) {
+      acc[j] += av * ld_b(ix_b(k, j, b2, b3));
+    }
+  }`
+  return {
+    key: `${vec4 ? "mv4" : "mv"}:${N}:${bias ? "bias" : ""}:${sg ? "sg" : ""}`,
+    ...(vec4 ? { vec4: true, scalar: matVec(shape, caps, false) } : {}),
+    ...(sg ? { enables: ["subgroups"] } : {}),
+    operands,
+    params,
+    workgroups: [Math.min(M, caps.maxWorkgroups), Math.ceil(M / caps.maxWorkgroups), batches],
+    main: `
+var<workgroup> red: array<f32, ${WG * N}>;
+${sg ? `${SUBGROUP_LANES}\n${SUBGROUP_ENTRY}` : ENTRY}
+  let m = wid.x + wid.y * nwg.x;
+  let b2 = wid.z % P.d_ne2;
+  let b3 = wid.z / P.d_ne2;
+  if (m >= P.d_ne0) { return; }
+  var acc: array<f32, ${N}>;
+${accumulate}
 ${sg ? MV_SUBGROUP_REDUCE(N) : MV_SHARED_REDUCE(N)}
   if (lid < ${N}u) {
     let nn = lid;

@@ -139,7 +139,6 @@ const chains = (plan: Plan, nodes: ReadonlyArray<Tensor>, resolve: Resolve): Arr
     else units.push([node])
   }
   flush()
-  // a run of one is just its node
   return units
 }
 
