@@ -382,9 +382,11 @@ const median = (xs: Array<number>) => {
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2
 }
 
-/** what the H200 can do at most (datasheet): f32 FMA, f16 tensor cores (dense), HBM3e bandwidth */
+/** what the H200 and H100 can do at most (datasheets): f32 FMA, f16 tensor cores (dense), HBM3e bandwidth */
 const rooflines: Record<string, { readonly f32: number; readonly f16: number; readonly bw: number }> = {
-  h200: { f32: 67e12, f16: 989e12, bw: 4.8e12 }
+  h200: { f32: 67e12, f16: 989e12, bw: 4.8e12 },
+  // SXM5, HBM3
+  h100: { f32: 67e12, f16: 989e12, bw: 3.35e12 }
 }
 
 const rate = (w: Work, ms: number) =>
@@ -436,6 +438,9 @@ const main = Effect.gen(function*() {
       await import("@tensorflow/tfjs-backend-webgpu")
       await t.setBackend("webgpu")
       await t.ready()
+      // tfjs runs an op on the CPU when its inputs are small (< 1000 elements) and not yet on the GPU, which
+      // would time its CPU kernels in the 1- and 1000-node graphs: every peer op runs on the GPU here
+      t.env().set("WEBGPU_CPU_FORWARD", false)
       return t
     })
   }
