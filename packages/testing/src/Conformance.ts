@@ -293,9 +293,21 @@ export const cases = (options: { readonly f16: boolean }): ReadonlyArray<Case> =
         sm
       )
     )
+    // rows that fill every thread of a GPU workgroup (kernels drop their bounds guards)
+    out.push(
+      mk(
+        `soft_max_${dt}_mask_full_rows`,
+        "soft_max",
+        [{ dtype: dt, ne: [512, 3, 2, 1] }, { dtype: dt, ne: [512, 3, 1, 1] }],
+        ([a, m]) => Ops.softMax(a, { mask: m, scale: 0.7 }),
+        sm
+      )
+    )
     for (const [name, f] of [["rms_norm", Ops.rmsNorm], ["norm", Ops.normalize]] as const) {
       out.push(mk(`${name}_${dt}_odd`, name, [{ dtype: dt, ne: [37, 5, 2] }], ([a]) => f(a, 1e-5)))
       out.push(mk(`${name}_${dt}_long`, name, [{ dtype: dt, ne: [300, 3] }], ([a]) => f(a, 1e-5)))
+      out.push(mk(`${name}_${dt}_full_rows`, name, [{ dtype: dt, ne: [512, 3] }], ([a]) => f(a, 1e-5)))
+      out.push(mk(`${name}_${dt}_row_4500`, name, [{ dtype: dt, ne: [4500, 2] }], ([a]) => f(a, 1e-5)))
       out.push(
         mk(
           `${name}_${dt}_permuted`,

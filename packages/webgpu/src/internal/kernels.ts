@@ -156,8 +156,26 @@ const reductions = (sg: boolean) =>
     reduction("max", (x, y) => `max(${x}, ${y})`, sg ? "subgroupMax" : undefined)
   ].join("\n")
 
-/** soft_max rows of up to this many elements per thread are read once, into registers */
+/** rows of up to this many elements per thread are read once, into registers */
 const CACHED_ROW = 16
+
+/**
+ * How a row kernel keeps a row of `n` elements in registers: R per thread, and whether every thread's R
+ * are all inside the row (n a multiple of WG), so no load or store needs a bounds guard. The guard matters
+ * beyond its cost: the H100 ran the guarded soft_max at 1.3-1.5 TB/s with its input bound read_write (as
+ * when input and result share the compute buffer), 2.0-2.2 unguarded (`bench/row-variants.ts`).
+ */
+const cachedRow = (n: number) => {
+  const R = Math.ceil(n / WG)
+  return { R, cached: R <= CACHED_ROW, full: n % WG === 0 }
+}
+
+/** WGSL: `body(i, r)` for each of a thread's R elements of the row, guarded unless the row is `full` */
+const eachCached = (R: number, full: boolean, body: (i: string, r: string) => string) =>
+  `  for (var r = 0u; r < ${R}u; r++) {
+    let i = lid + r * ${WG}u;
+    ${full ? body("i", "r") : `if (i < n) { ${body("i", "r")} }`}
+  }`
 
 const softMax = (node: Tensor, op: Extract<Op, { _tag: "SoftMax" }>, caps: Caps): Kernel => {
   const a = node.src[0]
@@ -168,26 +186,20 @@ const softMax = (node: Tensor, op: Extract<Op, { _tag: "SoftMax" }>, caps: Caps)
   const nHeadLog2 = 2 ** Math.floor(Math.log2(Math.max(nHead, 1)))
   const maskTerm = mask ? " + slope * ld_m(ix_m(i, i1, i2 % P.m_ne2, i3 % P.m_ne3))" : ""
   // rows of up to CACHED_ROW * WG elements stay in registers: one read and one write per element
-  const R = Math.ceil(a.ne[0] / WG)
-  const cached = R <= CACHED_ROW
+  const { R, cached, full } = cachedRow(a.ne[0])
   const body = cached
     ? `
   var vals: array<f32, ${R}>;
   var mx = neg_inf();
-  for (var r = 0u; r < ${R}u; r++) {
-    let i = lid + r * ${WG}u;
-    if (i < n) { let v = ld_a(ix_a(i, i1, i2, i3)) * P.scale${maskTerm}; vals[r] = v; mx = max(mx, v); }
-  }
+${
+      eachCached(R, full, (i, r) =>
+        `let v = ld_a(ix_a(${i}, i1, i2, i3)) * P.scale${maskTerm}; vals[${r}] = v; mx = max(mx, v);`)
+    }
   mx = reduce_max(lid, mx);
   var s = 0.0;
-  for (var r = 0u; r < ${R}u; r++) {
-    if (lid + r * ${WG}u < n) { let e = exp(vals[r] - mx); vals[r] = e; s += e; }
-  }
+${eachCached(R, full, (_, r) => `let e = exp(vals[${r}] - mx); vals[${r}] = e; s += e;`)}
   let inv = 1.0 / reduce_sum(lid, s);
-  for (var r = 0u; r < ${R}u; r++) {
-    let i = lid + r * ${WG}u;
-    if (i < n) { st_d(ix_d(i, i1, i2, i3), vals[r] * inv); }
-  }`
+${eachCached(R, full, (i, r) => `st_d(ix_d(${i}, i1, i2, i3), vals[${r}] * inv);`)}`
     : `
   var mx = neg_inf();
   for (var i = lid; i < n; i += ${WG}u) { mx = max(mx, ld_a(ix_a(i, i1, i2, i3)) * P.scale${maskTerm}); }
@@ -199,7 +211,7 @@ const softMax = (node: Tensor, op: Extract<Op, { _tag: "SoftMax" }>, caps: Caps)
     st_d(ix_d(i, i1, i2, i3), exp(ld_a(ix_a(i, i1, i2, i3)) * P.scale${maskTerm} - mx) / s);
   }`
   return rowwise(
-    `soft_max:${mask ? "mask" : ""}:${cached ? R : "long"}`,
+    `soft_max:${mask ? "mask" : ""}:${cached ? `${R}${full ? "f" : ""}` : "long"}`,
     operands,
     "a",
     `
@@ -223,16 +235,27 @@ const rmsNorm = (node: Tensor, eps: number, sum: boolean, mul: boolean, caps: Ca
   if (mul) operands.push({ name: "w", tensor: node.src[k++] })
   const x = sum ? `(ld_a(ix_a(i, i1, i2, i3)) + ld_b(${bcast("b", "i")}))` : "ld_a(ix_a(i, i1, i2, i3))"
   const w = mul ? ` * ld_w(${bcast("w", "i")})` : ""
-  return rowwise(
-    `rms_norm:${sum}:${mul}`,
-    operands,
-    "a",
-    `
+  // a row of up to CACHED_ROW * WG elements is read once, into registers; longer rows twice
+  const { R, cached, full } = cachedRow(node.ne[0])
+  const body = cached
+    ? `
+  var vals: array<f32, ${R}>;
+  var s = 0.0;
+${eachCached(R, full, (_, r) => `let v = ${x}; vals[${r}] = v; s += v * v;`)}
+  s = reduce_sum(lid, s);
+  let scale = 1.0 / sqrt(s / f32(n) + P.eps);
+${eachCached(R, full, (i, r) => `st_d(ix_d(${i}, i1, i2, i3), vals[${r}] * scale${w});`)}`
+    : `
   var s = 0.0;
   for (var i = lid; i < n; i += ${WG}u) { let v = ${x}; s += v * v; }
   s = reduce_sum(lid, s);
   let scale = 1.0 / sqrt(s / f32(n) + P.eps);
-  for (var i = lid; i < n; i += ${WG}u) { st_d(ix_d(i, i1, i2, i3), ${x} * scale${w}); }`,
+  for (var i = lid; i < n; i += ${WG}u) { st_d(ix_d(i, i1, i2, i3), ${x} * scale${w}); }`
+  return rowwise(
+    `rms_norm:${sum}:${mul}:${cached ? `${R}${full ? "f" : ""}` : "long"}`,
+    operands,
+    "a",
+    body,
     [f32("eps", eps)],
     caps
   )
