@@ -1,7 +1,7 @@
 import type { Command as CommandNs } from "@effect-gpu/core"
 import { Backend, Cpu, Graph, Ops, Registry, Trace } from "@effect-gpu/core"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Exit, Tracer } from "effect"
 
 const cpu = Effect.provide(Cpu.layer())
 
@@ -77,6 +77,37 @@ describe("Backend", () => {
       const wrongSize = yield* Effect.flip(other.copyAsync(a.plan.location(a.x)!, scalar))
       assert.strictEqual(wrongSize._tag, "OutOfBounds")
     }).pipe(Effect.scoped, cpu))
+
+  it.scoped("compute and synchronize are traced: one span each, under the caller's, ended with their exit", () =>
+    Effect.gen(function*() {
+      const spans: Array<Tracer.Span> = []
+      const base = yield* Effect.tracer
+      const recording = Tracer.make({
+        span: (...args) => {
+          const span = base.span(...args)
+          spans.push(span)
+          return span
+        },
+        context: base.context
+      })
+      const backend = yield* Cpu.make().makeBackend()
+      const { plan, x } = yield* twoTensorPlan(backend)
+      yield* plan.set(x, new Float32Array([1, 2, 3, 4]))
+      yield* Effect.zipRight(backend.compute(plan), backend.synchronize).pipe(
+        Effect.withSpan("caller"),
+        Effect.withTracer(recording)
+      )
+      const byName = (name: string) => spans.filter((s) => s.name === name)
+      const [caller] = byName("caller")
+      for (const name of ["Backend.compute", "Backend.synchronize"]) {
+        const found = byName(name)
+        assert.strictEqual(found.length, 1, name)
+        const span = found[0]
+        assert.strictEqual(span.status._tag, "Ended", name)
+        if (span.status._tag === "Ended") assert.isTrue(Exit.isSuccess(span.status.exit), name)
+        assert.strictEqual(span.parent._tag === "Some" ? span.parent.value.spanId : undefined, caller.spanId, name)
+      }
+    }))
 
   it.scoped("captureNext records the next compute, node by node", () =>
     Effect.gen(function*() {
