@@ -175,6 +175,26 @@ export const cases = (options: { readonly f16: boolean }): ReadonlyArray<Case> =
         thr
       )
     )
+    // rows shorter than a workgroup share one: one thread per row (K 3, batches broadcast), 64 threads
+    // per row with 8 columns and a last workgroup that runs past the rows
+    out.push(
+      mk(
+        `mul_mat_${dt}_vec_short_rows`,
+        "mul_mat",
+        [{ dtype: dt, ne: [3, 70, 2, 1] }, { dtype: "f32", ne: [3, 2, 4, 1] }],
+        ([a, b]) => Ops.mulMat(a, b),
+        thr
+      )
+    )
+    out.push(
+      mk(
+        `mul_mat_${dt}_vec_shared_rows`,
+        "mul_mat",
+        [{ dtype: dt, ne: [300, 70] }, { dtype: "f32", ne: [300, 8] }],
+        ([a, b]) => Ops.mulMat(a, b),
+        thr
+      )
+    )
     // K-contiguous and 4-aligned: the vec4 matrix-vector kernel, with a K that is not a multiple of the
     // loads per pass, and a batch broadcast of a over b's batches
     out.push(

@@ -87,15 +87,20 @@ const origin = (rows: number, cols: number) =>
   let K = P.a_ne0;`
 
 /**
- * matrix-vector: one workgroup per output row m, threads split K, all N columns at once. `vec4`: for
- * K-contiguous operands with 4-aligned strides (`fourAligned`), each thread loads MV_LOADS vec4 of a's row
- * before it multiplies them with b, so a 16 KB row is read with few, wide loads in flight at once (the
- * scalar form reads 16 floats one after another; on lavapipe a 4096-wide product ran 1.3-1.7x faster
- * this way); the scalar form runs where an operand's offset is not 4-aligned after all.
+ * matrix-vector: threads split K, all N columns at once. `vec4`: for K-contiguous operands with 4-aligned
+ * strides (`fourAligned`) and K >= 1024, one workgroup per result row, each thread loading MV_LOADS vec4 of
+ * a's row before it multiplies them with b (several wide loads in flight; on the H200 it reads a 4096-wide
+ * product at the speed of a plain read of its bytes, `bench/mv-variants.ts`). Scalar form: rows shorter
+ * than 4 x WG share a workgroup, `tpr` threads each (at least 4 elements per thread), so a short row does
+ * not leave most of 256 threads with one element or none; it also runs where an operand's offset is not
+ * 4-aligned after all.
  */
 const matVec = (shape: Shape, caps: Caps, vec4: boolean): Kernel => {
-  const { M, N, batches, bias, epilogue, operands, params } = shape
-  const sg = caps.subgroups === true
+  const { K, M, N, batches, bias, epilogue, operands, params } = shape
+  const tpr = vec4 ? WG : Math.min(WG, 2 ** Math.floor(Math.log2(Math.max(1, K / 4))))
+  // a whole-workgroup row reduces over subgroups; rows that share a workgroup through a shared-memory tree
+  const sg = caps.subgroups === true && tpr === WG
+  const rows = WG / tpr
   const accumulate = vec4
     ? `  let K4 = P.a_ne0 / 4u;
   let a4 = ix_a(0u, m, b2 / P.r2, b3 / P.r3) >> 2u;
@@ -117,34 +122,38 @@ const matVec = (shape: Shape, caps: Caps, vec4: boolean): Kernel => {
   }`
     : `  let K = P.a_ne0;
   let abase = ix_a(0u, m, b2 / P.r2, b3 / P.r3);
-  for (var k = lid; k < K; k += ${WG}u) {
+  for (var k = t; k < K; k += ${tpr}u) {
     let av = ld_a(abase + k * P.a_nb0);
     for (var j = 0u; j < ${N}u; j++) {
       acc[j] += av * ld_b(ix_b(k, j, b2, b3));
     }
   }`
+  const groups = Math.ceil(M / rows)
   return {
-    key: `${vec4 ? "mv4" : "mv"}:${N}:${bias ? "bias" : ""}:${sg ? "sg" : ""}`,
+    key: `${vec4 ? "mv4" : `mv${tpr}`}:${N}:${bias ? "bias" : ""}:${sg ? "sg" : ""}`,
     ...(vec4 ? { vec4: true, scalar: matVec(shape, caps, false) } : {}),
     ...(sg ? { enables: ["subgroups"] } : {}),
     operands,
     params,
-    workgroups: [Math.min(M, caps.maxWorkgroups), Math.ceil(M / caps.maxWorkgroups), batches],
+    workgroups: [Math.min(groups, caps.maxWorkgroups), Math.ceil(groups / caps.maxWorkgroups), batches],
     main: `
 var<workgroup> red: array<f32, ${WG * N}>;
 ${sg ? `${SUBGROUP_LANES}\n${SUBGROUP_ENTRY}` : ENTRY}
-  let m = wid.x + wid.y * nwg.x;
+  // this thread's row (rows past the end compute row M - 1 again: every thread must reach the barriers)
+  // and its place t among the row's threads, whose partial sums start at red[j * WG + base]
+  let row = (wid.x + wid.y * nwg.x) * ${rows}u + lid / ${tpr}u;
+  let m = min(row, P.d_ne0 - 1u);
+  let t = lid % ${tpr}u;
+  let base = lid - t;
   let b2 = wid.z % P.d_ne2;
   let b3 = wid.z / P.d_ne2;
-  if (m >= P.d_ne0) { return; }
   var acc: array<f32, ${N}>;
 ${accumulate}
-${sg ? MV_SUBGROUP_REDUCE(N) : MV_SHARED_REDUCE(N)}
-  if (lid < ${N}u) {
-    let nn = lid;
-    var v = red[nn * ${WG}u];
+${sg ? MV_SUBGROUP_REDUCE(N) : MV_SHARED_REDUCE(N, tpr)}
+  for (var nn = t; nn < ${N}u; nn += ${tpr}u) {
+    var v = red[nn * ${WG}u + base];
     ${epilogue}
-    st_d(ix_d(m, nn, b2, b3), v);
+    if (row < P.d_ne0) { st_d(ix_d(m, nn, b2, b3), v); }
   }
 }`
   }
@@ -153,12 +162,15 @@ ${sg ? MV_SUBGROUP_REDUCE(N) : MV_SHARED_REDUCE(N)}
 /** vec4 loads of a's row each thread issues before using them */
 const MV_LOADS = 4
 
-/** the N column sums of a workgroup, left in red[j * WG], through a shared-memory tree: log2(WG) barriers */
-const MV_SHARED_REDUCE = (N: number) =>
+/**
+ * the N column sums of each row's `tpr` threads, left in red[j * WG + base], through a shared-memory tree:
+ * log2(tpr) barriers
+ */
+const MV_SHARED_REDUCE = (N: number, tpr: number) =>
   `  for (var j = 0u; j < ${N}u; j++) { red[j * ${WG}u + lid] = acc[j]; }
   workgroupBarrier();
-  for (var s = ${WG / 2}u; s > 0u; s >>= 1u) {
-    if (lid < s) {
+  for (var s = ${Math.floor(tpr / 2)}u; s > 0u; s >>= 1u) {
+    if (t < s) {
       for (var j = 0u; j < ${N}u; j++) { red[j * ${WG}u + lid] += red[j * ${WG}u + lid + s]; }
     }
     workgroupBarrier();
