@@ -12,7 +12,7 @@
  *
  *   SWEEP=1 tsx mv-variants.ts 4096 4096   # also a layout and the ceiling over M/4 .. 4M, and an empty pass
  */
-import { openDawn } from "./dawn.js"
+import { dispatcher, openRawDevice, readBack, report, settledMs } from "./raw-dawn.js"
 
 const K = Number(process.argv[2] ?? 4096)
 const M = Number(process.argv[3] ?? 4096)
@@ -23,20 +23,13 @@ const maxM = sweep ? 4 * M : M
 const K4 = K / 4
 
 const main = async () => {
-  const gpu = await openDawn()
-  const adapter = (await gpu.requestAdapter({ powerPreference: "high-performance" }))!
-  const L = adapter.limits
-  const device = await adapter.requestDevice({
-    requiredFeatures: ["subgroups"] as Array<GPUFeatureName>,
-    requiredLimits: { maxStorageBufferBindingSize: L.maxStorageBufferBindingSize, maxBufferSize: L.maxBufferSize }
-  })
+  const { device, name } = await openRawDevice()
   const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC
   const A = new Float32Array(K * maxM).map(() => Math.random() - 0.5)
   const X = new Float32Array(K).map(() => Math.random() - 0.5)
   const a = device.createBuffer({ size: A.byteLength, usage })
   const x = device.createBuffer({ size: X.byteLength, usage })
   const y = device.createBuffer({ size: maxM * 4, usage })
-  const read = device.createBuffer({ size: maxM * 4, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST })
   device.queue.writeBuffer(a, 0, A)
   device.queue.writeBuffer(x, 0, X)
   const head = `enable subgroups;
@@ -110,41 +103,12 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) lid:
 }`
 
   const run = async (name: string, code: string, groups: number, M: number) => {
-    const module = device.createShaderModule({ code })
-    const info = await module.getCompilationInfo()
-    if (info.messages.some((m) => m.type === "error")) {
-      console.log(`${name}: ${info.messages.map((m) => m.message).join("; ")}`)
-      return
-    }
-    const pipeline = await device.createComputePipelineAsync({
-      layout: "auto",
-      compute: { module, entryPoint: "main" }
-    })
-    const group = device.createBindGroup({
-      layout: pipeline.getBindGroupLayout(0),
-      entries: [a, x, y].map((buffer, binding) => ({ binding, resource: { buffer } }))
-    })
-    const go = async (times: number) => {
-      const e = device.createCommandEncoder()
-      for (let i = 0; i < times; i++) {
-        const p = e.beginComputePass()
-        p.setPipeline(pipeline)
-        p.setBindGroup(0, group)
-        p.dispatchWorkgroups(groups)
-        p.end()
-      }
-      device.queue.submit([e.finish()])
-      await device.queue.onSubmittedWorkDone()
-    }
+    const go = await dispatcher(device, name, code, [{ buffer: a }, { buffer: x }, { buffer: y }], groups)
+    if (go === undefined) return
     // correctness first: 64 rows against the CPU
     device.queue.writeBuffer(y, 0, new Float32Array(M))
     await go(1)
-    const e = device.createCommandEncoder()
-    e.copyBufferToBuffer(y, 0, read, 0, M * 4)
-    device.queue.submit([e.finish()])
-    await read.mapAsync(GPUMapMode.READ)
-    const got = new Float32Array(read.getMappedRange().slice(0))
-    read.unmap()
+    const got = await readBack(device, { buffer: y }, Math.max(M, 1) * 4)
     let err = 0
     let norm = 0
     for (let i = 0; i < (M > 0 ? 64 : 0); i++) {
@@ -154,24 +118,10 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) lid:
       err += (got[m] - s) ** 2
       norm += s * s
     }
-    const t0 = performance.now()
-    while (performance.now() - t0 < 2000) await go(50)
-    const ms: Array<number> = []
-    for (let r = 0; r < 7; r++) {
-      const t = performance.now()
-      await go(50)
-      ms.push((performance.now() - t) / 50)
-    }
-    ms.sort((p, q) => p - q)
-    const bytes = 4 * (K * M + K + M)
-    console.log(
-      `${name.padEnd(22)} ${(ms[3] * 1e3).toFixed(2)} us  ${(bytes / ms[3] / 1e9).toFixed(3)} TB/s  (best ${
-        (bytes / ms[0] / 1e9).toFixed(3)
-      })  nmse ${(err / norm).toExponential(1)}`
-    )
+    report(name, await settledMs(go), 4 * (K * M + K + M), err / norm)
   }
 
-  console.log(`${adapter.info.vendor} ${adapter.info.device || adapter.info.description}: K ${K} M ${M}`)
+  console.log(`${name}: K ${K} M ${M}`)
   if (sweep) {
     // an empty dispatch: what a pass costs with no memory traffic
     await run(

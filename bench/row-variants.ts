@@ -15,24 +15,17 @@
 import { Graph, Ops } from "@effect-gpu/core"
 import { WebGpu } from "@effect-gpu/webgpu"
 import { Effect } from "effect"
-import { openDawn } from "./dawn.js"
+import { dispatcher, openRawDevice, readBack, report, settledMs } from "./raw-dawn.js"
 
 const n = Number(process.argv[2] ?? 4096)
 const rows = Number(process.argv[3] ?? 4096)
 
 const main = async () => {
-  const gpu = await openDawn()
-  const adapter = (await gpu.requestAdapter({ powerPreference: "high-performance" }))!
-  const L = adapter.limits
-  const device = await adapter.requestDevice({
-    requiredFeatures: ["subgroups"] as Array<GPUFeatureName>,
-    requiredLimits: { maxStorageBufferBindingSize: L.maxStorageBufferBindingSize, maxBufferSize: L.maxBufferSize }
-  })
+  const { device, name } = await openRawDevice()
   const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC
   const A = new Float32Array(n * rows).map(() => 4 * Math.random() - 2)
   const a = device.createBuffer({ size: A.byteLength, usage })
   const d = device.createBuffer({ size: A.byteLength, usage })
-  const read = device.createBuffer({ size: 16 * n * 4, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST })
   device.queue.writeBuffer(a, 0, A)
 
   /** T threads per row, W floats per load (1 or 4); `copy`: no reductions, d = a */
@@ -85,40 +78,10 @@ ${
     copy = false,
     bindings: Array<GPUBufferBinding> = [{ buffer: a }, { buffer: d }]
   ) => {
-    const module = device.createShaderModule({ code })
-    const info = await module.getCompilationInfo()
-    if (info.messages.some((m) => m.type === "error")) {
-      console.log(`${name}: ${info.messages.map((m) => m.message).join("; ")}`)
-      return
-    }
-    const pipeline = await device.createComputePipelineAsync({
-      layout: "auto",
-      compute: { module, entryPoint: "main" }
-    })
-    const group = device.createBindGroup({
-      layout: pipeline.getBindGroupLayout(0),
-      entries: bindings.map((resource, binding) => ({ binding, resource }))
-    })
-    const x = Math.min(rows, 65535)
-    const go = async (times: number) => {
-      const e = device.createCommandEncoder()
-      for (let i = 0; i < times; i++) {
-        const p = e.beginComputePass()
-        p.setPipeline(pipeline)
-        p.setBindGroup(0, group)
-        p.dispatchWorkgroups(x, Math.ceil(rows / x))
-        p.end()
-      }
-      device.queue.submit([e.finish()])
-      await device.queue.onSubmittedWorkDone()
-    }
+    const go = await dispatcher(device, name, code, bindings, rows)
+    if (go === undefined) return
     await go(1)
-    const e = device.createCommandEncoder()
-    e.copyBufferToBuffer(bindings[1].buffer, bindings[1].offset ?? 0, read, 0, 16 * n * 4)
-    device.queue.submit([e.finish()])
-    await read.mapAsync(GPUMapMode.READ)
-    const got = new Float32Array(read.getMappedRange().slice(0))
-    read.unmap()
+    const got = await readBack(device, bindings[1], 16 * n * 4)
     let err = 0
     let norm = 0
     for (let r = 0; r < 16; r++) {
@@ -131,27 +94,13 @@ ${
         norm += want * want
       }
     }
-    const t0 = performance.now()
-    while (performance.now() - t0 < 2000) await go(50)
-    const ms: Array<number> = []
-    for (let r = 0; r < 7; r++) {
-      const t = performance.now()
-      await go(50)
-      ms.push((performance.now() - t) / 50)
-    }
-    ms.sort((p, q) => p - q)
-    const bytes = 8 * n * rows
-    console.log(
-      `${name.padEnd(22)} ${(ms[3] * 1e3).toFixed(2)} us  ${(bytes / ms[3] / 1e9).toFixed(3)} TB/s  (best ${
-        (bytes / ms[0] / 1e9).toFixed(3)
-      })  nmse ${(err / norm).toExponential(1)}`
-    )
+    report(name, await settledMs(go), 8 * n * rows, err / norm)
   }
 
   // the backend's binding: input and result in one buffer
   const both = device.createBuffer({ size: 2 * A.byteLength, usage })
   device.queue.writeBuffer(both, 0, A)
-  console.log(`${adapter.info.vendor} ${adapter.info.device || adapter.info.description}: ${rows} rows of ${n}`)
+  console.log(`${name}: ${rows} rows of ${n}`)
   await run("copy vec4 256", kernel(256, 4, true), true)
   const source = await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
     const [dev] = yield* WebGpu.make({ devices: 1 })
