@@ -175,7 +175,7 @@ export const cases = (options: { readonly f16: boolean }): ReadonlyArray<Case> =
         thr
       )
     )
-    // rows shorter than a workgroup share one: one thread per row (K 3, batches broadcast), 64 threads
+    // rows shorter than a workgroup share one: one thread per row (K 3, batches broadcast), 16 threads
     // per row with 8 columns and a last workgroup that runs past the rows
     out.push(
       mk(

@@ -221,9 +221,9 @@ describe.skipIf(!adapterAvailable)("WebGPU capabilities", () => {
         // (short rows keep scalar loads: fewer vec4s than threads)
         const cases: ReadonlyArray<[number, boolean, string]> = [
           [1100, false, "mv4:"],
-          [1024, true, "mv256:"],
-          [256, false, "mv64:"],
-          [37, false, "mv8:"]
+          [1024, true, "mv64:"],
+          [256, false, "mv16:"],
+          [37, false, "mv2:"]
         ]
         for (const [K, offset, kernel] of cases) {
           const g = Graph.make()

@@ -91,13 +91,13 @@ const origin = (rows: number, cols: number) =>
  * strides (`fourAligned`) and K >= 1024, one workgroup per result row, each thread loading MV_LOADS vec4 of
  * a's row before it multiplies them with b (several wide loads in flight; on the H200 it reads a 4096-wide
  * product at the speed of a plain read of its bytes, `bench/mv-variants.ts`). Scalar form: rows shorter
- * than 4 x WG share a workgroup, `tpr` threads each (at least 4 elements per thread), so a short row does
- * not leave most of 256 threads with one element or none; it also runs where an operand's offset is not
- * 4-aligned after all.
+ * than MV_PER_THREAD x WG share a workgroup, `tpr` threads each (a power of two, at least MV_PER_THREAD
+ * elements per thread), so a short row does not leave most of 256 threads with one element or none; it
+ * also runs where an operand's offset is not 4-aligned after all.
  */
 const matVec = (shape: Shape, caps: Caps, vec4: boolean): Kernel => {
   const { K, M, N, batches, bias, epilogue, operands, params } = shape
-  const tpr = vec4 ? WG : Math.min(WG, 2 ** Math.floor(Math.log2(Math.max(1, K / 4))))
+  const tpr = vec4 ? WG : Math.min(WG, 2 ** Math.floor(Math.log2(Math.max(1, K / MV_PER_THREAD))))
   // a whole-workgroup row reduces over subgroups; rows that share a workgroup through a shared-memory tree
   const sg = caps.subgroups === true && tpr === WG
   const rows = WG / tpr
@@ -158,6 +158,13 @@ ${sg ? MV_SUBGROUP_REDUCE(N) : MV_SHARED_REDUCE(N, tpr)}
 }`
   }
 }
+
+/**
+ * elements of a row per thread at least, in the scalar form: 16 keeps a row's threads reading 64
+ * contiguous bytes per step (whole memory sectors on GPUs) while lavapipe, where every invocation costs,
+ * ran 256-wide products 2.5-3x faster than with 4 (`pnpm bench --quick --cases matmul,decode_chain`)
+ */
+const MV_PER_THREAD = 16
 
 /** vec4 loads of a's row each thread issues before using them */
 const MV_LOADS = 4
