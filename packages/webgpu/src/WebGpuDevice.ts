@@ -81,8 +81,21 @@ export const liveNativeBuffers = (device: Device): number => contexts.get(device
  */
 export const hasSubgroupMatrices = (device: Device): boolean => contexts.get(device)?.caps.subgroupMatrix === true
 
-/** the parts of GPUAdapterInfo the kernels choose by (subgroup sizes and matrix configurations) */
+/**
+ * Whether the adapter runs shaders on the CPU (a fallback adapter such as Mesa's lavapipe): kernels then
+ * give each invocation more work, since every invocation costs and a few cores need few workgroups.
+ *
+ * @since 0.1.0
+ * @category getters
+ */
+export const isSoftware = (device: Device): boolean => contexts.get(device)?.caps.software === true
+
+/**
+ * the parts of GPUAdapterInfo the kernels choose by (subgroup sizes, matrix configurations, whether it
+ * is a fallback adapter)
+ */
 export interface AdapterInfo {
+  readonly isFallbackAdapter?: boolean | undefined
   readonly subgroupMinSize?: number | undefined
   readonly subgroupMaxSize?: number | undefined
   readonly subgroupMatrixConfigs?:
@@ -119,15 +132,14 @@ const hasMatrices = (gpu: GPUDevice, info: AdapterInfo | undefined): boolean => 
 export const make = (gpu: GPUDevice, options: Options): Device => {
   const name = options.name
   const f16 = gpu.features.has("shader-f16")
+  const info = options.adapterInfo ?? (gpu as { adapterInfo?: AdapterInfo }).adapterInfo
   const ctx = C.make(name, gpu, {
     f16,
     maxWorkgroups: gpu.limits.maxComputeWorkgroupsPerDimension,
     workgroupStorage: gpu.limits.maxComputeWorkgroupStorageSize,
     subgroups: gpu.features.has("subgroups"),
-    subgroupMatrix: hasMatrices(
-      gpu,
-      options.adapterInfo ?? (gpu as { adapterInfo?: AdapterInfo }).adapterInfo
-    ),
+    subgroupMatrix: hasMatrices(gpu, info),
+    software: info?.isFallbackAdapter === true,
     ...(options.matrixTile ? { matrixTile: options.matrixTile } : {}),
     ...(options.registerTile ? { registerTile: options.registerTile } : {})
   })

@@ -217,14 +217,18 @@ describe.skipIf(!adapterAvailable)("WebGPU capabilities", () => {
     it.scoped("matrix-vector loads vec4 where K and the offsets are 4-aligned, scalars otherwise", () =>
       Effect.gen(function*() {
         const d = yield* device
-        // [K, view of b one element in (an offset that is not 4-aligned), the kernel expected]
-        // (short rows keep scalar loads: fewer vec4s than threads)
-        const cases: ReadonlyArray<[number, boolean, string]> = [
-          [1100, false, "mv4:"],
-          [1024, true, "mv64:"],
-          [256, false, "mv16:"],
-          [37, false, "mv2:"]
+        // [K, view of b one element in (an offset that is not 4-aligned), the kernel expected on a GPU, on
+        // a software adapter]: short rows keep scalar loads ("mvs" and the threads per row: one per 16
+        // elements, 64 on a software adapter), and their keys never coincide with the vec4 kernel's
+        const software = WebGpuDevice.isSoftware(d)
+        const table: ReadonlyArray<readonly [number, boolean, string, string]> = [
+          [1100, false, "mv4:", "mv4:"],
+          [1024, true, "mvs64:", "mvs16:"],
+          [256, false, "mvs16:", "mvs4:"],
+          [100, false, "mvs4:", "mvs1:"],
+          [37, false, "mvs2:", "mvs1:"]
         ]
+        const cases = table.map(([K, offset, gpu, cpu]) => [K, offset, software ? cpu : gpu] as const)
         for (const [K, offset, kernel] of cases) {
           const g = Graph.make()
           const a = yield* g.param("a", "f32", [K, 19])
@@ -244,6 +248,31 @@ describe.skipIf(!adapterAvailable)("WebGPU capabilities", () => {
           }
           assert.isBelow(nmse(results[0], results[1]), 1e-6, `K ${K}`)
         }
+      }))
+
+    it.scoped("a software adapter gets bigger register tiles for mid-sized products; results unchanged", () =>
+      Effect.gen(function*() {
+        const d = yield* device
+        const g = Graph.make()
+        const a = yield* g.param("a", "f32", [64, 160])
+        const b = yield* g.input("b", "f32", [64, 136])
+        const y = yield* g.output(Ops.mulMat(a, b))
+        const results: Array<Array<number>> = []
+        for (const dev of [d, Cpu.make()]) {
+          const backend = yield* dev.makeBackend()
+          const plan = yield* backend.allocate(g.build())
+          yield* plan.set(a, Generators.values(7, 64 * 160))
+          yield* plan.set(b, Generators.values(8, 64 * 136))
+          const trace = yield* backend.captureNext
+          yield* backend.compute(plan)
+          const kernel = (yield* trace).entries[0].kernel
+          // 160x136 results: 128x128 per workgroup (8x8 per thread) on a software adapter, 64x64 on a GPU
+          if (dev === d) {
+            assert.isTrue(kernel.startsWith(WebGpuDevice.isSoftware(d) ? "mm4:8x8:8" : "mm4:4x4:16"), kernel)
+          }
+          results.push(Array.from(yield* plan.get(y)))
+        }
+        assert.isBelow(nmse(results[0], results[1]), 1e-6)
       }))
 
     it.scoped("GPU times in traces are exact, not rounded to Dawn's 65.5 us quantum", () =>

@@ -64,6 +64,11 @@ export interface Caps {
   readonly maxWorkgroups: number
   /** subgroup operations (WGSL subgroups): row reductions use them */
   readonly subgroups?: boolean
+  /**
+   * shaders run on the CPU (a fallback adapter, e.g. lavapipe): every invocation costs and a few cores
+   * need few workgroups, so kernels give each invocation more work
+   */
+  readonly software?: boolean
   /** bytes of workgroup memory a kernel may use */
   readonly workgroupStorage?: number
   /**
