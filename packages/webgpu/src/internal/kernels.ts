@@ -88,7 +88,18 @@ const unaryExpr = (op: Op, x: string): string => {
 
 const binaryOp: Record<string, string> = { Add: "+", Sub: "-", Mul: "*", Div: "/" }
 
-/** rows of a tensor: one workgroup each, with a shared-memory reduction helper */
+/**
+ * Threads per row-workgroup for rows of `n`: WG on GPUs; on a software adapter, where every invocation
+ * costs, a power of two giving each thread about 16 elements (at least 8 threads), so a row of 32 does not
+ * run 256 invocations (lavapipe ran the quick transformer block's soft_max of 32-wide rows at 3.4 ms).
+ */
+const rowThreads = (n: number, caps: Caps): number =>
+  caps.software === true ? Math.min(WG, Math.max(8, 2 ** Math.ceil(Math.log2(Math.max(1, n / 16))))) : WG
+
+/**
+ * rows of a tensor: one workgroup each, of `rowThreads` threads, which bodies and reductions know as the
+ * WGSL constant RW; with a shared-memory reduction helper
+ */
 const rowwise = (
   key: string,
   operands: ReadonlyArray<Operand>,
@@ -99,17 +110,19 @@ const rowwise = (
 ): Kernel => {
   const t = operands.find((o) => o.name === it)!.tensor
   const sg = caps.subgroups === true
+  const wg = rowThreads(t.ne[0], caps)
   return {
-    key: `row:${key}:${sg ? "sg" : ""}`,
+    key: `row:${key}:${sg ? "sg" : ""}${wg === WG ? "" : `:w${wg}`}`,
     ...(sg ? { enables: ["subgroups"] } : {}),
     operands,
     params,
     workgroups: fold(T.nrows(t), caps.maxWorkgroups),
     main: `
-var<workgroup> red: array<f32, ${WG}>;
-var<workgroup> redi: array<u32, ${WG}>;
+const RW = ${wg}u;
+var<workgroup> red: array<f32, ${wg}>;
+var<workgroup> redi: array<u32, ${wg}>;
 ${reductions(sg)}
-${sg ? SUBGROUP_ENTRY : ENTRY}
+${(sg ? SUBGROUP_ENTRY : ENTRY).replace(`@workgroup_size(${WG})`, `@workgroup_size(${wg})`)}
   let row = wg_linear(wid, nwg);
   if (row >= P.${it}_ne1 * P.${it}_ne2 * P.${it}_ne3) { return; }
   let i1 = row % P.${it}_ne1;
@@ -122,7 +135,7 @@ ${body}
 }
 
 /** a workgroup reduction `reduce_<name>` with `combine(x, y)`, in registers over subgroups where `sub` (the
- * subgroup builtin) is given (2 barriers), else through a shared-memory tree (log2(WG) barriers) */
+ * subgroup builtin) is given (2 barriers), else through a shared-memory tree (log2(RW) barriers) */
 const reduction = (name: string, combine: (x: string, y: string) => string, sub: string | undefined) =>
   sub !== undefined
     ? `
@@ -131,7 +144,7 @@ fn reduce_${name}(lid: u32, v: f32) -> f32 {
   if (sgl == 0u) { red[lid / sgs] = s; }
   workgroupBarrier();
   var r = red[0];
-  for (var k = 1u; k < ${WG}u / sgs; k++) { r = ${combine("r", "red[k]")}; }
+  for (var k = 1u; k < RW / sgs; k++) { r = ${combine("r", "red[k]")}; }
   workgroupBarrier();
   return r;
 }`
@@ -139,7 +152,7 @@ fn reduce_${name}(lid: u32, v: f32) -> f32 {
 fn reduce_${name}(lid: u32, v: f32) -> f32 {
   red[lid] = v;
   workgroupBarrier();
-  for (var s = ${WG / 2}u; s > 0u; s >>= 1u) {
+  for (var s = RW / 2u; s > 0u; s >>= 1u) {
     if (lid < s) { red[lid] = ${combine("red[lid]", "red[lid + s]")}; }
     workgroupBarrier();
   }
@@ -161,19 +174,20 @@ const CACHED_ROW = 16
 
 /**
  * How a row kernel keeps a row of `n` elements in registers: R per thread, and whether every thread's R
- * are all inside the row (n a multiple of WG), so no load or store needs a bounds guard. The guard matters
- * beyond its cost: the H100 ran the guarded soft_max at 1.3-1.5 TB/s with its input bound read_write (as
+ * are all inside the row (n a multiple of the row's threads), so no load or store needs a bounds guard.
+ * The guard matters beyond its cost: the H100 ran the guarded soft_max at 1.3-1.5 TB/s with its input bound read_write (as
  * when input and result share the compute buffer), 2.0-2.2 unguarded (`bench/row-variants.ts`).
  */
-const cachedRow = (n: number) => {
-  const R = Math.ceil(n / WG)
-  return { R, cached: R <= CACHED_ROW, full: n % WG === 0 }
+const cachedRow = (n: number, caps: Caps) => {
+  const wg = rowThreads(n, caps)
+  const R = Math.ceil(n / wg)
+  return { R, cached: R <= CACHED_ROW, full: n % wg === 0 }
 }
 
 /** WGSL: `body(i, r)` for each of a thread's R elements of the row, guarded unless the row is `full` */
 const eachCached = (R: number, full: boolean, body: (i: string, r: string) => string) =>
   `  for (var r = 0u; r < ${R}u; r++) {
-    let i = lid + r * ${WG}u;
+    let i = lid + r * RW;
     ${full ? body("i", "r") : `if (i < n) { ${body("i", "r")} }`}
   }`
 
@@ -185,8 +199,8 @@ const softMax = (node: Tensor, op: Extract<Op, { _tag: "SoftMax" }>, caps: Caps)
   const nHead = a.ne[2]
   const nHeadLog2 = 2 ** Math.floor(Math.log2(Math.max(nHead, 1)))
   const maskTerm = mask ? " + slope * ld_m(ix_m(i, i1, i2 % P.m_ne2, i3 % P.m_ne3))" : ""
-  // rows of up to CACHED_ROW * WG elements stay in registers: one read and one write per element
-  const { R, cached, full } = cachedRow(a.ne[0])
+  // rows of up to CACHED_ROW elements per thread stay in registers: one read and one write per element
+  const { R, cached, full } = cachedRow(a.ne[0], caps)
   const body = cached
     ? `
   var vals: array<f32, ${R}>;
@@ -202,12 +216,12 @@ ${eachCached(R, full, (_, r) => `let e = exp(vals[${r}] - mx); vals[${r}] = e; s
 ${eachCached(R, full, (i, r) => `st_d(ix_d(${i}, i1, i2, i3), vals[${r}] * inv);`)}`
     : `
   var mx = neg_inf();
-  for (var i = lid; i < n; i += ${WG}u) { mx = max(mx, ld_a(ix_a(i, i1, i2, i3)) * P.scale${maskTerm}); }
+  for (var i = lid; i < n; i += RW) { mx = max(mx, ld_a(ix_a(i, i1, i2, i3)) * P.scale${maskTerm}); }
   mx = reduce_max(lid, mx);
   var s = 0.0;
-  for (var i = lid; i < n; i += ${WG}u) { s += exp(ld_a(ix_a(i, i1, i2, i3)) * P.scale${maskTerm} - mx); }
+  for (var i = lid; i < n; i += RW) { s += exp(ld_a(ix_a(i, i1, i2, i3)) * P.scale${maskTerm} - mx); }
   s = reduce_sum(lid, s);
-  for (var i = lid; i < n; i += ${WG}u) {
+  for (var i = lid; i < n; i += RW) {
     st_d(ix_d(i, i1, i2, i3), exp(ld_a(ix_a(i, i1, i2, i3)) * P.scale${maskTerm} - mx) / s);
   }`
   return rowwise(
@@ -235,8 +249,8 @@ const rmsNorm = (node: Tensor, eps: number, sum: boolean, mul: boolean, caps: Ca
   if (mul) operands.push({ name: "w", tensor: node.src[k++] })
   const x = sum ? `(ld_a(ix_a(i, i1, i2, i3)) + ld_b(${bcast("b", "i")}))` : "ld_a(ix_a(i, i1, i2, i3))"
   const w = mul ? ` * ld_w(${bcast("w", "i")})` : ""
-  // a row of up to CACHED_ROW * WG elements is read once, into registers; longer rows twice
-  const { R, cached, full } = cachedRow(node.ne[0])
+  // a row of up to CACHED_ROW elements per thread is read once, into registers; longer rows twice
+  const { R, cached, full } = cachedRow(node.src[0].ne[0], caps)
   const body = cached
     ? `
   var vals: array<f32, ${R}>;
@@ -247,10 +261,10 @@ ${eachCached(R, full, (_, r) => `let v = ${x}; vals[${r}] = v; s += v * v;`)}
 ${eachCached(R, full, (i, r) => `st_d(ix_d(${i}, i1, i2, i3), vals[${r}] * scale${w});`)}`
     : `
   var s = 0.0;
-  for (var i = lid; i < n; i += ${WG}u) { let v = ${x}; s += v * v; }
+  for (var i = lid; i < n; i += RW) { let v = ${x}; s += v * v; }
   s = reduce_sum(lid, s);
   let scale = 1.0 / sqrt(s / f32(n) + P.eps);
-  for (var i = lid; i < n; i += ${WG}u) { st_d(ix_d(i, i1, i2, i3), ${x} * scale${w}); }`
+  for (var i = lid; i < n; i += RW) { st_d(ix_d(i, i1, i2, i3), ${x} * scale${w}); }`
   return rowwise(
     `rms_norm:${sum}:${mul}:${cached ? `${R}${full ? "f" : ""}` : "long"}`,
     operands,
@@ -564,12 +578,12 @@ ${ENTRY}
         "a",
         `
   var s = 0.0;
-  for (var i = lid; i < n; i += ${WG}u) { s += ld_a(ix_a(i, i1, i2, i3)); }
+  for (var i = lid; i < n; i += RW) { s += ld_a(ix_a(i, i1, i2, i3)); }
   let mean = reduce_sum(lid, s) / f32(n);
   var v = 0.0;
-  for (var i = lid; i < n; i += ${WG}u) { let x = ld_a(ix_a(i, i1, i2, i3)) - mean; v += x * x; }
+  for (var i = lid; i < n; i += RW) { let x = ld_a(ix_a(i, i1, i2, i3)) - mean; v += x * x; }
   let scale = 1.0 / sqrt(reduce_sum(lid, v) / f32(n) + P.eps);
-  for (var i = lid; i < n; i += ${WG}u) { st_d(ix_d(i, i1, i2, i3), (ld_a(ix_a(i, i1, i2, i3)) - mean) * scale); }`,
+  for (var i = lid; i < n; i += RW) { st_d(ix_d(i, i1, i2, i3), (ld_a(ix_a(i, i1, i2, i3)) - mean) * scale); }`,
         [f32("eps", op.eps)],
         caps
       )
@@ -581,7 +595,7 @@ ${ENTRY}
         "a",
         `
   var s = 0.0;
-  for (var i = lid; i < n; i += ${WG}u) { s += ld_a(ix_a(i, i1, i2, i3)); }
+  for (var i = lid; i < n; i += RW) { s += ld_a(ix_a(i, i1, i2, i3)); }
   s = reduce_sum(lid, s);
   if (lid == 0u) { st_d(ix_d(0u, i1, i2, i3), ${op._tag === "Mean" ? "s / f32(n)" : "s"}); }`,
         [],
@@ -595,14 +609,14 @@ ${ENTRY}
         `
   var best = neg_inf();
   var bi = 0xffffffffu;
-  for (var i = lid; i < n; i += ${WG}u) {
+  for (var i = lid; i < n; i += RW) {
     let v = ld_a(ix_a(i, i1, i2, i3));
     if (v > best || bi == 0xffffffffu) { best = v; bi = i; }
   }
   red[lid] = best;
   redi[lid] = bi;
   workgroupBarrier();
-  for (var s = ${WG / 2}u; s > 0u; s >>= 1u) {
+  for (var s = RW / 2u; s > 0u; s >>= 1u) {
     if (lid < s) {
       let ov = red[lid + s];
       let oi = redi[lid + s];
@@ -624,14 +638,14 @@ ${ENTRY}
         [a, d],
         "a",
         `
-  let chunk = (n + ${WG - 1}u) / ${WG}u;
+  let chunk = (n + RW - 1u) / RW;
   let start = lid * chunk;
   let end = min(start + chunk, n);
   var t = 0.0;
   for (var i = start; i < end; i++) { t += ld_a(ix_a(i, i1, i2, i3)); }
   red[lid] = t;
   workgroupBarrier();
-  for (var off = 1u; off < ${WG}u; off <<= 1u) {
+  for (var off = 1u; off < RW; off <<= 1u) {
     var add = 0.0;
     if (lid >= off) { add = red[lid - off]; }
     workgroupBarrier();
