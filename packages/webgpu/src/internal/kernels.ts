@@ -175,8 +175,9 @@ const CACHED_ROW = 16
 /**
  * How a row kernel keeps a row of `n` elements in registers: R per thread, and whether every thread's R
  * are all inside the row (n a multiple of the row's threads), so no load or store needs a bounds guard.
- * The guard matters beyond its cost: the H100 ran the guarded soft_max at 1.3-1.5 TB/s with its input bound read_write (as
- * when input and result share the compute buffer), 2.0-2.2 unguarded (`bench/row-variants.ts`).
+ * The guard matters beyond its cost: the H100 ran the guarded soft_max at 1.3-1.5 TB/s with its input
+ * bound read_write (as when input and result share the compute buffer), 2.0-2.2 unguarded
+ * (`bench/row-variants.ts`).
  */
 const cachedRow = (n: number, caps: Caps) => {
   const wg = rowThreads(n, caps)
