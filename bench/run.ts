@@ -285,36 +285,22 @@ const allCases = (): ReadonlyArray<Case> => {
   const squareF16 = sizesOf(args.sizes, quick ? [128] : [4096, 8192])
   const [elements] = sizesOf(args.elements, [quick ? 1 << 18 : 1 << 26])
   const [rowCount] = sizesOf(args.rows, [quick ? 16 : 4096])
-  return quick
-    ? [
-      ...square.map((n) => mm(n, n, n, "f32")),
-      mm(256, 1, 256, "f32"),
-      mm(256, 8, 256, "f32"),
-      decodeChain(8, 256),
-      ...squareF16.map((n) => mm(n, n, n, "f16")),
-      elementwise("add", elements),
-      elementwise("mul", elements),
-      rows("soft_max", rowCount, 4096),
-      rows("rms_norm", rowCount, 4096),
-      manyNodes(1),
-      manyNodes(1000),
-      block(256, 32, 4, 512)
-    ]
-    : [
-      ...square.map((n) => mm(n, n, n, "f32")),
-      mm(4096, 1, 4096, "f32"),
-      mm(4096, 8, 4096, "f32"),
-      mm(4096, 512, 4096, "f32"),
-      decodeChain(20, 4096),
-      ...squareF16.map((n) => mm(n, n, n, "f16")),
-      elementwise("add", elements),
-      elementwise("mul", elements),
-      rows("soft_max", rowCount, 4096),
-      rows("rms_norm", rowCount, 4096),
-      manyNodes(1),
-      manyNodes(1000),
-      block(4096, 512, 32, 11008)
-    ]
+  // decode shapes: a model of hidden size H, one token and small batches (and a 512-token prefill)
+  const H = quick ? 256 : 4096
+  const decodeColumns = quick ? [1, 8] : [1, 8, 512]
+  return [
+    ...square.map((n) => mm(n, n, n, "f32")),
+    ...decodeColumns.map((n) => mm(H, n, H, "f32")),
+    decodeChain(quick ? 8 : 20, H),
+    ...squareF16.map((n) => mm(n, n, n, "f16")),
+    elementwise("add", elements),
+    elementwise("mul", elements),
+    rows("soft_max", rowCount, 4096),
+    rows("rms_norm", rowCount, 4096),
+    manyNodes(1),
+    manyNodes(1000),
+    quick ? block(256, 32, 4, 512) : block(4096, 512, 32, 11008)
+  ]
 }
 
 // ------------------------------------------------------------------------------------------------------------

@@ -201,9 +201,9 @@ const MV_SUBGROUP_REDUCE = (N: number) =>
   }
   workgroupBarrier();
   if (lid < ${N}u) {
-    var t = red[lid * ${WG}u];
-    for (var k = 1u; k < ${WG}u / sgs; k++) { t += red[lid * ${WG}u + k]; }
-    red[lid * ${WG}u] = t;
+    var total = red[lid * ${WG}u];
+    for (var k = 1u; k < ${WG}u / sgs; k++) { total += red[lid * ${WG}u + k]; }
+    red[lid * ${WG}u] = total;
   }`
 
 /** tiled: a 64x64 block of the result per workgroup, 4x4 per thread, K in steps of 16 through shared memory */
