@@ -43,7 +43,8 @@ const main = Effect.gen(function*() {
     layout: pipeline.getBindGroupLayout(0),
     entries: [{ binding: 0, resource: { buffer } }]
   })
-  const byHand = Effect.promise(() => {
+  /** the same one dispatch, encoded and submitted by hand */
+  const submit = () => {
     const enc = gd.createCommandEncoder()
     const pass = enc.beginComputePass()
     pass.setPipeline(pipeline)
@@ -51,6 +52,10 @@ const main = Effect.gen(function*() {
     pass.dispatchWorkgroups(4)
     pass.end()
     gd.queue.submit([enc.finish()])
+  }
+  const submitByHand = Effect.sync(submit)
+  const byHand = Effect.promise(() => {
+    submit()
     return gd.queue.onSubmittedWorkDone()
   })
   if (process.env.PROFILE === "compute") {
@@ -63,15 +68,6 @@ const main = Effect.gen(function*() {
     yield* time("backend: synchronize only (idle queue)", backend.synchronize)
     return
   }
-  const submitByHand = Effect.sync(() => {
-    const enc = gd.createCommandEncoder()
-    const pass = enc.beginComputePass()
-    pass.setPipeline(pipeline)
-    pass.setBindGroup(0, group)
-    pass.dispatchWorkgroups(4)
-    pass.end()
-    gd.queue.submit([enc.finish()])
-  })
   for (let round = 0; round < 2; round++) {
     yield* time("by hand: encode, submit (no wait)", submitByHand)
     yield* Effect.promise(() => gd.queue.onSubmittedWorkDone())
