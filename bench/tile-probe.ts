@@ -1,9 +1,11 @@
 /**
- * One f16 mul_mat tiling over several sizes in one process: wall time of compute + synchronize (median of
- * 20 after 2 s of load) and the kernel's GPU time from timestamp queries (every 5th run), to tell a slow kernel from
- * a slow moment of the machine.
+ * One mul_mat tiling over several sizes in one process: wall time of compute + synchronize (median of
+ * 20 after 2 s of load) and the kernel's GPU time from timestamp queries (every 5th run), to tell a slow
+ * kernel from a slow moment of the machine. An f16 subgroup-matrix tiling is
+ * sgRows x sgCols : fragRows x fragCols : depth; an f32 register tiling is f32:m x n : depth[:u] (u: unrolled).
  *
  *   tsx tile-probe.ts 2x4:4x2:64 4096 8192 4096
+ *   tsx tile-probe.ts f32:8x8:8 4096
  */
 import { Graph, Ops } from "@effect-gpu/core"
 import * as Generators from "@effect-gpu/testing/Generators"
@@ -12,19 +14,28 @@ import { Effect } from "effect"
 import { openDawn } from "./dawn.js"
 
 const [tileArg = "2x4:4x2:64", ...sizes] = process.argv.slice(2)
-const [sgRows, sgCols, fragRows, fragCols, depth] = tileArg.split(/[x:]/).map(Number)
+const f32 = tileArg.startsWith("f32:")
+const dtype = f32 ? "f32" : "f16"
+const flags = tileArg.split(":")[3] ?? ""
+const tiling = f32
+  ? (([m, n, depth]) => ({ registerTile: { m, n, depth, unroll: flags.includes("u") } }))(
+    tileArg.slice(4).split(/[x:]/).map(Number)
+  )
+  : (([sgRows, sgCols, fragRows, fragCols, depth]) => ({
+    matrixTile: { sgRows, sgCols, fragRows, fragCols, depth }
+  }))(tileArg.split(/[x:]/).map(Number))
 
 const median = (xs: ReadonlyArray<number>) => [...xs].sort((p, q) => p - q)[xs.length >> 1]
 
 const main = Effect.gen(function*() {
   yield* Effect.promise(() => openDawn())
-  const [device] = yield* WebGpu.make({ devices: 1, matrixTile: { sgRows, sgCols, fragRows, fragCols, depth } })
+  const [device] = yield* WebGpu.make({ devices: 1, ...tiling })
   const backend = yield* device.makeBackend()
   for (const n of (sizes.length > 0 ? sizes : ["4096"]).map(Number)) {
     yield* Effect.scoped(Effect.gen(function*() {
       const g = Graph.make()
-      const a = yield* g.param("a", "f16", [n, n])
-      const b = yield* g.input("b", "f16", [n, n])
+      const a = yield* g.param("a", dtype, [n, n])
+      const b = yield* g.input("b", dtype, [n, n])
       yield* g.output(Ops.mulMat(a, b))
       const plan = yield* backend.allocate(g.build())
       yield* plan.set(a, Generators.values(1, n * n, { min: 0.05, max: 0.5 }))

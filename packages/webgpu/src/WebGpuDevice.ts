@@ -137,6 +137,7 @@ export const make = (gpu: GPUDevice, options: Options): Device => {
     f16,
     maxWorkgroups: gpu.limits.maxComputeWorkgroupsPerDimension,
     workgroupStorage: gpu.limits.maxComputeWorkgroupStorageSize,
+    workgroupInvocations: gpu.limits.maxComputeInvocationsPerWorkgroup,
     subgroups: gpu.features.has("subgroups"),
     subgroupMatrix: hasMatrices(gpu, info),
     software: info?.isFallbackAdapter === true,

@@ -71,6 +71,8 @@ export interface Caps {
   readonly software?: boolean
   /** bytes of workgroup memory a kernel may use */
   readonly workgroupStorage?: number
+  /** invocations a workgroup may have */
+  readonly workgroupInvocations?: number
   /**
    * f16 x f16 -> f32 subgroup matrices of 16x16x16 on subgroups of exactly 32 invocations: the
    * tensor-core path for f16 mul_mat (Dawn's chromium_experimental_subgroup_matrix)

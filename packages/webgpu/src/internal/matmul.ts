@@ -44,7 +44,10 @@ export const mulMat = (node: Tensor, caps: Caps, bias: Tensor | undefined): Kern
     // vec4 loads pay once every thread has a vec4 of K to load (on lavapipe, K = 256 ran 6% slower)
     return matVec(shape, caps, fourAligned(shape, a, b) && shape.K >= 4 * WG)
   }
-  const matrixTile = caps.matrixTile ?? MATRIX_TILES.find((t) => sharedBytes(t) <= (caps.workgroupStorage ?? 16384))
+  const matrixTile = caps.matrixTile ?? MATRIX_TILES.find((t) =>
+    sharedBytes(t) <= (caps.workgroupStorage ?? 16384) &&
+    32 * t.sgRows * t.sgCols <= (caps.workgroupInvocations ?? 256)
+  )
   if (
     caps.subgroupMatrix === true && matrixTile !== undefined && a.dtype === "f16" && b.dtype === "f16" &&
     a.nb[0] === 2 && b.nb[0] === 2
@@ -273,12 +276,17 @@ const sharedBytes = (t: MatrixTile) =>
   2 * pad(t.depth) * 16 * (t.sgRows * t.fragRows + t.sgCols * t.fragCols) + 4 * 256 * t.sgRows * t.sgCols
 
 /**
- * Tilings in order of preference, the first that fits the device's workgroup memory wins: 128x128
- * results per workgroup, 8 subgroups as 2x4 with 4x2 fragments of 16x16 each, K in steps of 64 (44 KiB;
- * on the H200 up to 150 TFLOP/s of GPU time at 4096^3 where K steps of 32 gave 67-95), then 32.
+ * Tilings in order of preference, the first that fits the device's workgroup memory and invocations
+ * wins. 256x128 results per workgroup from 16 subgroups (512 invocations) as 8x2 with 2x4 fragments of
+ * 16x16 each, K in steps of 32 (46 KiB); then 8 subgroups as 2x4 with 4x4 fragments (256 invocations,
+ * 38 KiB); then 4x2 fragments (28 KiB). On the H200 (`bench/tile-probe.ts`, runs w-y in RESULTS.md):
+ * 4096^3 / 8192^3 at 207 / 221 TFLOP/s of GPU time, 166 / 181, and 129 / 133; other 512-invocation
+ * layouts of 8 fragments 204-215; 16 fragments per subgroup or K steps of 16 were slower (61-165), and
+ * so were two shared-memory stages (one barrier a step, depth 16 to fit: 25-96).
  */
 const MATRIX_TILES: ReadonlyArray<MatrixTile> = [
-  { sgRows: 2, sgCols: 4, fragRows: 4, fragCols: 2, depth: 64 },
+  { sgRows: 8, sgCols: 2, fragRows: 2, fragCols: 4, depth: 32 },
+  { sgRows: 2, sgCols: 4, fragRows: 4, fragCols: 4, depth: 32 },
   { sgRows: 2, sgCols: 4, fragRows: 4, fragCols: 2, depth: 32 }
 ]
 

@@ -1,0 +1,40 @@
+/**
+ * Which mul_mat kernel the WebGPU backend generates for a device's limits: pure, no adapter needed.
+ */
+import { Graph, Ops } from "@effect-gpu/core"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import type { Caps } from "../src/internal/kernel.js"
+import { mulMat } from "../src/internal/matmul.js"
+
+const f16Product = Effect.gen(function*() {
+  const g = Graph.make()
+  const a = yield* g.param("a", "f16", [4096, 4096])
+  const b = yield* g.input("b", "f16", [4096, 512])
+  return yield* g.output(Ops.mulMat(a, b))
+})
+
+const gpu: Caps = { f16: true, maxWorkgroups: 65535, subgroups: true, subgroupMatrix: true }
+
+describe("mul_mat kernel choice", () => {
+  it.effect("the subgroup-matrix tiling is the first that fits the workgroup memory and invocations", () =>
+    Effect.gen(function*() {
+      const y = yield* f16Product
+      const key = (caps: Partial<Caps>) =>
+        mulMat(y, { ...gpu, ...caps }, undefined).key.split(":").slice(0, 4).join(":")
+      // [workgroup bytes, invocations, kernel]
+      const table: ReadonlyArray<readonly [number, number, string]> = [
+        [49152, 1024, "mmsg:8x2:2x4:32"],
+        [49152, 256, "mmsg:2x4:4x4:32"],
+        [32768, 1024, "mmsg:2x4:4x2:32"],
+        // no tiling fits: the vec4 register-tiled kernel, which reads f16 operands too
+        [16384, 1024, "mm4:"]
+      ]
+      for (const [workgroupStorage, workgroupInvocations, kernel] of table) {
+        const chosen = key({ workgroupStorage, workgroupInvocations })
+        assert.isTrue(chosen.startsWith(kernel), `${workgroupStorage} B, ${workgroupInvocations}: ${chosen}`)
+      }
+      // without subgroup matrices, the register-tiled kernel whatever the limits
+      assert.isTrue(key({ subgroupMatrix: false, workgroupStorage: 49152 }).startsWith("mm4:"))
+    }))
+})
