@@ -4,7 +4,7 @@
  * kernel from a slow moment of the machine. An f16 subgroup-matrix tiling is
  * sgRows x sgCols : fragRows x fragCols : depth; an f32 register tiling is f32:m x n : depth[:u] (u: unrolled).
  *
- *   tsx tile-probe.ts 2x4:4x2:64 4096 8192 4096
+ *   tsx tile-probe.ts 8x2:2x4:32 4096 8192 4096
  *   tsx tile-probe.ts f32:8x8:8 4096
  */
 import { Graph, Ops } from "@effect-gpu/core"
@@ -13,7 +13,7 @@ import { WebGpu } from "@effect-gpu/webgpu"
 import { Effect } from "effect"
 import { openDawn } from "./dawn.js"
 
-const [tileArg = "2x4:4x2:64", ...sizes] = process.argv.slice(2)
+const [tileArg = "8x2:2x4:32", ...sizes] = process.argv.slice(2)
 const f32 = tileArg.startsWith("f32:")
 const dtype = f32 ? "f32" : "f16"
 const flags = tileArg.split(":")[3] ?? ""
