@@ -277,7 +277,7 @@ const sharedBytes = (t: MatrixTile) =>
 
 /**
  * Tilings in order of preference, the first that fits the device's workgroup memory and invocations
- * wins. 256x128 results per workgroup from 16 subgroups (512 invocations) as 8x2 with 2x4 fragments of
+ * wins. 128 (M) x 256 (N) results per workgroup from 16 subgroups (512 invocations) as 8x2 with 2x4 fragments of
  * 16x16 each, K in steps of 32 (46 KiB); then 8 subgroups as 2x4 with 4x4 fragments (256 invocations,
  * 38 KiB); then 4x2 fragments (28 KiB). On the H200 (`bench/tile-probe.ts`, runs w-y in RESULTS.md):
  * 4096^3 / 8192^3 at 207 / 221 TFLOP/s of GPU time, 166 / 181, and 129 / 133; other 512-invocation
