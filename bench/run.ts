@@ -25,6 +25,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { parseArgs } from "node:util"
 import { openDawn } from "./dawn.js"
+import { parseRegs, parseTile } from "./tilings.js"
 
 const { values: args } = parseArgs({
   allowNegative: true,
@@ -388,20 +389,6 @@ const fmt = (r: { value: number; unit: string }) =>
     : r.unit === "B/s"
     ? r.value >= 1e12 ? `${(r.value / 1e12).toFixed(2)} TB/s` : `${(r.value / 1e9).toFixed(2)} GB/s`
     : `${r.value.toFixed(2)} us/node`
-
-const parseTile = (s: string) => {
-  const m = /^(\d+)x(\d+):(\d+)x(\d+):(\d+)$/.exec(s)
-  if (m === null) throw new Error(`--tile wants SRxSC:FRxFC:DEPTH, got ${s}`)
-  const [sgRows, sgCols, fragRows, fragCols, depth] = m.slice(1).map(Number)
-  return { sgRows, sgCols, fragRows, fragCols, depth }
-}
-
-const parseRegs = (s: string) => {
-  const m = /^(\d+)x(\d+):(\d+)(u?)$/.exec(s)
-  if (m === null) throw new Error(`--regs wants MxN:DEPTH[u], got ${s}`)
-  const [mm, n, depth] = m.slice(1, 4).map(Number)
-  return { m: mm, n, depth, unroll: m[4] === "u" }
-}
 
 const main = Effect.gen(function*() {
   // one Dawn instance for both: our provider takes navigator.gpu when it exists

@@ -1,8 +1,9 @@
 /**
  * One mul_mat tiling over several sizes in one process: wall time of compute + synchronize (median of
  * 20 after 2 s of load) and the kernel's GPU time from timestamp queries (every 5th run), to tell a slow
- * kernel from a slow moment of the machine. An f16 subgroup-matrix tiling is
- * sgRows x sgCols : fragRows x fragCols : depth; an f32 register tiling is f32:m x n : depth[:u] (u: unrolled).
+ * kernel from a slow moment of the machine. The tiling: `auto` (the backend's choice, f16), an f16
+ * subgroup-matrix tiling SRxSC:FRxFC:DEPTH, or an f32 register tiling f32:MxN:DEPTH[u] (as the bench's
+ * --tile and --regs).
  *
  *   tsx tile-probe.ts 8x2:2x4:32 4096 8192 4096
  *   tsx tile-probe.ts f32:8x8:8 4096
@@ -12,18 +13,16 @@ import * as Generators from "@effect-gpu/testing/Generators"
 import { WebGpu } from "@effect-gpu/webgpu"
 import { Effect } from "effect"
 import { openDawn } from "./dawn.js"
+import { parseRegs, parseTile } from "./tilings.js"
 
-const [tileArg = "8x2:2x4:32", ...sizes] = process.argv.slice(2)
+const [tileArg = "auto", ...sizes] = process.argv.slice(2)
 const f32 = tileArg.startsWith("f32:")
 const dtype = f32 ? "f32" : "f16"
-const flags = tileArg.split(":")[3] ?? ""
 const tiling = f32
-  ? (([m, n, depth]) => ({ registerTile: { m, n, depth, unroll: flags.includes("u") } }))(
-    tileArg.slice(4).split(/[x:]/).map(Number)
-  )
-  : (([sgRows, sgCols, fragRows, fragCols, depth]) => ({
-    matrixTile: { sgRows, sgCols, fragRows, fragCols, depth }
-  }))(tileArg.split(/[x:]/).map(Number))
+  ? { registerTile: parseRegs(tileArg.slice(4)) }
+  : tileArg === "auto"
+  ? {}
+  : { matrixTile: parseTile(tileArg) }
 
 const median = (xs: ReadonlyArray<number>) => [...xs].sort((p, q) => p - q)[xs.length >> 1]
 

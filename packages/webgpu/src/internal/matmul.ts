@@ -44,10 +44,10 @@ export const mulMat = (node: Tensor, caps: Caps, bias: Tensor | undefined): Kern
     // vec4 loads pay once every thread has a vec4 of K to load (on lavapipe, K = 256 ran 6% slower)
     return matVec(shape, caps, fourAligned(shape, a, b) && shape.K >= 4 * WG)
   }
-  const matrixTile = caps.matrixTile ?? MATRIX_TILES.find((t) =>
-    sharedBytes(t) <= (caps.workgroupStorage ?? 16384) &&
-    32 * t.sgRows * t.sgCols <= (caps.workgroupInvocations ?? 256)
-  )
+  const matrixTile = caps.matrixTile ??
+    MATRIX_TILES.find((t) =>
+      sharedBytes(t) <= (caps.workgroupStorage ?? 16384) && invocations(t) <= (caps.workgroupInvocations ?? 256)
+    )
   if (
     caps.subgroupMatrix === true && matrixTile !== undefined && a.dtype === "f16" && b.dtype === "f16" &&
     a.nb[0] === 2 && b.nb[0] === 2
@@ -271,6 +271,9 @@ ${
 /** elements between rows of a shared-memory tile: the depth plus 8 f16 of padding against bank conflicts */
 const pad = (depth: number) => depth + 8
 
+/** invocations of a tiling's workgroup: one subgroup of 32 per 16x16-fragment block */
+const invocations = (t: MatrixTile) => 32 * t.sgRows * t.sgCols
+
 /** workgroup memory of a tiling: both staged tiles (f16) and one f32 fragment per subgroup */
 const sharedBytes = (t: MatrixTile) =>
   2 * pad(t.depth) * 16 * (t.sgRows * t.fragRows + t.sgCols * t.fragCols) + 4 * 256 * t.sgRows * t.sgCols
@@ -303,7 +306,7 @@ const range = (n: number) => Array.from({ length: n }, (_, i) => i)
 const subgroupMatrix = (shape: Shape, a: Tensor, b: Tensor, tile: MatrixTile): Kernel => {
   const kernel = (vec: boolean): Kernel => {
     const { depth: TK, fragCols: FC, fragRows: FR, sgCols: SC, sgRows: SR } = tile
-    const threads = 32 * SR * SC
+    const threads = invocations(tile)
     const TN = SR * FR * 16
     const TM = SC * FC * 16
     const LS = pad(TK)
