@@ -1,0 +1,197 @@
+/**
+ * Where the tensor-core f16 mul_mat spends its time, on raw Dawn: the backend's first tiling (16 subgroups
+ * of 2x4 16x16 fragments, 256 x 128 results per workgroup, K steps of 32 staged through shared memory, the
+ * next step prefetched into registers) written for one square size, then the same kernel with one phase
+ * taken out at a time. Not project code: a profile by subtraction, to choose what to change next.
+ *
+ *   tsx sgm-variants.ts [N]
+ *
+ * Variants: `full` (the backend's schedule), `no global loads` (the first K step's registers staged again
+ * and again), `no staging` (tiles staged once before the loop, no barriers in it), `no fragment loads`
+ * (fragments loaded once, multiply-accumulates alone in the loop, still staged), `mma only`, and `wide`
+ * (global loads of 16 bytes: two vec4<f16> per load).
+ */
+import { openDawn } from "./dawn.js"
+import { dispatcher, readBack, settledMs } from "./raw-dawn.js"
+
+const N = Number(process.argv[2] ?? 4096)
+const [SR, SC, FR, FC, TK] = [8, 2, 2, 4, 32]
+const TN = SR * FR * 16 // rows of b per workgroup
+const TM = SC * FC * 16 // rows of a per workgroup
+const LS = TK + 8 // a staged row, padded against bank conflicts
+const range = (n: number) => Array.from({ length: n }, (_, i) => i)
+
+interface Variant {
+  readonly loads: boolean
+  readonly staging: boolean
+  readonly fragments: boolean
+  readonly wide: boolean
+}
+
+const kernel = ({ fragments, loads, staging, wide }: Variant) => {
+  // a global load is `w` f16: 4 (vec4<f16>) or 8 (vec4<u32>, two vec4<f16>)
+  const w = wide ? 8 : 4
+  const per = (rows: number) => (rows * TK) / w / 512
+  const load = (t: "x" | "w", rows: number) => {
+    const [op, r0] = t === "x" ? ["b", "n0"] : ["a", "m0"]
+    return range(per(rows)).map((e) =>
+      `    { let i = ${e * 512}u + lid; let r = ${r0} + i / ${TK / w}u; let k = k0 + (i % ${TK / w}u) * ${w}u; ${t}r[${e}] = ${op}[(r * ${N}u + k) / ${w}u]; }`
+    ).join("\n")
+  }
+  const stash = (t: "x" | "w", rows: number) =>
+    range(per(rows)).map((e) => {
+      const at = `(i / ${TK / w}u) * ${LS / 4}u + (i % ${TK / w}u) * ${w / 4}u`
+      const S = `${t.toUpperCase()}s`
+      const v = `${t}r[${e}]`
+      return wide
+        ? `    { let i = ${e * 512}u + lid; let o = ${at}; ${S}[o] = bitcast<vec4<f16>>(${v}.xy); ${S}[o + 1u] = bitcast<vec4<f16>>(${v}.zw); }`
+        : `    { let i = ${e * 512}u + lid; ${S}[${at}] = ${v}; }`
+    }).join("\n")
+  const frag = (i: number, j: number) => `c${i}_${j}`
+  const fragLoads = (s: number) => [
+    ...range(FR).map((i) =>
+      `    let x${i}_${s} = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&Xs, (sr * ${FR * 16}u + ${
+        i * 16
+      }u) * ${LS / 4}u + ${(s * 16) / 4}u, ${LS / 4}u);`
+    ),
+    ...range(FC).map((j) =>
+      `    let w${j}_${s} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&Ws, (sc * ${FC * 16}u + ${
+        j * 16
+      }u) * ${LS / 4}u + ${(s * 16) / 4}u, ${LS / 4}u);`
+    )
+  ]
+  const mmas = (s: number) =>
+    range(FR).flatMap((i) =>
+      range(FC).map((j) =>
+        `    ${frag(i, j)} = subgroupMatrixMultiplyAccumulate(x${i}_${s}, w${j}_${s}, ${frag(i, j)});`
+      )
+    )
+  const steps = range(TK / 16).map((s) => [...(fragments ? fragLoads(s) : []), ...mmas(s)].join("\n")).join("\n")
+  const vt = wide ? "vec4<u32>" : "vec4<f16>"
+  return `enable f16;
+enable subgroups;
+enable chromium_experimental_subgroup_matrix;
+diagnostic(off, chromium.subgroup_matrix_uniformity);
+@group(0) @binding(0) var<storage, read> a: array<${vt}>;
+@group(0) @binding(1) var<storage, read> b: array<${vt}>;
+@group(0) @binding(2) var<storage, read_write> d: array<f32>;
+var<workgroup> Xs: array<vec4<f16>, ${(TN * LS) / 4}>;
+var<workgroup> Ws: array<vec4<f16>, ${(TM * LS) / 4}>;
+@compute @workgroup_size(512)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let sg = lid / 32u;
+  let sr = sg / ${SC}u;
+  let sc = sg % ${SC}u;
+  let m0 = (wid.x % ${N / TM}u) * ${TM}u;
+  let n0 = (wid.x / ${N / TM}u) * ${TN}u;
+  var xr: array<${vt}, ${per(TN)}>;
+  var wr: array<${vt}, ${per(TM)}>;
+${range(FR).flatMap((i) => range(FC).map((j) => `  var ${frag(i, j)}: subgroup_matrix_result<f32, 16, 16>;`)).join("\n")}
+  {
+    let k0 = 0u;
+${load("x", TN)}
+${load("w", TM)}
+  }
+${
+    staging ? "" : `${stash("x", TN)}\n${stash("w", TM)}\n  workgroupBarrier();`
+  }
+${fragments ? "" : range(TK / 16).flatMap(fragLoads).join("\n")}
+  for (var k0 = 0u; k0 < ${N}u; k0 += ${TK}u) {
+${staging ? `${stash("x", TN)}\n${stash("w", TM)}\n    workgroupBarrier();` : ""}
+${loads ? `    if (k0 + ${TK}u < ${N}u) {\n      let k0 = k0 + ${TK}u;\n${load("x", TN)}\n${load("w", TM)}\n    }` : ""}
+${steps}
+${staging ? "    workgroupBarrier();" : ""}
+  }
+${
+    range(FR).flatMap((i) =>
+      range(FC).map((j) =>
+        `  subgroupMatrixStore<row_major>(&d, (n0 + sr * ${FR * 16}u + ${i * 16}u) * ${N}u + m0 + sc * ${FC * 16}u + ${
+          j * 16
+        }u, ${frag(i, j)}, ${N}u);`
+      )
+    ).join("\n")
+  }
+}`
+}
+
+/** f16 bits of a number exactly representable in f16 (normal or zero) */
+const f16bits = (x: number) => {
+  if (x === 0) return 0
+  const v = Math.abs(x)
+  const e = Math.floor(Math.log2(v))
+  return (x < 0 ? 0x8000 : 0) | ((e + 15) << 10) | Math.round((v / 2 ** e - 1) * 1024)
+}
+
+const main = async () => {
+  const gpu = await openDawn()
+  const adapter = (await gpu.requestAdapter({ powerPreference: "high-performance" }))!
+  const wanted = ["shader-f16", "subgroups", "chromium-experimental-subgroup-matrix"] as const
+  if (!wanted.every((f) => adapter.features.has(f))) {
+    console.log("no subgroup matrices on this adapter")
+    return
+  }
+  const device = await adapter.requestDevice({
+    requiredFeatures: [...wanted] as Array<GPUFeatureName>,
+    requiredLimits: {
+      maxComputeWorkgroupStorageSize: adapter.limits.maxComputeWorkgroupStorageSize,
+      maxComputeInvocationsPerWorkgroup: adapter.limits.maxComputeInvocationsPerWorkgroup,
+      maxComputeWorkgroupSizeX: adapter.limits.maxComputeWorkgroupSizeX
+    }
+  })
+  device.pushErrorScope("validation")
+  // values m / 256, |m| <= 256, not zero: exact in f16
+  const values = () =>
+    Float32Array.from({ length: N * N }, () => ((Math.floor(Math.random() * 512) - 256) || 1) / 256)
+  const [A, B] = [values(), values()]
+  const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC
+  const upload = (x: Float32Array) => {
+    const buffer = device.createBuffer({ size: x.length * 2, usage })
+    device.queue.writeBuffer(buffer, 0, Uint16Array.from(x, f16bits))
+    return buffer
+  }
+  const [a, b] = [upload(A), upload(B)]
+  const d = device.createBuffer({ size: N * N * 4, usage })
+  const flops = 2 * N ** 3
+  const variants: ReadonlyArray<[string, Variant]> = [
+    ["full", { loads: true, staging: true, fragments: true, wide: false }],
+    ["wide", { loads: true, staging: true, fragments: true, wide: true }],
+    ["no global loads", { loads: false, staging: true, fragments: true, wide: false }],
+    ["no staging", { loads: false, staging: false, fragments: true, wide: false }],
+    ["no fragment loads", { loads: true, staging: true, fragments: false, wide: false }],
+    ["mma only", { loads: false, staging: false, fragments: false, wide: false }],
+    ["full (again)", { loads: true, staging: true, fragments: true, wide: false }]
+  ]
+  console.log(`${adapter.info.vendor} ${adapter.info.device || adapter.info.description}: ${N}^3 f16, 8x2:2x4:32`)
+  for (const [name, v] of variants) {
+    const go = await dispatcher(device, name, kernel(v), [{ buffer: a }, { buffer: b }, { buffer: d }], (N / TM) * (N / TN))
+    if (go === undefined) continue
+    await go(1)
+    // the full schedules must be right: 64 results against the CPU
+    let check = ""
+    if (v.loads && v.staging && v.fragments) {
+      const got = await readBack(device, { buffer: d }, N * N * 4)
+      let [err, norm] = [0, 0]
+      for (let s = 0; s < 64; s++) {
+        const [m, n] = [(s * 997) % N, (s * 1231 + 7) % N]
+        let want = 0
+        for (let k = 0; k < N; k++) want += A[m * N + k] * B[n * N + k]
+        err += (got[n * N + m] - want) ** 2
+        norm += want ** 2
+      }
+      check = `  nmse ${(err / norm).toExponential(1)}`
+    }
+    const ms = await settledMs(go)
+    console.log(
+      `${name.padEnd(18)} ${ms[3].toFixed(3)} ms  ${(flops / ms[3] / 1e9).toFixed(1)} TFLOP/s (best ${
+        (flops / ms[0] / 1e9).toFixed(1)
+      })${check}`
+    )
+  }
+  const error = await device.popErrorScope()
+  if (error !== null) console.log(`validation: ${error.message}`)
+}
+
+main().then(() => process.exit(0), (e) => {
+  console.error(e)
+  process.exit(1)
+})
