@@ -8,8 +8,9 @@
  *
  * Variants: `full` (the backend's schedule), `no global loads` (the first K step's registers staged again
  * and again), `no staging` (tiles staged once before the loop, no barriers in it), `no fragment loads`
- * (fragments loaded once, multiply-accumulates alone in the loop, still staged), `mma only`, and `wide`
- * (global loads of 16 bytes: two vec4<f16> per load).
+ * (fragments loaded once, multiply-accumulates alone in the loop, still staged), `mma only`; and two other
+ * schedules: `wide` (global loads of 16 bytes: two vec4<f16> per load), `global fragments` (no shared
+ * memory: fragments loaded from the storage buffers, without and with the next step prefetched).
  */
 import { openDawn } from "./dawn.js"
 import { dispatcher, readBack, settledMs } from "./raw-dawn.js"
@@ -35,7 +36,9 @@ const kernel = ({ fragments, loads, staging, wide }: Variant) => {
   const load = (t: "x" | "w", rows: number) => {
     const [op, r0] = t === "x" ? ["b", "n0"] : ["a", "m0"]
     return range(per(rows)).map((e) =>
-      `    { let i = ${e * 512}u + lid; let r = ${r0} + i / ${TK / w}u; let k = k0 + (i % ${TK / w}u) * ${w}u; ${t}r[${e}] = ${op}[(r * ${N}u + k) / ${w}u]; }`
+      `    { let i = ${e * 512}u + lid; let r = ${r0} + i / ${TK / w}u; let k = k0 + (i % ${
+        TK / w
+      }u) * ${w}u; ${t}r[${e}] = ${op}[(r * ${N}u + k) / ${w}u]; }`
     ).join("\n")
   }
   const stash = (t: "x" | "w", rows: number) =>
@@ -44,7 +47,9 @@ const kernel = ({ fragments, loads, staging, wide }: Variant) => {
       const S = `${t.toUpperCase()}s`
       const v = `${t}r[${e}]`
       return wide
-        ? `    { let i = ${e * 512}u + lid; let o = ${at}; ${S}[o] = bitcast<vec4<f16>>(${v}.xy); ${S}[o + 1u] = bitcast<vec4<f16>>(${v}.zw); }`
+        ? `    { let i = ${
+          e * 512
+        }u + lid; let o = ${at}; ${S}[o] = bitcast<vec4<f16>>(${v}.xy); ${S}[o + 1u] = bitcast<vec4<f16>>(${v}.zw); }`
         : `    { let i = ${e * 512}u + lid; ${S}[${at}] = ${v}; }`
     }).join("\n")
   const frag = (i: number, j: number) => `c${i}_${j}`
@@ -55,9 +60,9 @@ const kernel = ({ fragments, loads, staging, wide }: Variant) => {
       }u) * ${LS / 4}u + ${(s * 16) / 4}u, ${LS / 4}u);`
     ),
     ...range(FC).map((j) =>
-      `    let w${j}_${s} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&Ws, (sc * ${FC * 16}u + ${
-        j * 16
-      }u) * ${LS / 4}u + ${(s * 16) / 4}u, ${LS / 4}u);`
+      `    let w${j}_${s} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&Ws, (sc * ${
+        FC * 16
+      }u + ${j * 16}u) * ${LS / 4}u + ${(s * 16) / 4}u, ${LS / 4}u);`
     )
   ]
   const mmas = (s: number) =>
@@ -86,15 +91,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let n0 = (wid.x / ${N / TM}u) * ${TN}u;
   var xr: array<${vt}, ${per(TN)}>;
   var wr: array<${vt}, ${per(TM)}>;
-${range(FR).flatMap((i) => range(FC).map((j) => `  var ${frag(i, j)}: subgroup_matrix_result<f32, 16, 16>;`)).join("\n")}
+${
+    range(FR).flatMap((i) => range(FC).map((j) => `  var ${frag(i, j)}: subgroup_matrix_result<f32, 16, 16>;`)).join(
+      "\n"
+    )
+  }
   {
     let k0 = 0u;
 ${load("x", TN)}
 ${load("w", TM)}
   }
-${
-    staging ? "" : `${stash("x", TN)}\n${stash("w", TM)}\n  workgroupBarrier();`
-  }
+${staging ? "" : `${stash("x", TN)}\n${stash("w", TM)}\n  workgroupBarrier();`}
 ${fragments ? "" : range(TK / 16).flatMap(fragLoads).join("\n")}
   for (var k0 = 0u; k0 < ${N}u; k0 += ${TK}u) {
 ${staging ? `${stash("x", TN)}\n${stash("w", TM)}\n    workgroupBarrier();` : ""}
@@ -108,6 +115,69 @@ ${
         `  subgroupMatrixStore<row_major>(&d, (n0 + sr * ${FR * 16}u + ${i * 16}u) * ${N}u + m0 + sc * ${FC * 16}u + ${
           j * 16
         }u, ${frag(i, j)}, ${N}u);`
+      )
+    ).join("\n")
+  }
+}`
+}
+
+/**
+ * No shared memory: each subgroup loads its fragments straight from the storage buffers (the 2 subgroups
+ * on the same rows of b, and the 8 on the same rows of a, meet in the L1 cache) and never waits for the
+ * others; `prefetch` loads the next K step's fragments before this step's multiply-accumulates.
+ */
+const globalKernel = (prefetch: boolean) => {
+  const R = N / 4 // a row of K f16, in vec4s
+  const ld = (k: string, p = "") => [
+    ...range(FR).map((i) =>
+      `${p}x${i} = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&b, xo + ${
+        i * 16 * R
+      }u + ${k} / 4u, ${R}u);`
+    ),
+    ...range(FC).map((j) =>
+      `${p}w${j} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&a, wo + ${
+        j * 16 * R
+      }u + ${k} / 4u, ${R}u);`
+    )
+  ]
+  const mmas = range(FR).flatMap((i) =>
+    range(FC).map((j) => `    c${i}_${j} = subgroupMatrixMultiplyAccumulate(x${i}, w${j}, c${i}_${j});`)
+  )
+  const body = prefetch
+    ? [
+      `    let kn = min(k0 + 16u, ${N - 16}u);`,
+      ...ld("kn", "let n").map((l) => `    ${l}`),
+      ...mmas,
+      ...[...range(FR).map((i) => `x${i}`), ...range(FC).map((j) => `w${j}`)].map((v) => `    ${v} = n${v};`)
+    ]
+    : [...ld("k0", "let ").map((l) => `    ${l}`), ...mmas]
+  return `enable f16;
+enable subgroups;
+enable chromium_experimental_subgroup_matrix;
+diagnostic(off, chromium.subgroup_matrix_uniformity);
+@group(0) @binding(0) var<storage, read> a: array<vec4<f16>>;
+@group(0) @binding(1) var<storage, read> b: array<vec4<f16>>;
+@group(0) @binding(2) var<storage, read_write> d: array<f32>;
+@compute @workgroup_size(512)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let sg = lid / 32u;
+  let sr = sg / ${SC}u;
+  let sc = sg % ${SC}u;
+  let m0 = (wid.x % ${N / TM}u) * ${TM}u;
+  let n0 = (wid.x / ${N / TM}u) * ${TN}u;
+  let xo = (n0 + sr * ${FR * 16}u) * ${R}u;
+  let wo = (m0 + sc * ${FC * 16}u) * ${R}u;
+${range(FR).flatMap((i) => range(FC).map((j) => `  var c${i}_${j}: subgroup_matrix_result<f32, 16, 16>;`)).join("\n")}
+${prefetch ? ld("0u", "var ").map((l) => `  ${l}`).join("\n") : ""}
+  for (var k0 = 0u; k0 < ${N}u; k0 += 16u) {
+${body.join("\n")}
+  }
+${
+    range(FR).flatMap((i) =>
+      range(FC).map((j) =>
+        `  subgroupMatrixStore<row_major>(&d, (n0 + sr * ${FR * 16}u + ${i * 16}u) * ${N}u + m0 + sc * ${FC * 16}u + ${
+          j * 16
+        }u, c${i}_${j}, ${N}u);`
       )
     ).join("\n")
   }
@@ -140,8 +210,7 @@ const main = async () => {
   })
   device.pushErrorScope("validation")
   // values m / 256, |m| <= 256, not zero: exact in f16
-  const values = () =>
-    Float32Array.from({ length: N * N }, () => ((Math.floor(Math.random() * 512) - 256) || 1) / 256)
+  const values = () => Float32Array.from({ length: N * N }, () => ((Math.floor(Math.random() * 512) - 256) || 1) / 256)
   const [A, B] = [values(), values()]
   const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC
   const upload = (x: Float32Array) => {
@@ -152,18 +221,27 @@ const main = async () => {
   const [a, b] = [upload(A), upload(B)]
   const d = device.createBuffer({ size: N * N * 4, usage })
   const flops = 2 * N ** 3
-  const variants: ReadonlyArray<[string, Variant]> = [
+  const full: Variant = { loads: true, staging: true, fragments: true, wide: false }
+  const variants: ReadonlyArray<[string, Variant, string?]> = [
     ["full", { loads: true, staging: true, fragments: true, wide: false }],
     ["wide", { loads: true, staging: true, fragments: true, wide: true }],
     ["no global loads", { loads: false, staging: true, fragments: true, wide: false }],
     ["no staging", { loads: false, staging: false, fragments: true, wide: false }],
     ["no fragment loads", { loads: true, staging: true, fragments: false, wide: false }],
     ["mma only", { loads: false, staging: false, fragments: false, wide: false }],
-    ["full (again)", { loads: true, staging: true, fragments: true, wide: false }]
+    ["global fragments", full, globalKernel(false)],
+    ["global, prefetched", full, globalKernel(true)],
+    ["full (again)", full]
   ]
   console.log(`${adapter.info.vendor} ${adapter.info.device || adapter.info.description}: ${N}^3 f16, 8x2:2x4:32`)
   for (const [name, v] of variants) {
-    const go = await dispatcher(device, name, kernel(v), [{ buffer: a }, { buffer: b }, { buffer: d }], (N / TM) * (N / TN))
+    const go = await dispatcher(
+      device,
+      name,
+      kernel(v),
+      [{ buffer: a }, { buffer: b }, { buffer: d }],
+      (N / TM) * (N / TN)
+    )
     if (go === undefined) continue
     await go(1)
     // the full schedules must be right: 64 results against the CPU

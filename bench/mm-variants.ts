@@ -1,0 +1,145 @@
+/**
+ * Where the register-tiled f32 mul_mat spends its time, on raw Dawn: the backend's 8x8:8 kernel (256
+ * threads by subgroup, 128 x 128 results per workgroup, K steps of 8 staged through shared memory, the
+ * next step prefetched into registers) written for one square size, then with one phase taken out at a
+ * time. Not project code: a profile by subtraction, to choose what to change next.
+ *
+ *   tsx mm-variants.ts [N] [dawn toggle ...]     e.g. tsx mm-variants.ts 4096 disable_robustness
+ *
+ * Variants: `full`, `no global loads` (the first K step staged again and again), `no staging` (staged
+ * once, no barriers in the loop), `no shared reads` (each thread's operands read once, multiply-adds,
+ * loads and staging in the loop), `fma only`.
+ */
+import { openDawn } from "./dawn.js"
+import { dispatcher, readBack, settledMs } from "./raw-dawn.js"
+
+const [N = 4096, ...toggles] = process.argv.slice(2).map((s, i) => (i === 0 ? Number(s) : s)) as [
+  number,
+  ...Array<string>
+]
+const range = (n: number) => Array.from({ length: n }, (_, i) => i)
+
+interface Variant {
+  readonly loads: boolean
+  readonly staging: boolean
+  readonly reads: boolean
+}
+
+const kernel = ({ loads, reads, staging }: Variant) => {
+  const load =
+    `    { let r = lid / 2u; let k = k0 + (lid % 2u) * 4u; ar = a[((m0 + r) * ${N}u + k) / 4u]; br = b[((n0 + r) * ${N}u + k) / 4u]; }`
+  const stash = `    { let r = lid / 2u; let k = (lid % 2u) * 4u; ${
+    range(4).map((c) => `As[k + ${c}u][r / 4u][r % 4u] = ar[${c}]; Bs[k + ${c}u][r / 4u][r % 4u] = br[${c}];`).join(" ")
+  } }`
+  const read = (k: string) =>
+    `      a0 = As[${k}][tx]; a1 = As[${k}][tx + 8u]; b0 = Bs[${k}][ty]; b1 = Bs[${k}][ty + 4u];`
+  const fmas = range(2).flatMap((i) =>
+    range(8).map((j) => `      c${i}_${j} = fma(a${i}, vec4<f32>(b${j >> 2}[${j % 4}]), c${i}_${j});`)
+  ).join("\n")
+  return `@group(0) @binding(0) var<storage, read> a: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> b: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read_write> d: array<f32>;
+var<workgroup> As: array<array<vec4<f32>, 33>, 8>;
+var<workgroup> Bs: array<array<vec4<f32>, 33>, 8>;
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let m0 = (wid.x % ${N / 128}u) * 128u;
+  let n0 = (wid.x / ${N / 128}u) * 128u;
+  let tx = (lid / 32u) % 2u * 16u + lid % 8u;
+  let ty = (lid / 64u) * 8u + (lid % 32u) / 8u;
+  var ar: vec4<f32>;
+  var br: vec4<f32>;
+  var a0: vec4<f32>; var a1: vec4<f32>; var b0: vec4<f32>; var b1: vec4<f32>;
+${range(2).flatMap((i) => range(8).map((j) => `  var c${i}_${j} = vec4<f32>(0.0);`)).join("\n")}
+  {
+    let k0 = 0u;
+${load}
+  }
+${staging ? "" : `${stash}\n  workgroupBarrier();`}
+${reads ? "" : read("0u")}
+  for (var k0 = 0u; k0 < ${N}u; k0 += 8u) {
+${staging ? `${stash}\n    workgroupBarrier();` : ""}
+${loads ? `    if (k0 + 8u < ${N}u) {\n      let k0 = k0 + 8u;\n${load}\n    }` : ""}
+    for (var k = 0u; k < 8u; k++) {
+${reads ? read("k") : ""}
+${fmas}
+    }
+${staging ? "    workgroupBarrier();" : ""}
+  }
+${
+    range(2).flatMap((i) =>
+      range(8).map((j) =>
+        `  { let nn = n0 + (ty + ${(j >> 2) * 4}u) * 4u + ${j % 4}u; let m = m0 + (tx + ${
+          i * 8
+        }u) * 4u; for (var c = 0u; c < 4u; c++) { d[nn * ${N}u + m + c] = c${i}_${j}[c]; } }`
+      )
+    ).join("\n")
+  }
+}`
+}
+
+const main = async () => {
+  const gpu = await openDawn(toggles)
+  const adapter = (await gpu.requestAdapter({ powerPreference: "high-performance" }))!
+  const L = adapter.limits
+  const device = await adapter.requestDevice({
+    requiredLimits: { maxStorageBufferBindingSize: L.maxStorageBufferBindingSize, maxBufferSize: L.maxBufferSize }
+  })
+  device.pushErrorScope("validation")
+  const values = () => new Float32Array(N * N).map(() => Math.random() - 0.5)
+  const [A, B] = [values(), values()]
+  const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC
+  const upload = (x: Float32Array<ArrayBuffer>) => {
+    const buffer = device.createBuffer({ size: x.byteLength, usage })
+    device.queue.writeBuffer(buffer, 0, x)
+    return buffer
+  }
+  const [a, b] = [upload(A), upload(B)]
+  const d = device.createBuffer({ size: N * N * 4, usage })
+  const flops = 2 * N ** 3
+  const variants: ReadonlyArray<[string, Variant]> = [
+    ["full", { loads: true, staging: true, reads: true }],
+    ["no global loads", { loads: false, staging: true, reads: true }],
+    ["no staging", { loads: false, staging: false, reads: true }],
+    ["no shared reads", { loads: true, staging: true, reads: false }],
+    ["fma only", { loads: false, staging: false, reads: false }],
+    ["full (again)", { loads: true, staging: true, reads: true }]
+  ]
+  console.log(
+    `${adapter.info.vendor} ${adapter.info.device || adapter.info.description}: ${N}^3 f32, 8x8:8 by subgroup${
+      toggles.length > 0 ? `, toggles ${toggles.join(" ")}` : ""
+    }`
+  )
+  for (const [name, v] of variants) {
+    const go = await dispatcher(device, name, kernel(v), [{ buffer: a }, { buffer: b }, { buffer: d }], (N / 128) ** 2)
+    if (go === undefined) continue
+    await go(1)
+    // the full schedule must be right: 64 results against the CPU
+    let check = ""
+    if (v.loads && v.staging && v.reads) {
+      const got = await readBack(device, { buffer: d }, N * N * 4)
+      let [err, norm] = [0, 0]
+      for (let s = 0; s < 64; s++) {
+        const [m, n] = [(s * 997) % N, (s * 1231 + 7) % N]
+        let want = 0
+        for (let k = 0; k < N; k++) want += A[m * N + k] * B[n * N + k]
+        err += (got[n * N + m] - want) ** 2
+        norm += want ** 2
+      }
+      check = `  nmse ${(err / norm).toExponential(1)}`
+    }
+    const ms = await settledMs(go)
+    console.log(
+      `${name.padEnd(18)} ${ms[3].toFixed(3)} ms  ${(flops / ms[3] / 1e9).toFixed(1)} TFLOP/s (best ${
+        (flops / ms[0] / 1e9).toFixed(1)
+      })${check}`
+    )
+  }
+  const error = await device.popErrorScope()
+  if (error !== null) console.log(`validation: ${error.message}`)
+}
+
+main().then(() => process.exit(0), (e) => {
+  console.error(e)
+  process.exit(1)
+})
