@@ -557,6 +557,46 @@ describe.skipIf(!adapterAvailable)("WebGPU capabilities", () => {
       }), 60_000)
   }
 
+  it.scoped(
+    "f16 mul_mat on subgroup matrices loads 16 bytes where K and the offsets allow, else 8, else 2",
+    () =>
+      Effect.gen(function*() {
+        const [d] = yield* WebGpu.make({ devices: 1 })
+        if (!d.description.includes("shader-f16")) return
+        // [K, b viewed this many elements in, the load form on subgroup matrices]: an offset of 4 binds wide
+        // operands at the wrong alignment, so the 8-byte form runs
+        const table: ReadonlyArray<readonly [number, number, string]> = [
+          [136, 0, ":w:"],
+          [136, 8, ":w:"],
+          [136, 4, ":v:"],
+          [132, 0, ":v:"],
+          [130, 0, ":s:"]
+        ]
+        for (const [K, offset, form] of table) {
+          const g = Graph.make()
+          const a = yield* g.param("a", "f16", [K, 48])
+          const b = yield* g.input("b", "f16", [K * 40 + 8])
+          const y = yield* g.output(Ops.mulMat(a, Ops.view(b, [K, 40], [2 * K], 2 * offset)))
+          const results: Array<Array<number>> = []
+          for (const dev of [d, Cpu.make()]) {
+            const backend = yield* dev.makeBackend()
+            const plan = yield* backend.allocate(g.build())
+            yield* plan.set(a, Generators.values(7, K * 48))
+            yield* plan.set(b, Generators.values(8, K * 40 + 8))
+            const trace = yield* backend.captureNext
+            yield* backend.compute(plan)
+            const [entry] = (yield* trace).entries.filter((e) => e.op === "mul_mat")
+            if (dev === d && WebGpuDevice.hasSubgroupMatrices(d)) {
+              assert.include(entry.kernel, form, `K ${K}, offset ${offset}: ${entry.kernel}`)
+            }
+            results.push(Array.from(yield* plan.get(y)))
+          }
+          assert.isBelow(nmse(results[0], results[1]), 5e-4, `K ${K}, offset ${offset}`)
+        }
+      }),
+    60_000
+  )
+
   it.effect("layer fails with NoAdapter when no adapter matches", () =>
     Effect.gen(function*() {
       const e = yield* Effect.flip(Layer.build(WebGpu.layer({ adapter: "no such adapter" })).pipe(Effect.scoped))

@@ -23,6 +23,11 @@ export interface Param {
 export interface Kernel {
   /** bind every operand as vec4 arrays; needs element offsets that are multiples of 4, else `scalar` runs */
   readonly vec4?: boolean
+  /**
+   * with `vec4`: f16 operands bound as 16-byte vec4<u32> arrays of 8 elements (one load moves 8 f16);
+   * needs their element offsets to be multiples of 8, else `scalar` runs
+   */
+  readonly wide?: boolean
   readonly scalar?: Kernel
   /** WGSL extensions the kernel needs besides f16 (which the header enables for f16 operands) */
   readonly enables?: ReadonlyArray<string>

@@ -60,14 +60,17 @@ export const mulMat = (node: Tensor, caps: Caps, bias: Tensor | undefined): Kern
 }
 
 /**
- * four K at a time: K contiguous in both operands, K and every row and batch stride a multiple of 4
+ * `by` K at a time: K contiguous in both operands, K and every row and batch stride a multiple of `by`
  * (the stride of a dimension of extent 1 is never used, so it may be anything)
  */
-const fourAligned = (shape: Shape, a: Tensor, b: Tensor): boolean =>
-  shape.K % 4 === 0 && [a, b].every((t) => {
+const aligned = (by: number) => (shape: Shape, a: Tensor, b: Tensor): boolean =>
+  shape.K % by === 0 && [a, b].every((t) => {
     const ts = DType.typeSize(t.dtype)
-    return t.nb[0] === ts && t.nb.slice(1).every((n, i) => t.ne[i + 1] === 1 || (n / ts) % 4 === 0)
+    return t.nb[0] === ts && t.nb.slice(1).every((n, i) => t.ne[i + 1] === 1 || (n / ts) % by === 0)
   })
+const fourAligned = aligned(4)
+/** eight K at a time (16-byte loads of f16) */
+const eightAligned = aligned(8)
 
 /**
  * The register tile by how many workgroups it gives: 8x8 per thread (128x128 per workgroup) once there
@@ -300,17 +303,18 @@ const range = (n: number) => Array.from({ length: n }, (_, i) => i)
  * result: per K step it stages b's rows ("X", the left fragments) and a's rows ("W", read column-major
  * as the right fragments) in shared memory, prefetching the next step into registers while the
  * fragments multiply. The result leaves through shared memory one fragment at a time, so edges, the
- * bias and any result layout are handled by plain stores. `vec4` loads four f16 at a time where K, the
- * strides and offsets are multiples of 4 (else the scalar form runs).
+ * bias and any result layout are handled by plain stores. Global loads take 16 bytes (eight f16) where K,
+ * the strides and offsets are multiples of 8, else 8 bytes where they are multiples of 4, else one f16.
  */
 const subgroupMatrix = (shape: Shape, a: Tensor, b: Tensor, tile: MatrixTile): Kernel => {
-  const kernel = (vec: boolean): Kernel => {
+  // w: f16 per global load, 8 (wide: a vec4<u32> of 16 bytes), 4 (a vec4<f16>) or 1
+  const kernel = (w: 1 | 4 | 8): Kernel => {
+    const vec = w > 1
     const { depth: TK, fragCols: FC, fragRows: FR, sgCols: SC, sgRows: SR } = tile
     const threads = invocations(tile)
     const TN = SR * FR * 16
     const TM = SC * FC * 16
     const LS = pad(TK)
-    const w = vec ? 4 : 1
     // loads per thread per K step, of one tile of `rows` rows
     const loads = (rows: number) => Math.ceil((rows * TK) / w / threads)
     const guard = (rows: number) => (rows * TK) / w % threads !== 0
@@ -319,7 +323,9 @@ const subgroupMatrix = (shape: Shape, a: Tensor, b: Tensor, tile: MatrixTile): K
         ? ["b", "xb", "P.b_nb1", "n0", "N"]
         : ["a", "wb", "P.a_nb1", "m0", "M"]
       return range(loads(rows)).map((e) => {
-        const body = vec
+        const body = w === 8
+          ? `if (r < ${lim} && k < K) { ${t}r[${e}] = ldw_${op}((${base} + r * ${ld} + k) >> 3u); } else { ${t}r[${e}] = vec4<u32>(); }`
+          : vec
           ? `if (r < ${lim} && k < K) { ${t}r[${e}] = ldh4_${op}((${base} + r * ${ld} + k) >> 2u); } else { ${t}r[${e}] = vec4<f16>(); }`
           : `if (r < ${lim} && k < K) { ${t}r[${e}] = f16(ld_${op}(${base} + r * ${ld} + k)); } else { ${t}r[${e}] = 0.0h; }`
         const idx = `${e * threads}u + lid`
@@ -336,8 +342,14 @@ const subgroupMatrix = (shape: Shape, a: Tensor, b: Tensor, tile: MatrixTile): K
       range(loads(rows)).map((e) => {
         const idx = `${e * threads}u + lid`
         const open = guard(rows) ? `if (${idx} < ${(rows * TK) / w}u) ` : ""
-        const at = `(i / ${TK / w}u) * ${LS / sw}u + i % ${TK / w}u`
-        return `    ${open}{ let i = ${idx}; ${t.toUpperCase()}s[${at}] = ${t}r[${e}]; }`
+        const S = `${t.toUpperCase()}s`
+        const r = `${t}r[${e}]`
+        // wide: a load is two staged vec4<f16>
+        const at = `(i / ${TK / w}u) * ${LS / sw}u + i % ${TK / w}u${w === 8 ? " * 2u" : ""}`
+        const store = w === 8
+          ? `let o = ${at}; ${S}[o] = bitcast<vec4<f16>>(${r}.xy); ${S}[o + 1u] = bitcast<vec4<f16>>(${r}.zw);`
+          : `${S}[${at}] = ${r};`
+        return `    ${open}{ let i = ${idx}; ${store} }`
       }).join("\n")
     const frag = (i: number, j: number) => `c${i}_${j}`
     const steps = range(TK / 16).map((s) =>
@@ -371,9 +383,10 @@ const subgroupMatrix = (shape: Shape, a: Tensor, b: Tensor, tile: MatrixTile): K
       )
     ).join("\n")
     const vt = vec ? "vec4<f16>" : "f16"
+    const rt = w === 8 ? "vec4<u32>" : vt
     return {
-      key: `mmsg:${SR}x${SC}:${FR}x${FC}:${TK}:${vec ? "v" : "s"}:${shape.bias ? "bias" : ""}`,
-      ...(vec ? { vec4: true, scalar: kernel(false) } : {}),
+      key: `mmsg:${SR}x${SC}:${FR}x${FC}:${TK}:${w === 8 ? "w" : vec ? "v" : "s"}:${shape.bias ? "bias" : ""}`,
+      ...(w === 8 ? { vec4: true, wide: true, scalar: kernel(4) } : vec ? { vec4: true, scalar: kernel(1) } : {}),
       enables: ["f16", "subgroups", "chromium_experimental_subgroup_matrix"],
       // Tint wants subgroup-matrix arguments provably uniform; per-subgroup offsets (lid / 32) are uniform
       // within each subgroup, but not provably so: the case this diagnostic exists to waive
@@ -395,8 +408,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 ${origin(TM, TN)}
   let xb = ix_b(0u, 0u, b2, b3);
   let wb = ix_a(0u, 0u, b2 / P.r2, b3 / P.r3);
-  var xr: array<${vt}, ${loads(TN)}>;
-  var wr: array<${vt}, ${loads(TM)}>;
+  var xr: array<${rt}, ${loads(TN)}>;
+  var wr: array<${rt}, ${loads(TM)}>;
 ${
         range(FR).flatMap((i) => range(FC).map((j) => `  var ${frag(i, j)}: subgroup_matrix_result<f32, 16, 16>;`))
           .join("\n")
@@ -422,7 +435,7 @@ ${store}
 }`
     }
   }
-  return kernel(fourAligned(shape, a, b))
+  return kernel(eightAligned(shape, a, b) ? 8 : fourAligned(shape, a, b) ? 4 : 1)
 }
 
 /**
@@ -456,7 +469,8 @@ const registerTiled = (shape: Shape, tile: RegisterTile): Kernel => {
   const acc = (i: number, j: number) => `c${i}_${j}`
   // threads by subgroup: a subgroup's 32 threads are 8 (m) x 4 (n) adjacent vec4s, a thread's vec4s of m
   // (n) are 8 (4) apart, so a subgroup reads 8 + 4 distinct vec4s per K, not 16 + 2 as a 16 x 16 grid of
-  // threads does (+3% at 4096^3 on the H200)
+  // threads does (+3% at 4096^3 on the H200). The workgroup stays declared 16 x 16: declared as 256 in
+  // one dimension, the same kernel ran 10% slower there (runs ac, ad)
   // one K of the register tile: m/4 + n/4 vec4 reads from shared memory, m*n fused multiply-adds
   const step = (k: string) =>
     [
@@ -478,8 +492,8 @@ const registerTiled = (shape: Shape, tile: RegisterTile): Kernel => {
     main: `
 var<workgroup> As: array<array<vec4<f32>, ${BM / 4 + 1}>, ${BK}>;
 var<workgroup> Bs: array<array<vec4<f32>, ${BN / 4 + 1}>, ${BK}>;
-@compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+@compute @workgroup_size(16, 16)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid3: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
 ${origin(BM, BN)}
   let ab = ix_a(0u, 0u, b2 / P.r2, b3 / P.r3);
   let bb = ix_b(0u, 0u, b2, b3);

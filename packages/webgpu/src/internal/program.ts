@@ -83,14 +83,17 @@ const bindOperands = (ctx: Context, kernel: Kernel, resolve: Resolve) => {
         name: r.o.name,
         dtype: r.o.tensor.dtype,
         slot: b.slot,
-        vec4: kernel.vec4 ?? false
+        vec4: kernel.vec4 ?? false,
+        wide: kernel.wide ?? false
       },
       fields: [(r.start - b.start) / ts, ...r.o.tensor.ne, ...r.o.tensor.nb.map((n) => n / ts)]
     }
   })
-  // vec4 bindings need every element offset (and binding size) to be a multiple of 4 elements
-  const vecOk = operands.every((o) => o.fields[0] % 4 === 0) &&
-    bound.every((b) => (b.end - b.start) % (4 * DType.typeSize(b.dtype)) === 0)
+  // vec4 bindings need every element offset (and binding size) to be a multiple of 4 elements, wide f16
+  // ones of 8
+  const group = (dtype: DType.DType) => (kernel.wide === true && dtype === "f16" ? 8 : 4)
+  const vecOk = operands.every((o) => o.fields[0] % group(o.decl.dtype) === 0) &&
+    bound.every((b) => (b.end - b.start) % (group(b.dtype) * DType.typeSize(b.dtype)) === 0)
   return { bound, operands, vecOk }
 }
 
@@ -159,7 +162,8 @@ export const build = (
       }
       try {
         let { bound, operands, vecOk } = bindOperands(ctx, kernel, resolve)
-        if (kernel.vec4 && !vecOk && kernel.scalar !== undefined) {
+        // a wide kernel falls back to its vec4 form, that to its scalar one
+        while (kernel.vec4 === true && !vecOk && kernel.scalar !== undefined) {
           kernel = kernel.scalar
           ;({ bound, operands, vecOk } = bindOperands(ctx, kernel, resolve))
         }

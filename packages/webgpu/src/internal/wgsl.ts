@@ -14,6 +14,8 @@ export interface OperandDecl {
   readonly slot: number
   /** bound as vec4 arrays: ld4_/st4_ accessors index groups of 4 elements */
   readonly vec4?: boolean
+  /** f16 bound as vec4<u32> arrays of 8 elements: ldw_ loads 8, the other accessors index as with vec4 */
+  readonly wide?: boolean
   /** its binding is read-write (else read-only), and it has store accessors */
   readonly writable?: boolean
 }
@@ -50,10 +52,12 @@ export const header = (
 ): string => {
   const slots = new Map<number, DType>()
   const vec = new Set<number>()
+  const wide = new Set<number>()
   const written = new Set<number>()
   for (const o of operands) {
     slots.set(o.slot, o.dtype)
     if (o.vec4) vec.add(o.slot)
+    if (o.vec4 && o.wide && o.dtype === "f16") wide.add(o.slot)
     if (o.writable) written.add(o.slot)
   }
   const f16 = [...slots.values()].includes("f16")
@@ -62,7 +66,7 @@ export const header = (
   for (const e of new Set([...(f16 ? ["f16"] : []), ...enables])) lines.push(`enable ${e};`)
   for (const d of diagnosticsOff) lines.push(`diagnostic(off, ${d});`)
   for (const [slot, dtype] of [...slots.entries()].sort((a, b) => a[0] - b[0])) {
-    const t = vec.has(slot) ? `vec4<${storageType(dtype)}>` : storageType(dtype)
+    const t = wide.has(slot) ? "vec4<u32>" : vec.has(slot) ? `vec4<${storageType(dtype)}>` : storageType(dtype)
     const access = written.has(slot) ? "read_write" : "read"
     lines.push(`@group(0) @binding(${slot}) var<storage, ${access}> B${slot}: array<${t}>;`)
   }
@@ -78,6 +82,17 @@ export const header = (
     lines.push(
       `fn ix_${n}(i0: u32, i1: u32, i2: u32, i3: u32) -> u32 { return P.${n}_o + i0 * P.${n}_nb0 + i1 * P.${n}_nb1 + i2 * P.${n}_nb2 + i3 * P.${n}_nb3; }`
     )
+    if (wide.has(o.slot)) {
+      // 8 f16 per element: vec4 `i` is the low (even i) or high half of element i / 2; loads only (the
+      // kernels that bind wide operands write f32 results)
+      lines.push(`fn ldw_${n}(i: u32) -> vec4<u32> { return ${b}[i]; }`)
+      lines.push(
+        `fn ldh4_${n}(i: u32) -> vec4<f16> { let w = ${b}[i >> 1u]; return bitcast<vec4<f16>>(select(w.xy, w.zw, (i & 1u) == 1u)); }`
+      )
+      lines.push(`fn ld4_${n}(i: u32) -> vec4<f32> { return vec4<f32>(ldh4_${n}(i)); }`)
+      lines.push(`fn ld_${n}(i: u32) -> f32 { return f32(ldh4_${n}(i >> 2u)[i & 3u]); }`)
+      continue
+    }
     if (o.vec4) {
       const st = storageType(o.dtype)
       lines.push(`fn ld4_${n}(i: u32) -> vec4<f32> { return vec4<f32>(${b}[i]); }`)
