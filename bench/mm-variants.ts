@@ -8,7 +8,7 @@
  *
  * Variants: `full`, `no global loads` (the first K step staged again and again), `no staging` (staged
  * once, no barriers in the loop), `no shared reads` (each thread's operands read once, multiply-adds,
- * loads and staging in the loop), `fma only`.
+ * loads and staging in the loop), `fma only`; and `full, a b read_write` (the operands bound read_write).
  */
 import { openDawn } from "./dawn.js"
 import { dispatcher, readBack, settledMs } from "./raw-dawn.js"
@@ -23,9 +23,12 @@ interface Variant {
   readonly loads: boolean
   readonly staging: boolean
   readonly reads: boolean
+  /** a and b bound read_write, as where they share a buffer with the result */
+  readonly rw?: boolean
 }
 
-const kernel = ({ loads, reads, staging }: Variant) => {
+const kernel = ({ loads, reads, rw, staging }: Variant) => {
+  const access = rw === true ? "read_write" : "read"
   const load =
     `    { let r = lid / 2u; let k = k0 + (lid % 2u) * 4u; ar = a[((m0 + r) * ${N}u + k) / 4u]; br = b[((n0 + r) * ${N}u + k) / 4u]; }`
   const stash = `    { let r = lid / 2u; let k = (lid % 2u) * 4u; ${
@@ -36,8 +39,8 @@ const kernel = ({ loads, reads, staging }: Variant) => {
   const fmas = range(2).flatMap((i) =>
     range(8).map((j) => `      c${i}_${j} = fma(a${i}, vec4<f32>(b${j >> 2}[${j % 4}]), c${i}_${j});`)
   ).join("\n")
-  return `@group(0) @binding(0) var<storage, read> a: array<vec4<f32>>;
-@group(0) @binding(1) var<storage, read> b: array<vec4<f32>>;
+  return `@group(0) @binding(0) var<storage, ${access}> a: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, ${access}> b: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> d: array<f32>;
 var<workgroup> As: array<array<vec4<f32>, 33>, 8>;
 var<workgroup> Bs: array<array<vec4<f32>, 33>, 8>;
@@ -103,6 +106,7 @@ const main = async () => {
     ["no staging", { loads: false, staging: false, reads: true }],
     ["no shared reads", { loads: true, staging: true, reads: false }],
     ["fma only", { loads: false, staging: false, reads: false }],
+    ["full, a b read_write", { loads: true, staging: true, reads: true, rw: true }],
     ["full (again)", { loads: true, staging: true, reads: true }]
   ]
   console.log(

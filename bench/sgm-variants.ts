@@ -10,7 +10,8 @@
  * and again), `no staging` (tiles staged once before the loop, no barriers in it), `no fragment loads`
  * (fragments loaded once, multiply-accumulates alone in the loop, still staged), `mma only`; and two other
  * schedules: `wide` (global loads of 16 bytes: two vec4<f16> per load), `global fragments` (no shared
- * memory: fragments loaded from the storage buffers, without and with the next step prefetched).
+ * memory: fragments loaded from the storage buffers, without and with the next step prefetched); `read_write`:
+ * a and b bound read_write.
  */
 import { openDawn } from "./dawn.js"
 import { dispatcher, readBack, settledMs } from "./raw-dawn.js"
@@ -27,9 +28,12 @@ interface Variant {
   readonly staging: boolean
   readonly fragments: boolean
   readonly wide: boolean
+  /** a and b bound read_write, as where they share a buffer with the result */
+  readonly rw?: boolean
 }
 
-const kernel = ({ fragments, loads, staging, wide }: Variant) => {
+const kernel = ({ fragments, loads, rw, staging, wide }: Variant) => {
+  const access = rw === true ? "read_write" : "read"
   // a global load is `w` f16: 4 (vec4<f16>) or 8 (vec4<u32>, two vec4<f16>)
   const w = wide ? 8 : 4
   const per = (rows: number) => (rows * TK) / w / 512
@@ -77,8 +81,8 @@ const kernel = ({ fragments, loads, staging, wide }: Variant) => {
 enable subgroups;
 enable chromium_experimental_subgroup_matrix;
 diagnostic(off, chromium.subgroup_matrix_uniformity);
-@group(0) @binding(0) var<storage, read> a: array<${vt}>;
-@group(0) @binding(1) var<storage, read> b: array<${vt}>;
+@group(0) @binding(0) var<storage, ${access}> a: array<${vt}>;
+@group(0) @binding(1) var<storage, ${access}> b: array<${vt}>;
 @group(0) @binding(2) var<storage, read_write> d: array<f32>;
 var<workgroup> Xs: array<vec4<f16>, ${(TN * LS) / 4}>;
 var<workgroup> Ws: array<vec4<f16>, ${(TM * LS) / 4}>;
@@ -203,6 +207,8 @@ const main = async () => {
   const device = await adapter.requestDevice({
     requiredFeatures: [...wanted] as Array<GPUFeatureName>,
     requiredLimits: {
+      maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize,
+      maxBufferSize: adapter.limits.maxBufferSize,
       maxComputeWorkgroupStorageSize: adapter.limits.maxComputeWorkgroupStorageSize,
       maxComputeInvocationsPerWorkgroup: adapter.limits.maxComputeInvocationsPerWorkgroup,
       maxComputeWorkgroupSizeX: adapter.limits.maxComputeWorkgroupSizeX
@@ -229,6 +235,8 @@ const main = async () => {
     ["no staging", { loads: false, staging: false, fragments: true, wide: false }],
     ["no fragment loads", { loads: true, staging: true, fragments: false, wide: false }],
     ["mma only", { loads: false, staging: false, fragments: false, wide: false }],
+    ["full, read_write", { ...full, rw: true }],
+    ["wide, read_write", { ...full, wide: true, rw: true }],
     ["global fragments", full, globalKernel(false)],
     ["global, prefetched", full, globalKernel(true)],
     ["full (again)", full]
