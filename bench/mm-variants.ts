@@ -10,8 +10,7 @@
  * once, no barriers in the loop), `no shared reads` (each thread's operands read once, multiply-adds,
  * loads and staging in the loop), `fma only`; and `full, a b read_write` (the operands bound read_write).
  */
-import { openDawn } from "./dawn.js"
-import { dispatcher, readBack, settledMs } from "./raw-dawn.js"
+import { openRawDevice, timeProducts } from "./raw-dawn.js"
 
 const [N = 4096, ...toggles] = process.argv.slice(2).map((s, i) => (i === 0 ? Number(s) : s)) as [
   number,
@@ -82,13 +81,7 @@ ${
 }
 
 const main = async () => {
-  const gpu = await openDawn(toggles)
-  const adapter = (await gpu.requestAdapter({ powerPreference: "high-performance" }))!
-  const L = adapter.limits
-  const device = await adapter.requestDevice({
-    requiredLimits: { maxStorageBufferBindingSize: L.maxStorageBufferBindingSize, maxBufferSize: L.maxBufferSize }
-  })
-  device.pushErrorScope("validation")
+  const { device, name } = await openRawDevice(toggles)
   const values = () => new Float32Array(N * N).map(() => Math.random() - 0.5)
   const [A, B] = [values(), values()]
   const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC
@@ -99,7 +92,6 @@ const main = async () => {
   }
   const [a, b] = [upload(A), upload(B)]
   const d = device.createBuffer({ size: N * N * 4, usage })
-  const flops = 2 * N ** 3
   const variants: ReadonlyArray<[string, Variant]> = [
     ["full", { loads: true, staging: true, reads: true }],
     ["no global loads", { loads: false, staging: true, reads: true }],
@@ -110,37 +102,16 @@ const main = async () => {
     ["full (again)", { loads: true, staging: true, reads: true }]
   ]
   console.log(
-    `${adapter.info.vendor} ${adapter.info.device || adapter.info.description}: ${N}^3 f32, 8x8:8 by subgroup${
-      toggles.length > 0 ? `, toggles ${toggles.join(" ")}` : ""
-    }`
+    `${name}: ${N}^3 f32, 8x8:8 by subgroup${toggles.length > 0 ? `, toggles ${toggles.join(" ")}` : ""}`
   )
-  for (const [name, v] of variants) {
-    const go = await dispatcher(device, name, kernel(v), [{ buffer: a }, { buffer: b }, { buffer: d }], (N / 128) ** 2)
-    if (go === undefined) continue
-    await go(1)
-    // the full schedule must be right: 64 results against the CPU
-    let check = ""
-    if (v.loads && v.staging && v.reads) {
-      const got = await readBack(device, { buffer: d }, N * N * 4)
-      let [err, norm] = [0, 0]
-      for (let s = 0; s < 64; s++) {
-        const [m, n] = [(s * 997) % N, (s * 1231 + 7) % N]
-        let want = 0
-        for (let k = 0; k < N; k++) want += A[m * N + k] * B[n * N + k]
-        err += (got[n * N + m] - want) ** 2
-        norm += want ** 2
-      }
-      check = `  nmse ${(err / norm).toExponential(1)}`
-    }
-    const ms = await settledMs(go)
-    console.log(
-      `${name.padEnd(18)} ${ms[3].toFixed(3)} ms  ${(flops / ms[3] / 1e9).toFixed(1)} TFLOP/s (best ${
-        (flops / ms[0] / 1e9).toFixed(1)
-      })${check}`
-    )
-  }
-  const error = await device.popErrorScope()
-  if (error !== null) console.log(`validation: ${error.message}`)
+  await timeProducts(
+    device,
+    N,
+    [A, B],
+    [a, b, d],
+    (N / 128) ** 2,
+    variants.map(([name, v]) => ({ name, code: kernel(v), check: v.loads && v.staging && v.reads }))
+  )
 }
 
 main().then(() => process.exit(0), (e) => {

@@ -5,8 +5,8 @@
  */
 import { openDawn } from "./dawn.js"
 
-export const openRawDevice = async () => {
-  const gpu = await openDawn()
+export const openRawDevice = async (toggles: ReadonlyArray<string> = []) => {
+  const gpu = await openDawn(toggles)
   const adapter = (await gpu.requestAdapter({ powerPreference: "high-performance" }))!
   const L = adapter.limits
   const device = await adapter.requestDevice({
@@ -86,3 +86,78 @@ export const report = (name: string, ms: ReadonlyArray<number>, bytes: number, n
       (bytes / ms[0] / 1e9).toFixed(3)
     })  nmse ${nmse.toExponential(1)}`
   )
+
+/**
+ * A device with f16 subgroup matrices and the adapter's buffer and workgroup limits, or undefined (said
+ * once) where the adapter has none
+ */
+export const openMatrixDevice = async (gpu: GPU) => {
+  const adapter = (await gpu.requestAdapter({ powerPreference: "high-performance" }))!
+  const wanted = ["shader-f16", "subgroups", "chromium-experimental-subgroup-matrix"] as const
+  if (!wanted.every((f) => adapter.features.has(f))) {
+    console.log("no subgroup matrices on this adapter")
+    return undefined
+  }
+  const L = adapter.limits
+  const device = await adapter.requestDevice({
+    requiredFeatures: [...wanted] as Array<GPUFeatureName>,
+    requiredLimits: {
+      maxStorageBufferBindingSize: L.maxStorageBufferBindingSize,
+      maxBufferSize: L.maxBufferSize,
+      maxComputeWorkgroupStorageSize: L.maxComputeWorkgroupStorageSize,
+      maxComputeInvocationsPerWorkgroup: L.maxComputeInvocationsPerWorkgroup,
+      maxComputeWorkgroupSizeX: L.maxComputeWorkgroupSizeX
+    }
+  })
+  return { device, name: `${adapter.info.vendor} ${adapter.info.device || adapter.info.description}` }
+}
+
+/** one kernel of a square product for `timeProducts`; `check`: compare 64 of its results with the CPU */
+export interface ProductKernel {
+  readonly name: string
+  readonly code: string
+  readonly check: boolean
+}
+
+/**
+ * Square products d = b . a^T of N (a, b: N rows of N; d[n][m] in `d`), one kernel after another: each
+ * compiled, run once and, where asked, checked against A and B on 64 results, then timed; a line each,
+ * and Dawn's validation errors at the end
+ */
+export const timeProducts = async (
+  device: GPUDevice,
+  N: number,
+  [A, B]: readonly [Float32Array, Float32Array],
+  buffers: readonly [GPUBuffer, GPUBuffer, GPUBuffer],
+  groups: number,
+  kernels: ReadonlyArray<ProductKernel>
+) => {
+  device.pushErrorScope("validation")
+  const flops = 2 * N ** 3
+  for (const { check, code, name } of kernels) {
+    const go = await dispatcher(device, name, code, buffers.map((buffer) => ({ buffer })), groups)
+    if (go === undefined) continue
+    await go(1)
+    let error = ""
+    if (check) {
+      const got = await readBack(device, { buffer: buffers[2] }, N * N * 4)
+      let [err, norm] = [0, 0]
+      for (let s = 0; s < 64; s++) {
+        const [m, n] = [(s * 997) % N, (s * 1231 + 7) % N]
+        let want = 0
+        for (let k = 0; k < N; k++) want += A[m * N + k] * B[n * N + k]
+        err += (got[n * N + m] - want) ** 2
+        norm += want ** 2
+      }
+      error = `  nmse ${(err / norm).toExponential(1)}`
+    }
+    const ms = await settledMs(go)
+    console.log(
+      `${name.padEnd(20)} ${ms[3].toFixed(3)} ms  ${(flops / ms[3] / 1e9).toFixed(1)} TFLOP/s (best ${
+        (flops / ms[0] / 1e9).toFixed(1)
+      })${error}`
+    )
+  }
+  const error = await device.popErrorScope()
+  if (error !== null) console.log(`validation: ${error.message}`)
+}

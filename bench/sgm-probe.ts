@@ -6,16 +6,12 @@
  *   tsx sgm-probe.ts
  */
 import { openDawn } from "./dawn.js"
+import { openMatrixDevice } from "./raw-dawn.js"
 
 const main = async () => {
-  const gpu = await openDawn()
-  const adapter = (await gpu.requestAdapter({ powerPreference: "high-performance" }))!
-  const wanted = ["shader-f16", "subgroups", "chromium-experimental-subgroup-matrix"] as const
-  if (!wanted.every((f) => adapter.features.has(f))) {
-    console.log("no subgroup matrices on this adapter")
-    return
-  }
-  const device = await adapter.requestDevice({ requiredFeatures: [...wanted] as Array<GPUFeatureName> })
+  const opened = await openMatrixDevice(await openDawn())
+  if (opened === undefined) return
+  const { device } = opened
   const src = new Uint16Array(512)
   const f16bits = (x: number) => {
     const f = new Float32Array([x])

@@ -14,7 +14,7 @@
  * a and b bound read_write.
  */
 import { openDawn } from "./dawn.js"
-import { dispatcher, readBack, settledMs } from "./raw-dawn.js"
+import { openMatrixDevice, timeProducts } from "./raw-dawn.js"
 
 const N = Number(process.argv[2] ?? 4096)
 const [SR, SC, FR, FC, TK] = [8, 2, 2, 4, 32]
@@ -22,6 +22,25 @@ const TN = SR * FR * 16 // rows of b per workgroup
 const TM = SC * FC * 16 // rows of a per workgroup
 const LS = TK + 8 // a staged row, padded against bank conflicts
 const range = (n: number) => Array.from({ length: n }, (_, i) => i)
+
+/** extensions and bindings: a and b of `vt` with `access`, d of f32 */
+const head = (vt: string, access: string) =>
+  `enable f16;
+enable subgroups;
+enable chromium_experimental_subgroup_matrix;
+diagnostic(off, chromium.subgroup_matrix_uniformity);
+@group(0) @binding(0) var<storage, ${access}> a: array<${vt}>;
+@group(0) @binding(1) var<storage, ${access}> b: array<${vt}>;
+@group(0) @binding(2) var<storage, read_write> d: array<f32>;`
+
+/** the entry point: 16 subgroups, this one's place (sr, sc) and the workgroup's first result (m0, n0) */
+const ENTRY = `@compute @workgroup_size(512)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let sg = lid / 32u;
+  let sr = sg / ${SC}u;
+  let sc = sg % ${SC}u;
+  let m0 = (wid.x % ${N / TM}u) * ${TM}u;
+  let n0 = (wid.x / ${N / TM}u) * ${TN}u;`
 
 interface Variant {
   readonly loads: boolean
@@ -77,22 +96,10 @@ const kernel = ({ fragments, loads, rw, staging, wide }: Variant) => {
     )
   const steps = range(TK / 16).map((s) => [...(fragments ? fragLoads(s) : []), ...mmas(s)].join("\n")).join("\n")
   const vt = wide ? "vec4<u32>" : "vec4<f16>"
-  return `enable f16;
-enable subgroups;
-enable chromium_experimental_subgroup_matrix;
-diagnostic(off, chromium.subgroup_matrix_uniformity);
-@group(0) @binding(0) var<storage, ${access}> a: array<${vt}>;
-@group(0) @binding(1) var<storage, ${access}> b: array<${vt}>;
-@group(0) @binding(2) var<storage, read_write> d: array<f32>;
+  return `${head(vt, access)}
 var<workgroup> Xs: array<vec4<f16>, ${(TN * LS) / 4}>;
 var<workgroup> Ws: array<vec4<f16>, ${(TM * LS) / 4}>;
-@compute @workgroup_size(512)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-  let sg = lid / 32u;
-  let sr = sg / ${SC}u;
-  let sc = sg % ${SC}u;
-  let m0 = (wid.x % ${N / TM}u) * ${TM}u;
-  let n0 = (wid.x / ${N / TM}u) * ${TN}u;
+${ENTRY}
   var xr: array<${vt}, ${per(TN)}>;
   var wr: array<${vt}, ${per(TM)}>;
 ${
@@ -155,20 +162,8 @@ const globalKernel = (prefetch: boolean) => {
       ...[...range(FR).map((i) => `x${i}`), ...range(FC).map((j) => `w${j}`)].map((v) => `    ${v} = n${v};`)
     ]
     : [...ld("k0", "let ").map((l) => `    ${l}`), ...mmas]
-  return `enable f16;
-enable subgroups;
-enable chromium_experimental_subgroup_matrix;
-diagnostic(off, chromium.subgroup_matrix_uniformity);
-@group(0) @binding(0) var<storage, read> a: array<vec4<f16>>;
-@group(0) @binding(1) var<storage, read> b: array<vec4<f16>>;
-@group(0) @binding(2) var<storage, read_write> d: array<f32>;
-@compute @workgroup_size(512)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-  let sg = lid / 32u;
-  let sr = sg / ${SC}u;
-  let sc = sg % ${SC}u;
-  let m0 = (wid.x % ${N / TM}u) * ${TM}u;
-  let n0 = (wid.x / ${N / TM}u) * ${TN}u;
+  return `${head("vec4<f16>", "read")}
+${ENTRY}
   let xo = (n0 + sr * ${FR * 16}u) * ${R}u;
   let wo = (m0 + sc * ${FC * 16}u) * ${R}u;
 ${range(FR).flatMap((i) => range(FC).map((j) => `  var c${i}_${j}: subgroup_matrix_result<f32, 16, 16>;`)).join("\n")}
@@ -197,24 +192,9 @@ const f16bits = (x: number) => {
 }
 
 const main = async () => {
-  const gpu = await openDawn()
-  const adapter = (await gpu.requestAdapter({ powerPreference: "high-performance" }))!
-  const wanted = ["shader-f16", "subgroups", "chromium-experimental-subgroup-matrix"] as const
-  if (!wanted.every((f) => adapter.features.has(f))) {
-    console.log("no subgroup matrices on this adapter")
-    return
-  }
-  const device = await adapter.requestDevice({
-    requiredFeatures: [...wanted] as Array<GPUFeatureName>,
-    requiredLimits: {
-      maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize,
-      maxBufferSize: adapter.limits.maxBufferSize,
-      maxComputeWorkgroupStorageSize: adapter.limits.maxComputeWorkgroupStorageSize,
-      maxComputeInvocationsPerWorkgroup: adapter.limits.maxComputeInvocationsPerWorkgroup,
-      maxComputeWorkgroupSizeX: adapter.limits.maxComputeWorkgroupSizeX
-    }
-  })
-  device.pushErrorScope("validation")
+  const opened = await openMatrixDevice(await openDawn())
+  if (opened === undefined) return
+  const { device, name } = opened
   // values m / 256, |m| <= 256, not zero: exact in f16
   const values = () => Float32Array.from({ length: N * N }, () => ((Math.floor(Math.random() * 512) - 256) || 1) / 256)
   const [A, B] = [values(), values()]
@@ -226,7 +206,6 @@ const main = async () => {
   }
   const [a, b] = [upload(A), upload(B)]
   const d = device.createBuffer({ size: N * N * 4, usage })
-  const flops = 2 * N ** 3
   const full: Variant = { loads: true, staging: true, fragments: true, wide: false }
   const variants: ReadonlyArray<[string, Variant, string?]> = [
     ["full", { loads: true, staging: true, fragments: true, wide: false }],
@@ -241,40 +220,19 @@ const main = async () => {
     ["global, prefetched", full, globalKernel(true)],
     ["full (again)", full]
   ]
-  console.log(`${adapter.info.vendor} ${adapter.info.device || adapter.info.description}: ${N}^3 f16, 8x2:2x4:32`)
-  for (const [name, v] of variants) {
-    const go = await dispatcher(
-      device,
+  console.log(`${name}: ${N}^3 f16, 8x2:2x4:32`)
+  await timeProducts(
+    device,
+    N,
+    [A, B],
+    [a, b, d],
+    (N / TM) * (N / TN),
+    variants.map(([name, v, code]) => ({
       name,
-      kernel(v),
-      [{ buffer: a }, { buffer: b }, { buffer: d }],
-      (N / TM) * (N / TN)
-    )
-    if (go === undefined) continue
-    await go(1)
-    // the full schedules must be right: 64 results against the CPU
-    let check = ""
-    if (v.loads && v.staging && v.fragments) {
-      const got = await readBack(device, { buffer: d }, N * N * 4)
-      let [err, norm] = [0, 0]
-      for (let s = 0; s < 64; s++) {
-        const [m, n] = [(s * 997) % N, (s * 1231 + 7) % N]
-        let want = 0
-        for (let k = 0; k < N; k++) want += A[m * N + k] * B[n * N + k]
-        err += (got[n * N + m] - want) ** 2
-        norm += want ** 2
-      }
-      check = `  nmse ${(err / norm).toExponential(1)}`
-    }
-    const ms = await settledMs(go)
-    console.log(
-      `${name.padEnd(18)} ${ms[3].toFixed(3)} ms  ${(flops / ms[3] / 1e9).toFixed(1)} TFLOP/s (best ${
-        (flops / ms[0] / 1e9).toFixed(1)
-      })${check}`
-    )
-  }
-  const error = await device.popErrorScope()
-  if (error !== null) console.log(`validation: ${error.message}`)
+      code: code ?? kernel(v),
+      check: v.loads && v.staging && v.fragments
+    }))
+  )
 }
 
 main().then(() => process.exit(0), (e) => {
