@@ -37,4 +37,22 @@ describe("mul_mat kernel choice", () => {
       // without subgroup matrices, the register-tiled kernel whatever the limits
       assert.isTrue(key({ subgroupMatrix: false, workgroupStorage: 49152 }).startsWith("mm4:"))
     }))
+
+  it.effect("16-byte loads where K and the strides are multiples of 8, unless an f16 bias needs single loads", () =>
+    Effect.gen(function*() {
+      const form = (K: number, bias?: "f32" | "f16") =>
+        Effect.gen(function*() {
+          const g = Graph.make()
+          const a = yield* g.param("a", "f16", [K, 256])
+          const b = yield* g.input("b", "f16", [K, 64])
+          const y = yield* g.output(Ops.mulMat(a, b))
+          const c = bias === undefined ? undefined : yield* g.input("c", bias, [256, 64])
+          return mulMat(y, { ...gpu, workgroupStorage: 49152, workgroupInvocations: 1024 }, c).key.split(":")[4]
+        })
+      assert.strictEqual(yield* form(4096), "w")
+      assert.strictEqual(yield* form(4096, "f32"), "w")
+      assert.strictEqual(yield* form(4096, "f16"), "v")
+      assert.strictEqual(yield* form(4092), "v")
+      assert.strictEqual(yield* form(4094), "s")
+    }))
 })

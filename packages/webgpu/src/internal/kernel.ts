@@ -25,7 +25,7 @@ export interface Kernel {
   readonly vec4?: boolean
   /**
    * with `vec4`: f16 operands bound as 16-byte vec4<u32> arrays of 8 elements (one load moves 8 f16);
-   * needs their element offsets to be multiples of 8, else `scalar` runs
+   * needs their element offsets to be multiples of 8, else `scalar` (the vec4 form) runs
    */
   readonly wide?: boolean
   readonly scalar?: Kernel

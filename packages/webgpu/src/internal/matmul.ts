@@ -435,7 +435,9 @@ ${store}
 }`
     }
   }
-  return kernel(eightAligned(shape, a, b) ? 8 : fourAligned(shape, a, b) ? 4 : 1)
+  // wide operands have no single-element loads, which the bias epilogue uses: an f16 bias keeps 8 bytes
+  const f16Bias = shape.operands.some((o) => o.name === "c" && o.tensor.dtype === "f16")
+  return kernel(eightAligned(shape, a, b) && !f16Bias ? 8 : fourAligned(shape, a, b) ? 4 : 1)
 }
 
 /**

@@ -14,7 +14,7 @@ export interface OperandDecl {
   readonly slot: number
   /** bound as vec4 arrays: ld4_/st4_ accessors index groups of 4 elements */
   readonly vec4?: boolean
-  /** f16 bound as vec4<u32> arrays of 8 elements: ldw_ loads 8, the other accessors index as with vec4 */
+  /** f16 bound as vec4<u32> arrays of 8 elements: ldw_ loads 8 (its only accessor besides ix_) */
   readonly wide?: boolean
   /** its binding is read-write (else read-only), and it has store accessors */
   readonly writable?: boolean
@@ -83,14 +83,9 @@ export const header = (
       `fn ix_${n}(i0: u32, i1: u32, i2: u32, i3: u32) -> u32 { return P.${n}_o + i0 * P.${n}_nb0 + i1 * P.${n}_nb1 + i2 * P.${n}_nb2 + i3 * P.${n}_nb3; }`
     )
     if (wide.has(o.slot)) {
-      // 8 f16 per element: vec4 `i` is the low (even i) or high half of element i / 2; loads only (the
-      // kernels that bind wide operands write f32 results)
+      // 8 f16 per element, as raw bits (the kernel unpacks them with bitcast); the one accessor the kernels
+      // that bind wide operands use: they read whole groups of 8 and write f32 results
       lines.push(`fn ldw_${n}(i: u32) -> vec4<u32> { return ${b}[i]; }`)
-      lines.push(
-        `fn ldh4_${n}(i: u32) -> vec4<f16> { let w = ${b}[i >> 1u]; return bitcast<vec4<f16>>(select(w.xy, w.zw, (i & 1u) == 1u)); }`
-      )
-      lines.push(`fn ld4_${n}(i: u32) -> vec4<f32> { return vec4<f32>(ldh4_${n}(i)); }`)
-      lines.push(`fn ld_${n}(i: u32) -> f32 { return f32(ldh4_${n}(i >> 2u)[i & 3u]); }`)
       continue
     }
     if (o.vec4) {
