@@ -7,6 +7,10 @@
  *
  *   tsx tile-probe.ts 8x2:2x4:32 4096 8192 4096
  *   tsx tile-probe.ts f32:8x8:8 4096
+ *   OWN=ab tsx tile-probe.ts f32:8x8:8 4096   # a and b each in a buffer of their own
+ *
+ * By default a, b and the result share the plan's buffer, so all three are bound read_write; OWN=a puts
+ * a (as an LLM's weights) in a buffer of its own, bound read-only, OWN=ab both operands.
  */
 import { Graph, Ops } from "@effect-gpu/core"
 import * as Generators from "@effect-gpu/testing/Generators"
@@ -36,7 +40,10 @@ const main = Effect.gen(function*() {
       const a = yield* g.param("a", dtype, [n, n])
       const b = yield* g.input("b", dtype, [n, n])
       yield* g.output(Ops.mulMat(a, b))
-      const plan = yield* backend.allocate(g.build())
+      const own = process.env.OWN ?? ""
+      const bindings = yield* Effect.forEach([a, b].filter((t) => own.includes(t.name)), (tensor) =>
+        Effect.map(device.bufferType.allocate(n * n * (f32 ? 4 : 2)), (buffer) => ({ tensor, buffer, offset: 0 })))
+      const plan = yield* backend.allocate(g.build(), { bindings })
       yield* plan.set(a, Generators.values(1, n * n, { min: 0.05, max: 0.5 }))
       yield* plan.set(b, Generators.values(2, n * n, { min: 0.05, max: 0.5 }))
       const wall: Array<number> = []
