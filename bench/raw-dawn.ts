@@ -120,7 +120,8 @@ export interface ProductKernel {
 }
 
 /**
- * Square products d = b . a^T of N (a, b: N rows of N; d[n][m] in `d`), one kernel after another: each
+ * Square products d = b . a^T of N (a, b: N rows of N; d[n][m] in `d`; bindings 0-2, then any more
+ * buffers, e.g. a uniform of parameters), one kernel after another: each
  * compiled, run once and, where asked, checked against A and B on 64 results, then timed; a line each,
  * and Dawn's validation errors at the end
  */
@@ -128,7 +129,7 @@ export const timeProducts = async (
   device: GPUDevice,
   N: number,
   [A, B]: readonly [Float32Array, Float32Array],
-  buffers: readonly [GPUBuffer, GPUBuffer, GPUBuffer],
+  buffers: readonly [GPUBuffer, GPUBuffer, GPUBuffer, ...Array<GPUBuffer>],
   groups: number,
   kernels: ReadonlyArray<ProductKernel>
 ) => {

@@ -41,8 +41,11 @@ const main = Effect.gen(function*() {
       const b = yield* g.input("b", dtype, [n, n])
       yield* g.output(Ops.mulMat(a, b))
       const own = process.env.OWN ?? ""
-      const bindings = yield* Effect.forEach([a, b].filter((t) => own.includes(t.name)), (tensor) =>
-        Effect.map(device.bufferType.allocate(n * n * (f32 ? 4 : 2)), (buffer) => ({ tensor, buffer, offset: 0 })))
+      const bindings = yield* Effect.forEach(
+        [a, b].filter((t) => own.includes(t.name)),
+        (tensor) =>
+          Effect.map(device.bufferType.allocate(n * n * (f32 ? 4 : 2)), (buffer) => ({ tensor, buffer, offset: 0 }))
+      )
       const plan = yield* backend.allocate(g.build(), { bindings })
       yield* plan.set(a, Generators.values(1, n * n, { min: 0.05, max: 0.5 }))
       yield* plan.set(b, Generators.values(2, n * n, { min: 0.05, max: 0.5 }))
