@@ -11,11 +11,12 @@
  *   pnpm bench --cases matmul --regs 8x8:8                        # a register tiling of the f32 kernel
  *   pnpm bench --cases transformer_block --profile                # each dispatch's kernel and GPU time
  *   pnpm bench --cases matmul --toggles disable_robustness        # extra Dawn toggles for a run
+ *   pnpm bench --cases matmul,transformer_block --own-params      # weights in buffers of their own
  *
  * Each case warms up until its speed settles: the H200's SM clock idles low and climbs over seconds.
  */
-import type { Backend, Device, Tensor } from "@effect-gpu/core"
-import { Graph, Ops } from "@effect-gpu/core"
+import type { Backend, Device } from "@effect-gpu/core"
+import { Graph, Ops, Tensor } from "@effect-gpu/core"
 import * as Generators from "@effect-gpu/testing/Generators"
 import { WebGpu, WebGpuDevice } from "@effect-gpu/webgpu"
 import type * as TfCore from "@tensorflow/tfjs-core"
@@ -49,6 +50,11 @@ const { values: args } = parseArgs({
     regs: { type: "string" },
     /** Dawn toggles to enable besides the defaults, comma-separated (e.g. disable_robustness) */
     toggles: { type: "string" },
+    /**
+     * each param (weight) in a buffer of its own, as ggml keeps a model's weights apart from the compute
+     * buffer (and tfjs gives every tensor its own): kernels then bind weights read-only
+     */
+    "own-params": { type: "boolean", default: false },
     out: { type: "string" }
   }
 })
@@ -89,7 +95,13 @@ const prepared = (
     const g = Graph.make()
     yield* build(g)
     const graph = backend.optimize(g.build())
-    const plan = yield* backend.allocate(graph)
+    const own = args["own-params"] === true ? graph.leafs.filter((t) => (t.flags & Tensor.Flags.param) !== 0) : []
+    const bindings = yield* Effect.forEach(own, (tensor) =>
+      Effect.map(
+        backend.device.bufferType.allocate(Tensor.nbytes(tensor)),
+        (buffer) => ({ tensor, buffer, offset: 0 })
+      ))
+    const plan = yield* backend.allocate(graph, { bindings })
     let seed = 1
     for (const leaf of graph.leafs) {
       const n = leaf.ne[0] * leaf.ne[1] * leaf.ne[2] * leaf.ne[3]
