@@ -281,6 +281,45 @@ describe.skipIf(!adapterAvailable)("WebGPU capabilities", () => {
         }
       }))
 
+    it.scoped("a software adapter runs soft_max over 4-aligned rows with vec4 loads; results unchanged", () =>
+      Effect.gen(function*() {
+        const d = yield* device
+        const software = WebGpuDevice.isSoftware(d)
+        // [row length, view offset in elements, with a mask, the vec4 kernel expected on a software adapter]:
+        // 1020 leaves the last vec4s of some threads outside the row; an offset of 2 binds misaligned, so
+        // the scalar kernel runs; rows of 1022 and masked rows are scalar from the start
+        const table: ReadonlyArray<readonly [number, number, boolean, boolean]> = [
+          [1024, 0, false, true],
+          [1020, 0, false, true],
+          [1024, 4, false, true],
+          [1024, 2, false, false],
+          [1022, 0, false, false],
+          [1024, 0, true, false]
+        ]
+        for (const [n, offset, masked, vec] of table) {
+          const g = Graph.make()
+          const x = yield* g.input("x", "f32", [n * 3 + 4])
+          const m = yield* g.input("m", "f32", [n, 3])
+          const rows = Ops.view(x, [n, 3], [4 * n], 4 * offset)
+          const y = yield* g.output(Ops.softMax(rows, masked ? { mask: m, scale: 0.5 } : { scale: 0.5 }))
+          const results: Array<Array<number>> = []
+          for (const dev of [d, Cpu.make()]) {
+            const backend = yield* dev.makeBackend()
+            const plan = yield* backend.allocate(g.build())
+            yield* plan.set(x, Generators.values(11, n * 3 + 4))
+            if (masked) yield* plan.set(m, Generators.values(12, n * 3))
+            const trace = yield* backend.captureNext
+            yield* backend.compute(plan)
+            const [entry] = (yield* trace).entries.filter((e) => e.op === "soft_max")
+            if (dev === d) {
+              assert.strictEqual(entry.kernel.includes(":v4:"), software && vec, `${n} ${offset}: ${entry.kernel}`)
+            }
+            results.push(Array.from(yield* plan.get(y)))
+          }
+          assert.isBelow(nmse(results[0], results[1]), 1e-10, `${n} ${offset} ${masked}`)
+        }
+      }))
+
     it.scoped("GPU times in traces are exact, not rounded to Dawn's 65.5 us quantum", () =>
       Effect.gen(function*() {
         const d = yield* device

@@ -4,6 +4,7 @@
  *
  * @internal
  */
+import * as DType from "@effect-gpu/core/DType"
 import type { Tensor } from "@effect-gpu/core/Tensor"
 import type { Field } from "./wgsl.js"
 
@@ -116,3 +117,12 @@ export const f32 = (name: string, value: number): Param => ({ field: { name, typ
 /** @internal: the index of a broadcast operand at (i0, i1, i2, i3): each coordinate modulo its extent */
 export const bcast = (b: string, i0 = "i0", i1 = "i1", i2 = "i2", i3 = "i3") =>
   `ix_${b}(${i0} % P.${b}_ne0, ${i1} % P.${b}_ne1, ${i2} % P.${b}_ne2, ${i3} % P.${b}_ne3)`
+
+/**
+ * @internal: `t` contiguous along its rows, every row and batch stride a multiple of `by` elements (the
+ * stride of a dimension of extent 1 is never used, so it may be anything): what loads of `by` at a time need
+ */
+export const stridesAligned = (t: Tensor, by: number): boolean => {
+  const ts = DType.typeSize(t.dtype)
+  return t.nb[0] === ts && t.nb.slice(1).every((nb, i) => t.ne[i + 1] === 1 || (nb / ts) % by === 0)
+}

@@ -9,7 +9,7 @@ import type { Op } from "@effect-gpu/core/Op"
 import type { Tensor } from "@effect-gpu/core/Tensor"
 import * as T from "@effect-gpu/core/Tensor"
 import type { Caps, Kernel, Operand, Param } from "./kernel.js"
-import { bcast, ENTRY, f32, SUBGROUP_ENTRY, SUBGROUP_LANES, u32, WG } from "./kernel.js"
+import { bcast, ENTRY, f32, stridesAligned, SUBGROUP_ENTRY, SUBGROUP_LANES, u32, WG } from "./kernel.js"
 import { mulMat } from "./matmul.js"
 import { fold } from "./wgsl.js"
 
@@ -97,8 +97,8 @@ const rowThreads = (n: number, caps: Caps): number =>
   caps.software === true ? Math.min(WG, Math.max(8, 2 ** Math.ceil(Math.log2(Math.max(1, n / 16))))) : WG
 
 /**
- * rows of a tensor: one workgroup each, of `rowThreads` threads, which bodies and reductions know as the
- * WGSL constant RW; with a shared-memory reduction helper
+ * rows of a tensor: one workgroup each, of `threads` threads (else `rowThreads`), which bodies and
+ * reductions know as the WGSL constant RW; with a shared-memory reduction helper
  */
 const rowwise = (
   key: string,
@@ -106,11 +106,12 @@ const rowwise = (
   it: string,
   body: string,
   params: ReadonlyArray<Param>,
-  caps: Caps
+  caps: Caps,
+  threads?: number
 ): Kernel => {
   const t = operands.find((o) => o.name === it)!.tensor
   const sg = caps.subgroups === true
-  const wg = rowThreads(t.ne[0], caps)
+  const wg = threads ?? rowThreads(t.ne[0], caps)
   return {
     key: `row:${key}:${sg ? "sg" : ""}${wg === WG ? "" : `:w${wg}`}`,
     ...(sg ? { enables: ["subgroups"] } : {}),
@@ -185,12 +186,27 @@ const cachedRow = (n: number, caps: Caps) => {
   return { R, cached: R <= CACHED_ROW, full: n % wg === 0 }
 }
 
-/** WGSL: `body(i, r)` for each of a thread's R elements of the row, guarded unless the row is `full` */
-const eachCached = (R: number, full: boolean, body: (i: string, r: string) => string) =>
+/**
+ * WGSL: `body(i, r)` for each of a thread's R elements (or vec4s) of the row, guarded by `i < limit` unless
+ * the row is `full`
+ */
+const eachCached = (R: number, full: boolean, body: (i: string, r: string) => string, limit = "n") =>
   `  for (var r = 0u; r < ${R}u; r++) {
     let i = lid + r * RW;
-    ${full ? body("i", "r") : `if (i < n) { ${body("i", "r")} }`}
+    ${full ? body("i", "r") : `if (i < ${limit}) { ${body("i", "r")} }`}
   }`
+
+/**
+ * Threads per row of `n` for the vec4 row kernels of software adapters: about VEC_ROW vec4s each (at least
+ * 8 threads). On lavapipe a soft_max over 16 rows of 4096 ran in 160-200 us with 32-64 threads loading vec4s,
+ * against 460-580 us with 256 threads loading scalars, the layout of the scalar kernel
+ * (`bench/row-variants.ts`, T=32,64,256)
+ */
+const VEC_ROW = 16
+const vecRowThreads = (n: number) => Math.min(WG, Math.max(8, 2 ** Math.ceil(Math.log2(Math.max(1, n / 4 / VEC_ROW)))))
+
+/** rows of `t` that are contiguous, of a multiple of 4 elements, with row strides that are too */
+const vecRows = (t: Tensor) => t.ne[0] % 4 === 0 && stridesAligned(t, 4)
 
 const softMax = (node: Tensor, op: Extract<Op, { _tag: "SoftMax" }>, caps: Caps): Kernel => {
   const a = node.src[0]
@@ -225,7 +241,7 @@ ${eachCached(R, full, (i, r) => `st_d(ix_d(${i}, i1, i2, i3), vals[${r}] * inv);
   for (var i = lid; i < n; i += RW) {
     st_d(ix_d(i, i1, i2, i3), exp(ld_a(ix_a(i, i1, i2, i3)) * P.scale${maskTerm} - mx) / s);
   }`
-  return rowwise(
+  const scalar = rowwise(
     `soft_max:${mask ? "mask" : ""}:${cached ? `${R}${full ? "f" : ""}` : "long"}`,
     operands,
     "a",
@@ -240,6 +256,35 @@ ${eachCached(R, full, (i, r) => `st_d(ix_d(${i}, i1, i2, i3), vals[${r}] * inv);
     [f32("scale", op.scale), f32("max_bias", op.maxBias), u32("n_head_log2", nHeadLog2)],
     caps
   )
+  if (caps.software !== true || mask !== undefined || !vecRows(a) || !vecRows(node)) return scalar
+  // a software adapter, no mask, 4-aligned rows: each thread keeps VEC_ROW vec4s of the row (the scalar
+  // kernel runs where the offsets turn out not to be 4-aligned)
+  const n4 = a.ne[0] / 4
+  const wg = vecRowThreads(a.ne[0])
+  const R4 = Math.ceil(n4 / wg)
+  const full4 = n4 % wg === 0
+  const each = (body: (i: string, r: string) => string) => eachCached(R4, full4, body, "n4")
+  const vecBody = `
+  let ba = ix_a(0u, i1, i2, i3) >> 2u;
+  let bd = ix_d(0u, i1, i2, i3) >> 2u;
+  let n4 = n >> 2u;
+  var vals: array<vec4<f32>, ${R4}>;
+  var mx = neg_inf();
+${
+    each((i, r) =>
+      `let v = ld4_a(ba + ${i}) * P.scale; vals[${r}] = v; mx = max(mx, max(max(v.x, v.y), max(v.z, v.w)));`
+    )
+  }
+  mx = reduce_max(lid, mx);
+  var s = 0.0;
+${each((_, r) => `let e = exp(vals[${r}] - vec4<f32>(mx)); vals[${r}] = e; s += dot(e, vec4<f32>(1.0));`)}
+  let inv = 1.0 / reduce_sum(lid, s);
+${each((i, r) => `st4_d(bd + ${i}, vals[${r}] * inv);`)}`
+  return {
+    ...rowwise(`soft_max:v4:${R4}${full4 ? "f" : ""}`, operands, "a", vecBody, scalar.params, caps, wg),
+    vec4: true,
+    scalar
+  }
 }
 
 /** rms_norm, optionally over a sum (add_rms_norm) and times a weight (fused mul) */

@@ -6,10 +6,9 @@
  *
  * @internal
  */
-import * as DType from "@effect-gpu/core/DType"
 import type { Tensor } from "@effect-gpu/core/Tensor"
 import type { Caps, Kernel, MatrixTile, Operand, RegisterTile } from "./kernel.js"
-import { bcast, ENTRY, SUBGROUP_ENTRY, SUBGROUP_LANES, u32, WG } from "./kernel.js"
+import { bcast, ENTRY, stridesAligned, SUBGROUP_ENTRY, SUBGROUP_LANES, u32, WG } from "./kernel.js"
 
 /** what every mul_mat kernel shares: operands, the bias epilogue, sizes and the batch broadcast */
 interface Shape {
@@ -59,15 +58,9 @@ export const mulMat = (node: Tensor, caps: Caps, bias: Tensor | undefined): Kern
     : tiled(shape)
 }
 
-/**
- * `by` K at a time: K contiguous in both operands, K and every row and batch stride a multiple of `by`
- * (the stride of a dimension of extent 1 is never used, so it may be anything)
- */
+/** `by` K at a time: K contiguous in both operands, K and every row and batch stride a multiple of `by` */
 const aligned = (by: number) => (shape: Shape, a: Tensor, b: Tensor): boolean =>
-  shape.K % by === 0 && [a, b].every((t) => {
-    const ts = DType.typeSize(t.dtype)
-    return t.nb[0] === ts && t.nb.slice(1).every((n, i) => t.ne[i + 1] === 1 || (n / ts) % by === 0)
-  })
+  shape.K % by === 0 && stridesAligned(a, by) && stridesAligned(b, by)
 const fourAligned = aligned(4)
 /** eight K at a time (16-byte loads of f16) */
 const eightAligned = aligned(8)
