@@ -5,6 +5,7 @@
  * To choose the backend's row kernels; not project code.
  *
  *   tsx row-variants.ts [n] [rows]
+ *   T=32,64,256 tsx row-variants.ts 4096 16   # only `vec4 T` and `scalar T` for these T, twice over
  *
  * Layouts: `scalar T` T threads per row, scalar loads; `vec4 T` T threads per row, vec4 loads; each
  * keeps its share of the row in registers between the two reductions; ` ww`: the input declared read_write
@@ -101,6 +102,16 @@ ${
   const both = device.createBuffer({ size: 2 * A.byteLength, usage })
   device.queue.writeBuffer(both, 0, A)
   console.log(`${name}: ${rows} rows of ${n}`)
+  if (process.env.T !== undefined) {
+    // threads per row: each layout twice, in turn, to see the spread
+    for (let pass = 0; pass < 2; pass++) {
+      for (const T of process.env.T.split(",").map(Number)) {
+        await run(`scalar ${T}`, kernel(T, 1))
+        await run(`vec4 ${T}`, kernel(T, 4))
+      }
+    }
+    return
+  }
   await run("copy vec4 256", kernel(256, 4, true), true)
   const source = await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
     const [dev] = yield* WebGpu.make({ devices: 1 })
