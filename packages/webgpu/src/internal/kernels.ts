@@ -93,8 +93,10 @@ const binaryOp: Record<string, string> = { Add: "+", Sub: "-", Mul: "*", Div: "/
  * costs, a power of two giving each thread about 16 elements (at least 8 threads), so a row of 32 does not
  * run 256 invocations (lavapipe ran the quick transformer block's soft_max of 32-wide rows at 3.4 ms).
  */
-const rowThreads = (n: number, caps: Caps): number =>
-  caps.software === true ? Math.min(WG, Math.max(8, 2 ** Math.ceil(Math.log2(Math.max(1, n / 16))))) : WG
+const rowThreads = (n: number, caps: Caps): number => caps.software === true ? threadsFor(n / 16) : WG
+
+/** a power of two of threads, 8 to WG, nearest above `threads` */
+const threadsFor = (threads: number) => Math.min(WG, Math.max(8, 2 ** Math.ceil(Math.log2(Math.max(1, threads)))))
 
 /**
  * rows of a tensor: one workgroup each, of `threads` threads (else `rowThreads`), which bodies and
@@ -203,7 +205,7 @@ const eachCached = (R: number, full: boolean, body: (i: string, r: string) => st
  * (`bench/row-variants.ts`, T=32,64,256)
  */
 const VEC_ROW = 16
-const vecRowThreads = (n: number) => Math.min(WG, Math.max(8, 2 ** Math.ceil(Math.log2(Math.max(1, n / 4 / VEC_ROW)))))
+const vecRowThreads = (n: number) => threadsFor(n / 4 / VEC_ROW)
 
 /** rows of `t` that are contiguous, of a multiple of 4 elements, with row strides that are too */
 const vecRows = (t: Tensor) => t.ne[0] % 4 === 0 && stridesAligned(t, 4)

@@ -316,11 +316,13 @@ const subgroupMatrix = (shape: Shape, a: Tensor, b: Tensor, tile: MatrixTile): K
         ? ["b", "xb", "P.b_nb1", "n0", "N"]
         : ["a", "wb", "P.a_nb1", "m0", "M"]
       return range(loads(rows)).map((e) => {
-        const body = w === 8
-          ? `if (r < ${lim} && k < K) { ${t}r[${e}] = ldw_${op}((${base} + r * ${ld} + k) >> 3u); } else { ${t}r[${e}] = vec4<u32>(); }`
+        const at = `${base} + r * ${ld} + k`
+        const [value, zero] = w === 8
+          ? [`ldw_${op}((${at}) >> 3u)`, "vec4<u32>()"]
           : vec
-          ? `if (r < ${lim} && k < K) { ${t}r[${e}] = ldh4_${op}((${base} + r * ${ld} + k) >> 2u); } else { ${t}r[${e}] = vec4<f16>(); }`
-          : `if (r < ${lim} && k < K) { ${t}r[${e}] = f16(ld_${op}(${base} + r * ${ld} + k)); } else { ${t}r[${e}] = 0.0h; }`
+          ? [`ldh4_${op}((${at}) >> 2u)`, "vec4<f16>()"]
+          : [`f16(ld_${op}(${at}))`, "0.0h"]
+        const body = `if (r < ${lim} && k < K) { ${t}r[${e}] = ${value}; } else { ${t}r[${e}] = ${zero}; }`
         const idx = `${e * threads}u + lid`
         const open = guard(rows) ? `if (${idx} < ${(rows * TK) / w}u) ` : ""
         return `    ${open}{ let i = ${idx}; let r = ${r0} + i / ${TK / w}u; let k = k0 + (i % ${
