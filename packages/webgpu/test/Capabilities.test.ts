@@ -551,7 +551,8 @@ describe.skipIf(!adapterAvailable)("WebGPU capabilities", () => {
     }).pipe(Effect.provide(WebGpu.layerOrCpu({ adapter: "no such adapter" }))))
 
   // every mul_mat tiling the kernels may pick (by size, or for tuning) against the CPU: ragged edges in M,
-  // N and K, a batch broadcast, f32 and f16 x f16 (subgroup matrices where offered)
+  // N and K, and whole blocks (loaded without bounds checks), a batch broadcast, f32 and f16 x f16
+  // (subgroup matrices where offered)
   const tilings: ReadonlyArray<WebGpu.Options> = [
     { registerTile: { m: 4, n: 4, depth: 16 } },
     { registerTile: { m: 4, n: 8, depth: 16 } },
@@ -571,27 +572,37 @@ describe.skipIf(!adapterAvailable)("WebGPU capabilities", () => {
       Effect.gen(function*() {
         const [d] = yield* WebGpu.make({ devices: 1, ...options })
         const f16 = d.description.includes("shader-f16")
+        // [K, M, N, the loads]: 256 x 256 x 128 is whole for every tiling listed
+        const shapes = [[136, 150, 141, "edges"], [128, 256, 256, "whole"]] as const
         for (const dtype of f16 ? (["f32", "f16"] as const) : (["f32"] as const)) {
-          const g = Graph.make()
-          const a = yield* g.param("a", dtype, [136, 150, 2])
-          const b = yield* g.input("b", dtype, [136, 141, 4])
-          const y = yield* g.output(Ops.mulMat(a, b))
-          const results: Array<Array<number>> = []
-          for (const dev of [d, Cpu.make()]) {
-            const backend = yield* dev.makeBackend()
-            const plan = yield* backend.allocate(g.build())
-            yield* plan.set(a, Generators.values(1, 136 * 150 * 2))
-            yield* plan.set(b, Generators.values(2, 136 * 141 * 4))
-            const trace = yield* backend.captureNext
-            yield* backend.compute(plan)
-            const [entry] = (yield* trace).entries
-            if (dev === d && dtype === "f32") assert.isTrue(entry.kernel.startsWith("mm4:"), entry.kernel)
-            if (dev === d && dtype === "f16") {
-              assert.strictEqual(entry.kernel.startsWith("mmsg:"), WebGpuDevice.hasSubgroupMatrices(d), entry.kernel)
+          for (const [K, M, N, loads] of shapes) {
+            const g = Graph.make()
+            const a = yield* g.param("a", dtype, [K, M, 2])
+            const b = yield* g.input("b", dtype, [K, N, 4])
+            const y = yield* g.output(Ops.mulMat(a, b))
+            const results: Array<Array<number>> = []
+            for (const dev of [d, Cpu.make()]) {
+              const backend = yield* dev.makeBackend()
+              const plan = yield* backend.allocate(g.build())
+              yield* plan.set(a, Generators.values(1, K * M * 2))
+              yield* plan.set(b, Generators.values(2, K * N * 4))
+              const trace = yield* backend.captureNext
+              yield* backend.compute(plan)
+              const [entry] = (yield* trace).entries
+              if (dev === d && dtype === "f32") {
+                assert.isTrue(
+                  entry.kernel.startsWith("mm4:") && entry.kernel.split("|")[0].endsWith(`:${loads}`),
+                  entry.kernel
+                )
+              }
+              if (dev === d && dtype === "f16") {
+                assert.strictEqual(entry.kernel.startsWith("mmsg:"), WebGpuDevice.hasSubgroupMatrices(d), entry.kernel)
+                if (WebGpuDevice.hasSubgroupMatrices(d)) assert.isTrue(entry.kernel.split("|")[0].endsWith(`:${loads}`))
+              }
+              results.push(Array.from(yield* plan.get(y)))
             }
-            results.push(Array.from(yield* plan.get(y)))
+            assert.isBelow(nmse(results[0], results[1]), 5e-4, `${dtype} ${K}x${M}x${N}`)
           }
-          assert.isBelow(nmse(results[0], results[1]), 5e-4, dtype)
         }
       }), 60_000)
   }

@@ -38,7 +38,27 @@ describe("mul_mat kernel choice", () => {
       assert.isTrue(key({ subgroupMatrix: false, workgroupStorage: 49152 }).startsWith("mm4:"))
     }))
 
-  it.effect("16-byte loads where K and the strides are multiples of 8, unless an f16 bias needs single loads", () =>
+  it.effect("f32 loads go unchecked only where M, N and K are whole blocks of the register tile", () =>
+    Effect.gen(function*() {
+      const loads = (K: number, M: number, N: number) =>
+        Effect.gen(function*() {
+          const g = Graph.make()
+          const a = yield* g.param("a", "f32", [K, M])
+          const b = yield* g.input("b", "f32", [K, N])
+          const y = yield* g.output(Ops.mulMat(a, b))
+          const key = mulMat(y, { ...gpu, registerTile: { m: 8, n: 8, depth: 8 } }, undefined).key
+          assert.isTrue(key.startsWith("mm4:8x8:8"), key)
+          return key.split(":").at(-1)
+        })
+      assert.strictEqual(yield* loads(4096, 4096, 4096), "whole")
+      assert.strictEqual(yield* loads(136, 256, 128), "whole")
+      // K not a multiple of the depth, M or N not of 128
+      assert.strictEqual(yield* loads(132, 256, 128), "edges")
+      assert.strictEqual(yield* loads(136, 192, 128), "edges")
+      assert.strictEqual(yield* loads(136, 256, 200), "edges")
+    }))
+
+  it.effect("16-byte loads where K and the strides are multiples of 8, unless an f16 bias needs single loads; unchecked on whole blocks", () =>
     Effect.gen(function*() {
       const form = (K: number, bias?: "f32" | "f16") =>
         Effect.gen(function*() {
@@ -54,5 +74,17 @@ describe("mul_mat kernel choice", () => {
       assert.strictEqual(yield* form(4096, "f16"), "v")
       assert.strictEqual(yield* form(4092), "v")
       assert.strictEqual(yield* form(4094), "s")
+      // whole blocks of the 8x2:2x4:32 tiling (256 x 128 x 32) load without bounds checks
+      const loads = (K: number, M: number, N: number) =>
+        Effect.gen(function*() {
+          const g = Graph.make()
+          const y = yield* g.output(Ops.mulMat(yield* g.param("a", "f16", [K, M]), yield* g.input("b", "f16", [K, N])))
+          return mulMat(y, { ...gpu, workgroupStorage: 49152, workgroupInvocations: 1024 }, undefined).key.split(":")
+            .at(-1)
+        })
+      assert.strictEqual(yield* loads(4096, 4096, 512), "whole")
+      assert.strictEqual(yield* loads(4096, 4096, 520), "edges")
+      assert.strictEqual(yield* loads(4096, 4000, 512), "edges")
+      assert.strictEqual(yield* loads(4080, 4096, 512), "edges")
     }))
 })
