@@ -67,17 +67,18 @@ const eightAligned = aligned(8)
 
 /**
  * The register tile by how many workgroups it gives: 8x8 per thread (128x128 per workgroup) once there
- * are enough of those to fill the device several times, smaller tiles for smaller products (measured on
- * the H200: 8x8 with K steps of 8 is fastest from 4096^2 results up, 4x8 at 2048^2, 4x4 below). On a
+ * are enough of those to fill the device twice, smaller tiles for smaller products (measured on the H200
+ * with whole blocks loaded unchecked, run ai: 8x8 with K steps of 8 is fastest from 2048^2 results up,
+ * 39.0 TFLOP/s against 35.4 for 4x8; 4x8 at 1024^2, 27.1 against 25.1 for 4x4 and 17.5 for 8x8). On a
  * software adapter the biggest tile wherever the result has 128 rows and columns, 8x4 elsewhere: its few
  * cores need few workgroups, and fewer invocations doing more each ran 128^3-256^3 products 1.8-2.5x
  * faster on lavapipe, and the quick transformer block (results of 32 columns) in 21 ms instead of 31.
  */
 const registersFor = ({ M, N, batches }: Shape, software: boolean): RegisterTile => {
   const groups = (bm: number, bn: number) => Math.ceil(M / bm) * Math.ceil(N / bn) * batches
-  if (groups(128, 128) >= 512 || (software && M >= 128 && N >= 128)) return { m: 8, n: 8, depth: 8 }
+  if (groups(128, 128) >= 256 || (software && M >= 128 && N >= 128)) return { m: 8, n: 8, depth: 8 }
   if (software) return { m: 8, n: 4, depth: 16 }
-  if (groups(64, 128) >= 256) return { m: 4, n: 8, depth: 16 }
+  if (groups(64, 128) >= 128) return { m: 4, n: 8, depth: 16 }
   return { m: 4, n: 4, depth: 16 }
 }
 
