@@ -138,6 +138,40 @@ describe("Backend", () => {
       assert.strictEqual(device.ledger.snapshot().buffers, 2)
     }).pipe(cpu))
 
+  it.effect("leafBuffer: inputs and weights in a second buffer of the plan, released with its scope", () =>
+    Effect.gen(function*() {
+      const device = yield* Registry.bestDevice
+      const backend = yield* Effect.scoped(device.makeBackend())
+      const before = device.ledger.snapshot().buffers
+      yield* Effect.scoped(Effect.gen(function*() {
+        const g = Graph.make()
+        const w = yield* g.param("w", "f32", [3, 2])
+        const x = yield* g.input("x", "f32", [3, 2])
+        const bound = yield* g.input("b", "f32", [2])
+        const y = yield* g.output(Ops.add(Ops.mulMat(w, x), bound))
+        const own = yield* device.bufferType.allocate(8)
+        const plan = yield* backend.allocate(g, {
+          leafBuffer: true,
+          bindings: [{ tensor: bound, buffer: own, offset: 0 }]
+        })
+        // the compute, the leaf and the bound buffer
+        assert.strictEqual(device.ledger.snapshot().buffers, before + 3)
+        for (const t of [w, x, bound]) assert.isFalse(plan.layout.offsets.has(t.id), t.name)
+        const [lw, lx, lb] = [w, x, bound].map((t) => plan.location(t)!)
+        assert.strictEqual(lw.buffer, lx.buffer)
+        assert.notStrictEqual(lw.buffer, plan.buffer)
+        assert.strictEqual(lb.buffer, own)
+        assert.isAtLeast(lx.offset, 24)
+        yield* plan.set(w, [1, 2, 3, 4, 5, 6])
+        yield* plan.set(x, [1, 0, 1, 0, 1, 1])
+        yield* plan.set(bound, [0.5, -0.5])
+        yield* backend.compute(plan)
+        // w's rows (1 2 3) and (4 5 6) dotted with x's (1 0 1) and (0 1 1), plus the bias per row
+        assert.deepStrictEqual(Array.from(yield* plan.get(y)), [4.5, 9.5, 5.5, 10.5])
+      }))
+      assert.strictEqual(device.ledger.snapshot().buffers, before)
+    }).pipe(cpu))
+
   it.scoped("bufferFromHost wraps host bytes without copying them", () =>
     Effect.gen(function*() {
       const device = yield* Registry.bestDevice

@@ -608,6 +608,44 @@ describe.skipIf(!adapterAvailable)("WebGPU capabilities", () => {
   }
 
   it.scoped(
+    "leafBuffer binds a product's inputs read-only; same results, its buffers released",
+    () =>
+      Effect.gen(function*() {
+        const [d] = yield* WebGpu.make({ devices: 1 })
+        const backend = yield* d.makeBackend()
+        const g = Graph.make()
+        const a = yield* g.param("a", "f32", [128, 256])
+        const b = yield* g.input("b", "f32", [128, 128])
+        const y = yield* g.output(Ops.mulMat(a, b))
+        const results: Array<Array<number>> = []
+        const before = d.ledger.snapshot().buffers
+        for (const leafBuffer of [false, true]) {
+          yield* Effect.scoped(Effect.gen(function*() {
+            const plan = yield* backend.allocate(g, { leafBuffer })
+            assert.strictEqual(d.ledger.snapshot().buffers, before + (leafBuffer ? 2 : 1))
+            yield* plan.set(a, Generators.values(1, 128 * 256))
+            yield* plan.set(b, Generators.values(2, 128 * 128))
+            const trace = yield* backend.captureNext
+            yield* backend.compute(plan)
+            const [entry] = (yield* trace).entries
+            // the access of a, b and the result: read_write while they share the compute buffer
+            assert.isTrue(entry.kernel.endsWith(leafBuffer ? "|rrw" : "|www"), entry.kernel)
+            results.push(Array.from(yield* plan.get(y)))
+          }))
+          assert.strictEqual(d.ledger.snapshot().buffers, before)
+        }
+        const cpu = yield* Cpu.make().makeBackend()
+        const plan = yield* cpu.allocate(g)
+        yield* plan.set(a, Generators.values(1, 128 * 256))
+        yield* plan.set(b, Generators.values(2, 128 * 128))
+        yield* cpu.compute(plan)
+        const expected = Array.from(yield* plan.get(y))
+        for (const r of results) assert.isBelow(nmse(r, expected), 1e-6)
+      }),
+    60_000
+  )
+
+  it.scoped(
     "f16 mul_mat on subgroup matrices loads 16 bytes where K and the offsets allow, else 8, else 2",
     () =>
       Effect.gen(function*() {
