@@ -572,7 +572,7 @@ describe.skipIf(!adapterAvailable)("WebGPU capabilities", () => {
       Effect.gen(function*() {
         const [d] = yield* WebGpu.make({ devices: 1, ...options })
         const f16 = d.description.includes("shader-f16")
-        // [K, M, N, the loads]: 256 x 256 x 128 is whole for every tiling listed
+        // [K, M, N, the loads]: M = N = 256, K = 128 is whole blocks for every tiling listed
         const shapes = [[136, 150, 141, "edges"], [128, 256, 256, "whole"]] as const
         for (const dtype of f16 ? (["f32", "f16"] as const) : (["f32"] as const)) {
           for (const [K, M, N, loads] of shapes) {
