@@ -50,10 +50,11 @@ export interface AllocateOptions {
   readonly bindings?: ReadonlyArray<Plan.Binding>
   /**
    * The graph's leafs (inputs, weights, constants) not bound elsewhere go into a second buffer of the
-   * plan instead of the compute buffer. No kernel writes them there, so a GPU backend binds them
-   * read-only, where they would otherwise share a read_write binding with the results: a 4096^3 f32
-   * mul_mat ran at 45.2 TFLOP/s on the H200 with read-only operands, 41.3 with them in the compute
-   * buffer. The cost: their memory is not reused for intermediates after their last use. Default false.
+   * plan instead of the compute buffer. Kernels only read them (set_rows into a cache is the exception,
+   * and binds that buffer read_write), so a GPU backend binds them read-only, where they would otherwise
+   * share a read_write binding with the results: a 4096^3 f32 mul_mat ran at 45.2 TFLOP/s on the H200
+   * with read-only operands, 41.3 with them in the compute buffer. The cost: their memory is not reused
+   * for intermediates after their last use. Default false.
    */
   readonly leafBuffer?: boolean
 }

@@ -7,7 +7,7 @@
  */
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
-import type { Backend } from "./Backend.js"
+import type { AllocateOptions, Backend } from "./Backend.js"
 import type { DType } from "./DType.js"
 import * as Float16 from "./Float16.js"
 import type { AllocationError, BackendError, OutOfBounds, UnsupportedOp } from "./GpuError.js"
@@ -314,11 +314,12 @@ export const compare = (c: Case, ours: ArrayLike<number>, ref: ArrayLike<number>
 export const run = (
   suite: Suite,
   c: Case,
-  backend: Backend
+  backend: Backend,
+  options?: AllocateOptions
 ): Effect.Effect<Outcome, ShapeError | AllocationError | UnsupportedOp | OutOfBounds | BackendError, Scope.Scope> =>
   Effect.gen(function*() {
     const built = yield* buildCase(c)
-    const plan = yield* backend.allocate(built.graph)
+    const plan = yield* backend.allocate(built.graph, options)
     for (const spec of c.inputs) yield* plan.set(built.inputs.get(spec.name)!, values(suite, spec))
     yield* backend.compute(plan)
     const ours = yield* plan.get(built.output)

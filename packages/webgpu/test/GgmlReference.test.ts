@@ -14,8 +14,14 @@ describe.skipIf(!adapterAvailable)("ggml reference cases on WebGPU", () => {
         Effect.gen(function*() {
           const device = yield* Registry.deviceByName("WebGPU0")
           const backend = yield* device.makeBackend()
-          const outcome = yield* GgmlReference.run(suite, c, backend)
-          assert.isTrue(outcome.passed, `${c.name}: ${outcome.detail} (bound ${outcome.bound})`)
+          // and again with the inputs in a buffer of their own (bound read-only wherever nothing writes them)
+          for (const leafBuffer of [false, true]) {
+            const outcome = yield* Effect.scoped(GgmlReference.run(suite, c, backend, { leafBuffer }))
+            assert.isTrue(
+              outcome.passed,
+              `${c.name}, leafBuffer ${leafBuffer}: ${outcome.detail} (bound ${outcome.bound})`
+            )
+          }
         }))
     }
   })
