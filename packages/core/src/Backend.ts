@@ -118,11 +118,6 @@ export interface MakeOptions {
   readonly optimize?: (graph: Graph.Graph) => Graph.Graph
 }
 
-/**
- * The span of an operation on the per-token path (compute, synchronize): recorded and ended like any
- * other, but not made the parent of what runs inside (nothing there opens spans), which halves its cost:
- * 4 us against withSpan's 8 us per call on the CI machine, where one compute + synchronize costs ~45 us.
- */
 /** the leafs not bound elsewhere, packed into one buffer of their own (AllocateOptions.leafBuffer) */
 const leafBindings = (
   graph: Graph.Graph,
@@ -142,6 +137,11 @@ const leafBindings = (
     return leafs.map((tensor, i) => ({ tensor, buffer, offset: offsets[i] }))
   })
 
+/**
+ * The span of an operation on the per-token path (compute, synchronize): recorded and ended like any
+ * other, but not made the parent of what runs inside (nothing there opens spans), which halves its cost:
+ * 4 us against withSpan's 8 us per call on the CI machine, where one compute + synchronize costs ~45 us.
+ */
 const hotSpan = (name: string) => <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   Effect.useSpan(name, { captureStackTrace: false }, () => self)
 
