@@ -12,7 +12,7 @@
  *   pnpm bench --cases transformer_block --profile                # each dispatch's kernel and GPU time
  *   pnpm bench --cases matmul --toggles disable_robustness        # extra Dawn toggles for a run
  *   pnpm bench --cases matmul,transformer_block --own-params      # weights in buffers of their own
- *   pnpm bench --cases matmul,transformer_block --leaf-buffer     # inputs and weights apart from results
+ *   pnpm bench --cases matmul,transformer_block --no-leaf-buffer  # inputs and weights in the compute buffer
  *
  * Each case warms up until its speed settles: the H200's SM clock idles low and climbs over seconds.
  */
@@ -56,7 +56,8 @@ const { values: args } = parseArgs({
      * buffer (and tfjs gives every tensor its own): kernels then bind weights read-only
      */
     "own-params": { type: "boolean", default: false },
-    "leaf-buffer": { type: "boolean", default: false },
+    /** the graph's leafs in a buffer of their own (default: the backend's, on for WebGPU) */
+    "leaf-buffer": { type: "boolean" },
     out: { type: "string" }
   }
 })
@@ -103,7 +104,10 @@ const prepared = (
         backend.device.bufferType.allocate(Tensor.nbytes(tensor)),
         (buffer) => ({ tensor, buffer, offset: 0 })
       ))
-    const plan = yield* backend.allocate(graph, { bindings, leafBuffer: args["leaf-buffer"] === true })
+    const plan = yield* backend.allocate(graph, {
+      bindings,
+      ...(args["leaf-buffer"] === undefined ? {} : { leafBuffer: args["leaf-buffer"] })
+    })
     let seed = 1
     for (const leaf of graph.leafs) {
       const n = leaf.ne[0] * leaf.ne[1] * leaf.ne[2] * leaf.ne[3]

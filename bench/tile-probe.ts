@@ -9,8 +9,9 @@
  *   tsx tile-probe.ts f32:8x8:8 4096
  *   OWN=ab tsx tile-probe.ts f32:8x8:8 4096   # a and b each in a buffer of their own
  *
- * By default a, b and the result share the plan's buffer, so all three are bound read_write; OWN=a puts
- * a (as an LLM's weights) in a buffer of its own, bound read-only, OWN=ab both operands.
+ * By default a and b sit in the plan's leaf buffer, bound read-only; LEAF=0 puts them in the compute
+ * buffer with the result, so all three are bound read_write; OWN=a puts a (as an LLM's weights) in a
+ * buffer of its own, OWN=ab both operands.
  */
 import { Graph, Ops } from "@effect-gpu/core"
 import * as Generators from "@effect-gpu/testing/Generators"
@@ -46,7 +47,7 @@ const main = Effect.gen(function*() {
         (tensor) =>
           Effect.map(device.bufferType.allocate(n * n * (f32 ? 4 : 2)), (buffer) => ({ tensor, buffer, offset: 0 }))
       )
-      const plan = yield* backend.allocate(g.build(), { bindings })
+      const plan = yield* backend.allocate(g.build(), { bindings, leafBuffer: process.env.LEAF !== "0" })
       yield* plan.set(a, Generators.values(1, n * n, { min: 0.05, max: 0.5 }))
       yield* plan.set(b, Generators.values(2, n * n, { min: 0.05, max: 0.5 }))
       const wall: Array<number> = []

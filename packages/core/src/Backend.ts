@@ -54,7 +54,8 @@ export interface AllocateOptions {
    * and binds that buffer read_write), so a GPU backend binds them read-only, where they would otherwise
    * share a read_write binding with the results: a 4096^3 f32 mul_mat ran at 45.2 TFLOP/s on the H200
    * with read-only operands, 41.3 with them in the compute buffer. The cost: their memory is not reused
-   * for intermediates after their last use. Default false.
+   * for intermediates after their last use. Default: the backend's (`MakeOptions.leafBuffer`; on for
+   * WebGPU, off for the CPU).
    */
   readonly leafBuffer?: boolean
 }
@@ -116,6 +117,8 @@ export interface MakeOptions {
   readonly interpreter: Interpreter
   readonly ledger: Ledger.Ledger
   readonly optimize?: (graph: Graph.Graph) => Graph.Graph
+  /** where plans put their leafs unless `AllocateOptions.leafBuffer` says: in a buffer of their own when true */
+  readonly leafBuffer?: boolean
 }
 
 /** the leafs not bound elsewhere, packed into one buffer of their own (AllocateOptions.leafBuffer) */
@@ -323,7 +326,7 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
           }
           const bufferType = device.bufferType
           const bindings = [...(allocOptions?.bindings ?? [])]
-          if (allocOptions?.leafBuffer === true) {
+          if (allocOptions?.leafBuffer ?? options.leafBuffer === true) {
             bindings.push(...yield* leafBindings(g, bufferType, new Set(bindings.map((b) => b.tensor.id))))
           }
           const external = new Set(bindings.map((b) => b.tensor.id))

@@ -608,7 +608,7 @@ describe.skipIf(!adapterAvailable)("WebGPU capabilities", () => {
   }
 
   it.scoped(
-    "leafBuffer binds a product's inputs read-only; same results, its buffers released",
+    "leafs in a buffer of their own by default bind a product's inputs read-only; same results, buffers released",
     () =>
       Effect.gen(function*() {
         const [d] = yield* WebGpu.make({ devices: 1 })
@@ -619,9 +619,11 @@ describe.skipIf(!adapterAvailable)("WebGPU capabilities", () => {
         const y = yield* g.output(Ops.mulMat(a, b))
         const results: Array<Array<number>> = []
         const before = d.ledger.snapshot().buffers
-        for (const leafBuffer of [false, true]) {
+        // undefined: the WebGPU backend's default, a leaf buffer
+        for (const option of [undefined, false, true]) {
+          const leafBuffer = option ?? true
           yield* Effect.scoped(Effect.gen(function*() {
-            const plan = yield* backend.allocate(g, { leafBuffer })
+            const plan = yield* backend.allocate(g, option === undefined ? undefined : { leafBuffer: option })
             assert.strictEqual(d.ledger.snapshot().buffers, before + (leafBuffer ? 2 : 1))
             yield* plan.set(a, Generators.values(1, 128 * 256))
             yield* plan.set(b, Generators.values(2, 128 * 128))
