@@ -54,8 +54,8 @@ export interface AllocateOptions {
    * and binds that buffer read_write), so a GPU backend binds them read-only, where they would otherwise
    * share a read_write binding with the results: a 4096^3 f32 mul_mat ran at 45.2 TFLOP/s on the H200
    * with read-only operands, 41.3 with them in the compute buffer. The cost: their memory is not reused
-   * for intermediates after their last use. Default: the backend's (`MakeOptions.leafBuffer`; on for
-   * WebGPU, off for the CPU).
+   * for intermediates after their last use. Default: the backend's (`Device.BackendOptions.leafBuffer`,
+   * else on for WebGPU, off for the CPU).
    */
   readonly leafBuffer?: boolean
 }
@@ -326,7 +326,7 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
           }
           const bufferType = device.bufferType
           const bindings = [...(allocOptions?.bindings ?? [])]
-          if (allocOptions?.leafBuffer ?? options.leafBuffer === true) {
+          if (allocOptions?.leafBuffer ?? (options.leafBuffer === true)) {
             bindings.push(...yield* leafBindings(g, bufferType, new Set(bindings.map((b) => b.tensor.id))))
           }
           const external = new Set(bindings.map((b) => b.tensor.id))

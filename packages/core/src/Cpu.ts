@@ -205,7 +205,13 @@ export const make = (options?: Options): Device => {
     supportsBufferType: (bt) => bt.device === name && bt.isHost,
     offloadOp: () => false,
     makeBackend: (backendOptions) =>
-      Backend.make({ name: backendOptions?.name ?? name, device, interpreter: interp, ledger }),
+      Backend.make({
+        name: backendOptions?.name ?? name,
+        device,
+        interpreter: interp,
+        ledger,
+        leafBuffer: backendOptions?.leafBuffer ?? false
+      }),
     makeEvent: Event.make(name, ledger),
     ledger
   }

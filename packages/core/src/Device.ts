@@ -77,6 +77,11 @@ export interface Props {
 export interface BackendOptions {
   /** a name for the backend (for traces and errors) */
   readonly name?: string
+  /**
+   * whether this backend's plans put the graph's leafs in a buffer of their own unless
+   * `AllocateOptions.leafBuffer` says otherwise; absent, the device's choice (on for WebGPU, off for the CPU)
+   */
+  readonly leafBuffer?: boolean
 }
 
 /**

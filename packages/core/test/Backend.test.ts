@@ -168,10 +168,13 @@ describe("Backend", () => {
         yield* backend.compute(plan)
         // w's rows (1 2 3) and (4 5 6) dotted with x's (1 0 1) and (0 1 1), plus the bias per row
         assert.deepStrictEqual(Array.from(yield* plan.get(y)), [4.5, 9.5, 5.5, 10.5])
-        // the CPU's default keeps leafs in the compute buffer
+        // the CPU's default keeps leafs in the compute buffer; a backend made with leafBuffer does not
         const plain = yield* backend.allocate(g)
         for (const t of [w, x, bound]) assert.isTrue(plain.layout.offsets.has(t.id), t.name)
         assert.strictEqual(device.ledger.snapshot().buffers, before + 4)
+        const apart = yield* (yield* device.makeBackend({ leafBuffer: true })).allocate(g)
+        for (const t of [w, x, bound]) assert.isFalse(apart.layout.offsets.has(t.id), t.name)
+        assert.strictEqual(device.ledger.snapshot().buffers, before + 6)
       }))
       assert.strictEqual(device.ledger.snapshot().buffers, before)
     }).pipe(cpu))

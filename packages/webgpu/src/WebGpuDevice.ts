@@ -208,7 +208,7 @@ export const make = (gpu: GPUDevice, options: Options): Device => {
         interpreter,
         ledger,
         optimize: Fusion.optimize,
-        leafBuffer: true
+        leafBuffer: backendOptions?.leafBuffer ?? true
       }),
     makeEvent: Event.make(name, ledger),
     ledger

@@ -636,6 +636,18 @@ describe.skipIf(!adapterAvailable)("WebGPU capabilities", () => {
           }))
           assert.strictEqual(d.ledger.snapshot().buffers, before)
         }
+        // a backend made with leafBuffer false keeps the old placement unless a plan asks
+        const shared = yield* d.makeBackend({ leafBuffer: false })
+        yield* Effect.scoped(Effect.gen(function*() {
+          const plan = yield* shared.allocate(g)
+          assert.strictEqual(d.ledger.snapshot().buffers, before + 1)
+          yield* plan.set(a, Generators.values(1, 128 * 256))
+          yield* plan.set(b, Generators.values(2, 128 * 128))
+          const trace = yield* shared.captureNext
+          yield* shared.compute(plan)
+          assert.isTrue((yield* trace).entries[0].kernel.endsWith("|www"))
+          results.push(Array.from(yield* plan.get(y)))
+        }))
         const cpu = yield* Cpu.make().makeBackend()
         const plan = yield* cpu.allocate(g)
         yield* plan.set(a, Generators.values(1, 128 * 256))
