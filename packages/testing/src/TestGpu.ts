@@ -208,7 +208,8 @@ const makeDevice = (
     supportsOp: Cpu.supportsOp,
     supportsBufferType: (bt) => bt.device === name,
     offloadOp: (t) => t.op._tag === "MulMat" && t.ne[1] >= 32,
-    makeBackend: (o) => Backend.make({ name: o?.name ?? name, device, interpreter, ledger, leafBuffer: o?.leafBuffer ?? false }),
+    makeBackend: (o) =>
+      Backend.make({ name: o?.name ?? name, device, interpreter, ledger, leafBuffer: o?.leafBuffer ?? false }),
     makeEvent: Event.make(name, ledger),
     ledger
   }
