@@ -53,9 +53,10 @@ export interface AllocateOptions {
    * plan instead of the compute buffer. Kernels only read them (set_rows into a cache is the exception,
    * and binds that buffer read_write), so a GPU backend binds them read-only, where they would otherwise
    * share a read_write binding with the results: a 4096^3 f32 mul_mat ran at 45.2 TFLOP/s on the H200
-   * with read-only operands, 41.3 with them in the compute buffer. The cost: their memory is not reused
-   * for intermediates after their last use. Default: the backend's (`Device.BackendOptions.leafBuffer`,
-   * else on for WebGPU, off for the CPU).
+   * with read-only operands, 41.3 with them in the compute buffer. The cost is small: inputs and
+   * weights are pinned for the plan's life either way; only other leafs (tensors made without
+   * `input`/`param`) lose the reuse of their memory for intermediates after their last use. Default:
+   * the backend's (`Device.BackendOptions.leafBuffer`, else on for WebGPU, off for the CPU).
    */
   readonly leafBuffer?: boolean
 }

@@ -175,6 +175,10 @@ describe("Backend", () => {
         const apart = yield* (yield* device.makeBackend({ leafBuffer: true })).allocate(g)
         for (const t of [w, x, bound]) assert.isFalse(apart.layout.offsets.has(t.id), t.name)
         assert.strictEqual(device.ledger.snapshot().buffers, before + 6)
+        // inputs and weights are pinned either way: moving them out costs no reuse, so the compute
+        // buffer shrinks by what the leaf buffer holds
+        const leafBytes = apart.location(w)!.buffer.size
+        assert.strictEqual(apart.layout.size + leafBytes, plain.layout.size)
       }))
       assert.strictEqual(device.ledger.snapshot().buffers, before)
     }).pipe(cpu))
