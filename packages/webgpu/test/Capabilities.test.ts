@@ -537,6 +537,25 @@ describe.skipIf(!adapterAvailable)("WebGPU capabilities", () => {
       assert.strictEqual(kept.size, 3000)
     }))
 
+  it.scoped("a plan whose compute buffer does not fit fails with AllocationError and gives its leaf buffer back", () =>
+    Effect.gen(function*() {
+      const [d] = yield* WebGpu.make({ devices: 1, memory: 160 * 1024 })
+      const backend = yield* d.makeBackend()
+      const g = Graph.make()
+      // 128 KiB of leafs fit; the 256 KiB result does not fit beside them
+      const a = yield* g.param("a", "f32", [64, 256])
+      const b = yield* g.input("b", "f32", [64, 256])
+      yield* g.output(Ops.mulMat(a, b))
+      const before = d.ledger.snapshot().buffers
+      const e = yield* Effect.flip(Effect.scoped(backend.allocate(g)))
+      assert.instanceOf(e, GpuError.AllocationError)
+      // the compute buffer failed while the leaf buffer held its 128 KiB
+      assert.strictEqual(e.requested, 256 * 1024)
+      assert.strictEqual(e.available, 32 * 1024)
+      assert.strictEqual(d.ledger.snapshot().buffers, before)
+      assert.strictEqual((yield* d.memory).free, 160 * 1024)
+    }))
+
   it.effect("EFFECT_GPU_WEBGPU_DEVICES sets the number of logical devices", () =>
     Effect.gen(function*() {
       const names = yield* Effect.scoped(Effect.map(WebGpu.make(), (ds) => ds.map((d) => d.name)))
