@@ -655,7 +655,7 @@ describe.skipIf(!adapterAvailable)("WebGPU capabilities", () => {
           }))
           assert.strictEqual(d.ledger.snapshot().buffers, before)
         }
-        // a backend made with leafBuffer false keeps the old placement unless a plan asks
+        // a backend made with leafBuffer false keeps leafs in the compute buffer
         const shared = yield* d.makeBackend({ leafBuffer: false })
         yield* Effect.scoped(Effect.gen(function*() {
           const plan = yield* shared.allocate(g)
