@@ -135,7 +135,7 @@ const leafBindings = (
     let size = 0
     for (const t of leafs) {
       offsets.push(size)
-      size += Math.ceil(Math.max(bufferType.allocSize(t), 1) / bufferType.alignment) * bufferType.alignment
+      size += GraphAllocator.slotSize(t, bufferType)
     }
     const buffer = yield* bufferType.allocate(size, { usage: "compute" })
     return leafs.map((tensor, i) => ({ tensor, buffer, offset: offsets[i] }))

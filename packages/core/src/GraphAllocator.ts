@@ -45,6 +45,16 @@ export interface Plan {
 
 const align = (n: number, a: number) => Math.ceil(n / a) * a
 
+/**
+ * The bytes a tensor takes in a buffer laid out with `options`: what `allocSize` asks (at least one
+ * byte), rounded up to the alignment.
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const slotSize = (t: Tensor, options: Pick<Options, "alignment" | "allocSize">): number =>
+  align(Math.max((options.allocSize ?? T.nbytes)(t), 1), options.alignment)
+
 /** A free list over one growable range: best fit among inner blocks, else the tail. */
 class FreeList {
   private blocks: Array<{ offset: number; size: number }> = []
@@ -134,7 +144,7 @@ export const plan = (graph: Graph, options: Options): Plan => {
 
   const allocate = (t: Tensor) => {
     if (!owns(t) || offsets.has(t.id)) return
-    const size = align(Math.max(allocSize(t), 1), alignment)
+    const size = slotSize(t, { alignment, allocSize })
     naiveSize += size
     sizes.set(t.id, size)
     offsets.set(t.id, free.alloc(size))
@@ -172,7 +182,7 @@ export const plan = (graph: Graph, options: Options): Plan => {
             owner.set(node.id, node.id)
             owner.delete(parent.id)
             inPlace.set(node.id, parent.id)
-            naiveSize += align(Math.max(allocSize(node), 1), alignment)
+            naiveSize += slotSize(node, { alignment, allocSize })
             reused = true
             break
           }
