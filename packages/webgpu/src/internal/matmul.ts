@@ -512,7 +512,7 @@ const registerTiled = (shape: Shape, tile: RegisterTile): Kernel => {
 var<workgroup> As: array<array<vec4<f32>, ${BM / 4 + 1}>, ${BK}>;
 var<workgroup> Bs: array<array<vec4<f32>, ${BN / 4 + 1}>, ${BK}>;
 @compute @workgroup_size(16, 16)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid3: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
 ${origin(BM, BN)}
   let ab = ix_a(0u, 0u, b2 / P.r2, b3 / P.r3);
   let bb = ix_b(0u, 0u, b2, b3);
