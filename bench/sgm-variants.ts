@@ -1,8 +1,9 @@
 /**
- * Where the tensor-core f16 mul_mat spends its time, on raw Dawn: the backend's first tiling (16 subgroups
- * of 2x4 16x16 fragments, 256 x 128 results per workgroup, K steps of 32 staged through shared memory, the
- * next step prefetched into registers) written for one square size, then the same kernel with one phase
- * taken out at a time. Not project code: a profile by subtraction, to choose what to change next.
+ * Where the tensor-core f16 mul_mat spends its time, on raw Dawn: the 8x2:2x4:32 tiling, the backend's
+ * first until run au (16 subgroups of 2x4 16x16 fragments, 256 x 128 results per workgroup, K steps of 32
+ * staged through shared memory, the next step prefetched into registers) written for one square size,
+ * then the same kernel with one phase taken out at a time. Not project code: a profile by subtraction, to
+ * choose what to change next.
  *
  *   tsx sgm-variants.ts [N]
  *

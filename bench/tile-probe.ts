@@ -5,7 +5,7 @@
  * subgroup-matrix tiling SRxSC:FRxFC:DEPTH, or an f32 register tiling f32:MxN:DEPTH[u] (as the bench's
  * --tile and --regs).
  *
- *   tsx tile-probe.ts 8x2:2x4:32 4096 8192 4096
+ *   tsx tile-probe.ts 2x2:4x4:32 4096 8192 4096
  *   tsx tile-probe.ts f32:8x8:8 4096
  *   OWN=ab tsx tile-probe.ts f32:8x8:8 4096   # a and b each in a buffer of their own
  *

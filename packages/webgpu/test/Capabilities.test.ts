@@ -584,6 +584,9 @@ describe.skipIf(!adapterAvailable)("WebGPU capabilities", () => {
     { matrixTile: { sgRows: 2, sgCols: 2, fragRows: 2, fragCols: 4, depth: 64 } },
     { matrixTile: { sgRows: 2, sgCols: 4, fragRows: 4, fragCols: 2, depth: 64 } },
     { matrixTile: { sgRows: 2, sgCols: 4, fragRows: 4, fragCols: 4, depth: 32 } },
+    { matrixTile: { sgRows: 4, sgCols: 2, fragRows: 4, fragCols: 4, depth: 32 } },
+    { matrixTile: { sgRows: 2, sgCols: 2, fragRows: 4, fragCols: 4, depth: 32 } },
+    { matrixTile: { sgRows: 2, sgCols: 2, fragRows: 4, fragCols: 4, depth: 64 } },
     { matrixTile: { sgRows: 1, sgCols: 1, fragRows: 4, fragCols: 4, depth: 16 } }
   ]
   for (const options of tilings) {

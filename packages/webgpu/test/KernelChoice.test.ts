@@ -24,11 +24,13 @@ describe("mul_mat kernel choice", () => {
         mulMat(y, { ...gpu, ...caps }, undefined).key.split(":").slice(0, 4).join(":")
       // [workgroup bytes, invocations, kernel]
       const table: ReadonlyArray<readonly [number, number, string]> = [
-        [49152, 1024, "mmsg:8x2:2x4:32"],
-        [49152, 256, "mmsg:2x4:4x4:32"],
-        [32768, 1024, "mmsg:2x4:4x2:32"],
+        [49152, 1024, "mmsg:2x2:4x4:32"],
+        [24576, 128, "mmsg:2x2:4x4:32"],
+        [24575, 1024, "mmsg:1x1:4x4:16"],
+        [49152, 64, "mmsg:1x1:4x4:16"],
         // no tiling fits: the vec4 register-tiled kernel, which reads f16 operands too
-        [16384, 1024, "mm4:"]
+        [7167, 1024, "mm4:"],
+        [49152, 16, "mm4:"]
       ]
       for (const [workgroupStorage, workgroupInvocations, kernel] of table) {
         const chosen = key({ workgroupStorage, workgroupInvocations })
@@ -74,7 +76,7 @@ describe("mul_mat kernel choice", () => {
       assert.strictEqual(yield* form(4096, "f16"), "v")
       assert.strictEqual(yield* form(4092), "v")
       assert.strictEqual(yield* form(4094), "s")
-      // whole blocks of the 8x2:2x4:32 tiling (256 x 128 x 32) load without bounds checks
+      // whole blocks of the 2x2:4x4:32 tiling (128 x 128 x 32) load without bounds checks
       const loads = (K: number, M: number, N: number) =>
         Effect.gen(function*() {
           const g = Graph.make()

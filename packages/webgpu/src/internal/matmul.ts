@@ -277,17 +277,17 @@ const sharedBytes = (t: MatrixTile) =>
 
 /**
  * Tilings in order of preference, the first that fits the device's workgroup memory and invocations
- * wins. 128 (M) x 256 (N) results per workgroup from 16 subgroups (512 invocations) as 8x2 with 2x4 fragments of
- * 16x16 each, K in steps of 32 (46 KiB); then 8 subgroups as 2x4 with 4x4 fragments (256 invocations,
- * 38 KiB); then 4x2 fragments (28 KiB). On the H200 (`bench/tile-probe.ts`, runs w-y in RESULTS.md):
- * 4096^3 / 8192^3 at 207 / 221 TFLOP/s of GPU time, 166 / 181, and 129 / 133; other 512-invocation
- * layouts of 8 fragments 204-215; 16 fragments per subgroup or K steps of 16 were slower (61-165), and
- * so were two shared-memory stages (one barrier a step, depth 16 to fit: 25-96).
+ * wins. 128 x 128 results per workgroup from 4 subgroups (128 invocations) as 2x2 with 4x4 fragments of
+ * 16x16 each, K in steps of 32 (24 KiB, so two workgroups share an SM); then, for devices with 16 KiB of
+ * workgroup memory, one subgroup of 4x4 fragments, K in steps of 16 (7 KiB). On the H200
+ * (`bench/tile-probe.ts`, runs at-au in RESULTS.md), GPU time at 2048^3 / 4096^3 / 8192^3: 2x2:4x4:32 at
+ * 201-204 / 239-242 / 263 TFLOP/s, against 187 / 225 / 237 for the 512-invocation 8x2:2x4:32 chosen in
+ * runs w-y, when global loads were 8 bytes; 2x4:4x4:32 and 4x2:4x4:32 230-233 / 252-256; K steps of 48
+ * or 64 slower (159-210 at 4096^3), and so were 64 x 128 blocks (66-105).
  */
 const MATRIX_TILES: ReadonlyArray<MatrixTile> = [
-  { sgRows: 8, sgCols: 2, fragRows: 2, fragCols: 4, depth: 32 },
-  { sgRows: 2, sgCols: 4, fragRows: 4, fragCols: 4, depth: 32 },
-  { sgRows: 2, sgCols: 4, fragRows: 4, fragCols: 2, depth: 32 }
+  { sgRows: 2, sgCols: 2, fragRows: 4, fragCols: 4, depth: 32 },
+  { sgRows: 1, sgCols: 1, fragRows: 4, fragCols: 4, depth: 16 }
 ]
 
 const range = (n: number) => Array.from({ length: n }, (_, i) => i)
