@@ -6,7 +6,8 @@
 //
 // C[m][n] = sum_k A[m][k] B[n][k] (both operands K-contiguous, as ggml's mul_mat), f16 in, f32 out.
 // Tilings WRxWC:FRxFC (WR x WC warps of FR x FC fragments of 16 x 16, K steps of 32, shared rows padded by
-// 8 f16); the backend's is 8x2:2x4 (512 threads on 256 x 128 of C). Variants:
+// 8 f16); the backend's was 8x2:2x4 (512 threads on 256 x 128 of C) when this was written, and is 2x2:4x4
+// since (RESULTS.md, runs ar-aw). Variants:
 //   wgsl-like  one shared stage, prefetch through registers, two barriers a step (WGSL has no async
 //              copy, and Dawn gives a workgroup at most 48 KiB)
 //   2 stages   two shared stages, prefetch through registers, one barrier a step
@@ -231,7 +232,7 @@ int main() {
     CK(cudaMalloc(&dC, (size_t)n * n * sizeof(float)));
     CK(cudaMemcpy(dA, hA.data(), hA.size() * sizeof(half), cudaMemcpyHostToDevice));
     CK(cudaMemcpy(dB, hB.data(), hB.size() * sizeof(half), cudaMemcpyHostToDevice));
-    // the backend's tiling, then others; "wgsl-like" keeps WGSL's limits (one stage, at most 48 KiB a block)
+    // the backend's tiling of the time, then others; "wgsl-like" keeps WGSL's limits (one stage, at most 48 KiB a block)
     run<8, 2, 2, 4, 1, false>("wgsl-like", n, dA, dB, dC, hA, hB);
     run<8, 2, 2, 4, 2, false>("2 stages", n, dA, dB, dC, hA, hB);
     run<8, 2, 2, 4, 3, true>("async 3", n, dA, dB, dC, hA, hB);
