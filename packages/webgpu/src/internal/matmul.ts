@@ -278,7 +278,7 @@ const sharedBytes = (t: MatrixTile) =>
 /**
  * Tilings in order of preference, the first that fits the device's workgroup memory and invocations
  * wins. 128 x 128 results per workgroup from 4 subgroups (128 invocations) as 2x2 with 4x4 fragments of
- * 16x16 each, K in steps of 32 (24 KiB, so two workgroups share an SM); then, for devices with 16 KiB of
+ * 16x16 each, K in steps of 32 (24 KiB: several workgroups fit an SM); then, for devices with 16 KiB of
  * workgroup memory, one subgroup of 4x4 fragments, K in steps of 16 (7 KiB). On the H200
  * (`bench/tile-probe.ts`, runs at-au in RESULTS.md), GPU time at 2048^3 / 4096^3 / 8192^3: 2x2:4x4:32 at
  * 201-204 / 239-242 / 263 TFLOP/s, against 187 / 225 / 237 for the 512-invocation 8x2:2x4:32 chosen in
