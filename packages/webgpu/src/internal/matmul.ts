@@ -23,6 +23,14 @@ interface Shape {
   readonly params: ReadonlyArray<ReturnType<typeof u32>>
 }
 
+/**
+ * Whether M, N and K are multiples of a workgroup's block (bm x bn, K steps of bk): then every load is in
+ * range and the tiled kernels load without bounds checks; part of their key as `whole` or `edges`
+ */
+const wholeBlocks = ({ K, M, N }: Shape, bm: number, bn: number, bk: number) =>
+  M % bm === 0 && N % bn === 0 && K % bk === 0
+const blocksKey = (whole: boolean) => (whole ? "whole" : "edges")
+
 /** @internal */
 export const mulMat = (node: Tensor, caps: Caps, bias: Tensor | undefined): Kernel => {
   const [a, b] = node.src
@@ -314,7 +322,7 @@ const subgroupMatrix = (shape: Shape, a: Tensor, b: Tensor, tile: MatrixTile): K
     const guard = (rows: number) => (rows * TK) / w % threads !== 0
     // whole blocks (M, N and K multiples of the tile) load without bounds checks: 224.9 / 236.1 against
     // 216.6 / 227.8 TFLOP/s at 4096^3 / 8192^3 on the H200 (run ah in RESULTS.md)
-    const whole = shape.M % TM === 0 && shape.N % TN === 0 && shape.K % TK === 0
+    const whole = wholeBlocks(shape, TM, TN, TK)
     const load = (t: "x" | "w", rows: number) => {
       const [op, base, ld, r0, lim] = t === "x"
         ? ["b", "xb", "P.b_nb1", "n0", "N"]
@@ -387,7 +395,7 @@ const subgroupMatrix = (shape: Shape, a: Tensor, b: Tensor, tile: MatrixTile): K
     const rt = w === 8 ? "vec4<u32>" : vt
     return {
       key: `mmsg:${SR}x${SC}:${FR}x${FC}:${TK}:${w === 8 ? "w" : vec ? "v" : "s"}:${shape.bias ? "bias" : ""}:${
-        whole ? "whole" : "edges"
+        blocksKey(whole)
       }`,
       ...(w === 8 ? { vec4: true, wide: true, scalar: kernel(4) } : vec ? { vec4: true, scalar: kernel(1) } : {}),
       enables: ["f16", "subgroups", "chromium_experimental_subgroup_matrix"],
@@ -463,7 +471,7 @@ const registerTiled = (shape: Shape, tile: RegisterTile): Kernel => {
   // Whole blocks (M, N and K multiples of the tile) load without bounds checks: 41.3 against 35.3
   // TFLOP/s at 4096^3 on the H200 (run ah). Elsewhere a load out of range reads a clamped address and
   // keeps zero, a select rather than a branch (35.3 against 31.5 for the branch, same run)
-  const whole = shape.M % BM === 0 && shape.N % BN === 0 && shape.K % BK === 0
+  const whole = wholeBlocks(shape, BM, BN, BK)
   const load = (t: "a" | "b", rows: number, r0: string, lim: string) =>
     range(loads(rows)).map((e) => {
       const at = `(${t}b + r * P.${t}_nb1 + k) >> 2u`
@@ -500,9 +508,7 @@ const registerTiled = (shape: Shape, tile: RegisterTile): Kernel => {
       )
     ].join("\n")
   return {
-    key: `mm4:${TM}x${TN}:${BK}${tile.unroll === true ? "u" : ""}:${shape.bias ? "bias" : ""}:${
-      whole ? "whole" : "edges"
-    }`,
+    key: `mm4:${TM}x${TN}:${BK}${tile.unroll === true ? "u" : ""}:${shape.bias ? "bias" : ""}:${blocksKey(whole)}`,
     vec4: true,
     scalar: tiled(shape),
     operands: shape.operands,
