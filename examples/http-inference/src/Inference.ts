@@ -5,7 +5,7 @@
  * layer and reloads the model, so the next request is served again.
  */
 import type { GpuError } from "@effect-gpu/core"
-import { Registry } from "@effect-gpu/core"
+import { Plan, Registry } from "@effect-gpu/core"
 import { Context, Effect, Layer, ScopedRef } from "effect"
 import * as Mlp from "./Mlp.js"
 
@@ -31,22 +31,11 @@ const load = <E>(devices: Layer.Layer<Registry.Registry, E>) =>
     const model = yield* Mlp.build
     const w = Mlp.weights()
     // the weights live in a buffer of their own, placed once; the compute plan binds them
-    const parts = [[model.params.w1, w.w1], [model.params.b1, w.b1], [model.params.w2, w.w2], [
-      model.params.b2,
-      w.b2
-    ]] as const
-    const align = device.bufferType.alignment
-    const offsets: Array<number> = []
-    let size = 0
-    for (const [, data] of parts) {
-      offsets.push(size)
-      size += Math.ceil(data.byteLength / align) * align
-    }
-    const weights = yield* device.bufferType.allocate(size, { usage: "weights" })
-    for (const [i, [, data]] of parts.entries()) yield* weights.set(offsets[i], new Uint8Array(data.buffer))
-    const plan = yield* backend.allocate(model.graph, {
-      bindings: parts.map(([tensor], i) => ({ tensor, buffer: weights, offset: offsets[i] }))
-    })
+    const { b1, b2, w1, w2 } = model.params
+    const bindings = yield* Plan.bind(device.bufferType, [w1, b1, w2, b2])
+    const data = [w.w1, w.b1, w.w2, w.b2]
+    for (const [i, b] of bindings.entries()) yield* b.buffer.set(b.offset, new Uint8Array(data[i].buffer))
+    const plan = yield* backend.allocate(model.graph, { bindings })
     const lock = yield* Effect.makeSemaphore(1)
     return { device: device.name, backend, plan, model, lock }
   })

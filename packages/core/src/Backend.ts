@@ -16,18 +16,19 @@ import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
 import type * as Scope from "effect/Scope"
 import * as Buffer from "./Buffer.js"
-import type { ComputeOptions, Interpreter, Trace } from "./Command.js"
+import type { ComputeOptions, Interpreter } from "./Command.js"
 import { Command } from "./Command.js"
 import type { Device } from "./Device.js"
 import * as Event from "./Event.js"
-import type { AllocationError, BackendError } from "./GpuError.js"
-import { DeviceLost, OutOfBounds, UnsupportedOp } from "./GpuError.js"
+import type { AllocationError, BackendError, DeviceLost } from "./GpuError.js"
+import { OutOfBounds, UnsupportedOp } from "./GpuError.js"
 import * as Graph from "./Graph.js"
 import * as GraphAllocator from "./GraphAllocator.js"
 import type * as Ledger from "./Ledger.js"
 import * as Op from "./Op.js"
 import * as Plan from "./Plan.js"
-import * as T from "./Tensor.js"
+import * as Tensor from "./Tensor.js"
+import type { Trace } from "./Trace.js"
 
 /**
  * @since 0.1.0
@@ -121,25 +122,6 @@ export interface MakeOptions {
   /** where plans put their leafs unless `AllocateOptions.leafBuffer` says: in a buffer of their own when true */
   readonly leafBuffer?: boolean
 }
-
-/** the leafs not bound elsewhere, packed into one buffer of their own (AllocateOptions.leafBuffer) */
-const leafBindings = (
-  graph: Graph.Graph,
-  bufferType: Device["bufferType"],
-  bound: ReadonlySet<number>
-): Effect.Effect<Array<Plan.Binding>, AllocationError | DeviceLost, Scope.Scope> =>
-  Effect.gen(function*() {
-    const leafs = graph.leafs.filter((t) => t.viewSrc === undefined && !bound.has(t.id))
-    if (leafs.length === 0) return []
-    const offsets: Array<number> = []
-    let size = 0
-    for (const t of leafs) {
-      offsets.push(size)
-      size += GraphAllocator.slotSize(t, bufferType)
-    }
-    const buffer = yield* bufferType.allocate(size, { usage: "compute" })
-    return leafs.map((tensor, i) => ({ tensor, buffer, offset: offsets[i] }))
-  })
 
 /**
  * The span of an operation on the per-token path (compute, synchronize): recorded and ended like any
@@ -247,7 +229,7 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
     )
 
     const checkTensorRange = (loc: Plan.Location, offset: number, size: number) =>
-      Buffer.checkRange(loc.tensor.name || `tensor #${loc.tensor.id}`, offset, size, T.nbytes(loc.tensor))
+      Buffer.checkRange(loc.tensor.name || `tensor #${loc.tensor.id}`, offset, size, Tensor.nbytes(loc.tensor))
 
     /** a plan whose memory this device cannot use, as the error its compute fails with */
     const planError = (plan: Plan.Plan): UnsupportedOp | undefined =>
@@ -273,6 +255,12 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
       }
     }
 
+    // plans move their bytes through this backend's queue
+    const transfer: Plan.Transfer = {
+      write: (dst, data) => self.setAsync(dst, data),
+      read: (src) => Effect.flatten(self.getAsync(src))
+    }
+
     const self: Backend = {
       [TypeId]: TypeId,
       id: nextId++,
@@ -285,7 +273,7 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
           detach(Command.SetTensor({ buffer: dst.buffer, offset: dst.offset + offset, data: data.slice() }))
         ).pipe(Effect.asVoid, Effect.withSpan("Backend.setAsync", { captureStackTrace: false })),
       getAsync: (src, offset = 0, size) => {
-        const n = size ?? T.nbytes(src.tensor) - offset
+        const n = size ?? Tensor.nbytes(src.tensor) - offset
         // the read is ordered now; the returned effect hands over its bytes (or its failure)
         return Effect.zipRight(
           checkTensorRange(src, offset, n),
@@ -294,17 +282,17 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
       },
       copyAsync: (src, dst, from) =>
         Effect.gen(function*() {
-          const size = T.nbytes(src.tensor)
-          if (size !== T.nbytes(dst.tensor)) {
+          const size = Tensor.nbytes(src.tensor)
+          if (size !== Tensor.nbytes(dst.tensor)) {
             return yield* new OutOfBounds({
               target: dst.tensor.name || `tensor #${dst.tensor.id}`,
               offset: 0,
               size,
-              limit: T.nbytes(dst.tensor)
+              limit: Tensor.nbytes(dst.tensor)
             })
           }
           if (from !== undefined && from !== self) {
-            const ev = Event.unsafeAnonymous(from.device.name)
+            const ev = Event.unsafeMake(from.device.name)
             yield* from.recordEvent(ev)
             yield* self.waitEvent(ev)
           }
@@ -328,7 +316,9 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
           const bufferType = device.bufferType
           const bindings = [...(allocOptions?.bindings ?? [])]
           if (allocOptions?.leafBuffer ?? (options.leafBuffer === true)) {
-            bindings.push(...yield* leafBindings(g, bufferType, new Set(bindings.map((b) => b.tensor.id))))
+            const bound = new Set(bindings.map((b) => b.tensor.id))
+            const leafs = g.leafs.filter((t) => t.viewSrc === undefined && !bound.has(t.id))
+            bindings.push(...yield* Plan.bind(bufferType, leafs, { usage: "compute" }))
           }
           const external = new Set(bindings.map((b) => b.tensor.id))
           const layout = GraphAllocator.plan(g, {
@@ -337,7 +327,7 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
             external: (t) => external.has(t.id)
           })
           const buffer = yield* bufferType.allocate(layout.size, { usage: "compute" })
-          return Plan.make(g, self, buffer, layout, bindings)
+          return Plan.make({ graph: g, buffer, layout, bindings, transfer })
         }).pipe(Effect.withSpan("Backend.allocate", { captureStackTrace: false })),
       compute: (plan, computeOptions) =>
         Effect.suspend(() => {
@@ -377,17 +367,11 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
         }),
       optimize: options.optimize ?? ((g) => g),
       recordEvent: (event) =>
-        Effect.gen(function*() {
-          const done = yield* Deferred.make<void, BackendError>()
-          Event.state(event).pending = done
-          yield* detach(Command.RecordEvent({ eventId: event.id, done }))
-        }),
+        Effect.flatMap(Event.record(event), (done) => detach(Command.RecordEvent({ eventId: event.id, done }))),
       waitEvent: (event) =>
         Effect.suspend(() => {
-          const on = Event.state(event).pending
-          return on === undefined
-            ? Effect.void
-            : detach(Command.WaitEvent({ eventId: event.id, on }))
+          const on = Event.lastRecord(event)
+          return on === undefined ? Effect.void : detach(Command.WaitEvent({ eventId: event.id, on }))
         }),
       captureNext: Effect.gen(function*() {
         const d = yield* Deferred.make<Trace>()
@@ -403,11 +387,3 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
  * @category refinements
  */
 export const isBackend = (u: unknown): u is Backend => Predicate.hasProperty(u, TypeId)
-
-/**
- * The device was lost: a value for interpreters to fail with.
- *
- * @since 0.1.0
- * @category constructors
- */
-export const deviceLost = (device: string, reason: string): DeviceLost => new DeviceLost({ device, reason })

@@ -6,7 +6,6 @@
  */
 import * as Effect from "effect/Effect"
 import * as Predicate from "effect/Predicate"
-import type { BufferType } from "./BufferType.js"
 import type { BackendError } from "./GpuError.js"
 import { OutOfBounds } from "./GpuError.js"
 
@@ -31,6 +30,31 @@ export type TypeId = typeof TypeId
 export type Usage = "any" | "weights" | "compute"
 
 /**
+ * host: plain host memory; shared: device memory with a fast host path; private: device-only;
+ * mapped: wraps host bytes the caller gives.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Kind = "host" | "shared" | "private" | "mapped"
+
+/**
+ * What memory a buffer lives in: the facts of its buffer type that a device checks before it uses the
+ * buffer (`Device.supportsBufferType`). Every `BufferType` is one.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Memory {
+  readonly name: string
+  /** the device's name */
+  readonly device: string
+  readonly kind: Kind
+  readonly alignment: number
+  readonly isHost: boolean
+}
+
+/**
  * @since 0.1.0
  * @category models
  */
@@ -39,7 +63,8 @@ export interface Buffer {
   readonly id: number
   /** the buffer type's name and this buffer's id */
   readonly name: string
-  readonly bufferType: BufferType
+  /** the buffer type it was allocated from */
+  readonly bufferType: Memory
   readonly size: number
   readonly usage: Usage
   /** host memory of the buffer, where the buffer type is host memory (the CPU reads it directly) */
@@ -106,7 +131,7 @@ export const checkRange = (
  * @since 0.1.0
  * @category constructors
  */
-export const make = (bufferType: BufferType, size: number, usage: Usage, primitives: Primitives): Buffer => {
+export const make = (bufferType: Memory, size: number, usage: Usage, primitives: Primitives): Buffer => {
   const id = nextId++
   const name = `${bufferType.name}#${id}`
   const self: Buffer = {

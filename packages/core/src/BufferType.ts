@@ -1,7 +1,7 @@
 /**
  * Buffer types: a kind of memory on a device (ggml's buffer type). They say how tensors are aligned,
- * how large one buffer may be, how many bytes a tensor needs (with per-op scratch), and allocate scoped
- * buffers: a buffer is freed when the scope that allocated it closes, on success, failure or interruption.
+ * how large one buffer may be, how many bytes a tensor needs, and allocate scoped buffers: a buffer is
+ * freed when the scope that allocated it closes, on success, failure or interruption.
  *
  * @since 0.1.0
  */
@@ -29,28 +29,19 @@ export const TypeId: unique symbol = Symbol.for("@effect-gpu/core/BufferType")
 export type TypeId = typeof TypeId
 
 /**
- * host: plain host memory; shared: device memory with a fast host path; private: device-only;
- * mapped: wraps host bytes the caller gives.
- *
  * @since 0.1.0
  * @category models
  */
-export type Kind = "host" | "shared" | "private" | "mapped"
+export type Kind = Buffer.Kind
 
 /**
  * @since 0.1.0
  * @category models
  */
-export interface BufferType {
+export interface BufferType extends Buffer.Memory {
   readonly [TypeId]: TypeId
-  readonly name: string
-  /** the device's name */
-  readonly device: string
-  readonly kind: Kind
-  readonly alignment: number
   readonly maxSize: number
-  readonly isHost: boolean
-  /** bytes to reserve for a tensor: its size plus scratch its op needs on this device */
+  /** bytes to reserve for a tensor (its size, plus any scratch its op needs on this device) */
   readonly allocSize: (t: Tensor) => number
   /** fails with AllocationError when refused, DeviceLost when the device is gone */
   readonly allocate: (
@@ -60,29 +51,11 @@ export interface BufferType {
 }
 
 /**
- * Scratch that ops need after their result, as ggml-metal reserves it: argsort and cumsum keep a second
- * copy, top_k a full i32 argsort of its source (two ping-pong index arrays).
- *
- * @since 0.1.0
- * @category constructors
- */
-export const scratchSize = (t: Tensor): number => {
-  switch (t.op._tag) {
-    case "Argsort":
-    case "Cumsum":
-      return T.nbytes(t)
-    case "TopK":
-      return 2 * 4 * T.nelements(t.src[0]) - T.nbytes(t)
-    default:
-      return 0
-  }
-}
-
-/**
  * @since 0.1.0
  * @category models
  */
-export interface MakeOptions extends Pick<BufferType, "name" | "device" | "kind" | "alignment" | "maxSize" | "isHost"> {
+export interface MakeOptions extends Buffer.Memory {
+  readonly maxSize: number
   readonly ledger: Ledger.Ledger
   readonly allocSize?: (t: Tensor) => number
   /** creates the native memory; the bytes are already reserved in the ledger */

@@ -11,6 +11,7 @@ import type * as Effect from "effect/Effect"
 import type { Buffer } from "./Buffer.js"
 import type { BackendError } from "./GpuError.js"
 import type { Plan } from "./Plan.js"
+import type { Trace } from "./Trace.js"
 
 /**
  * Set by an interrupted compute; interpreters check it between nodes and stop encoding.
@@ -29,38 +30,6 @@ export interface AbortFlag {
 export interface ComputeOptions {
   /** split the encoding into this many command buffers (ggml's n_cb); default 1 */
   readonly commandBuffers?: number
-}
-
-/**
- * One node of a captured compute.
- *
- * @since 0.1.0
- * @category models
- */
-export interface TraceEntry {
-  readonly index: number
-  readonly op: string
-  readonly name: string
-  readonly dtype: string
-  readonly ne: ReadonlyArray<number>
-  /** the kernel that ran (a pipeline key on GPUs) */
-  readonly kernel: string
-  /** the kernel's source (WGSL on WebGPU) */
-  readonly source?: string | undefined
-  /** GPU time where the device can measure it */
-  readonly gpuTimeNs?: number | undefined
-  /** host time to run (CPU) or encode (GPU) the node */
-  readonly hostTimeMs: number
-}
-
-/**
- * @since 0.1.0
- * @category models
- */
-export interface Trace {
-  readonly device: string
-  readonly backend: string
-  readonly entries: ReadonlyArray<TraceEntry>
 }
 
 /**

@@ -1,26 +1,24 @@
 /**
  * The CPU backend: every op in plain TypeScript over host memory. It is the reference other backends are
- * checked against, and the device programs get when no other exists. Work runs on the backend's queue
- * fiber and yields between nodes, so a compute can be interrupted.
+ * checked against, and the device programs get when no other exists. A compute runs in the caller's
+ * fiber and yields to the event loop every few milliseconds, so timers run and an interruption stops it
+ * between nodes.
  *
  * @since 0.1.0
  */
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Option from "effect/Option"
-import * as Backend from "./Backend.js"
-import * as BufferTypeModule from "./BufferType.js"
-import type { Interpreter, TraceEntry } from "./Command.js"
-import type { Device } from "./Device.js"
-import { TypeId as DeviceTypeId } from "./Device.js"
+import * as BufferType from "./BufferType.js"
+import type { Interpreter } from "./Command.js"
+import * as Device from "./Device.js"
 import * as DType from "./DType.js"
-import * as Event from "./Event.js"
 import { AllocationError } from "./GpuError.js"
 import * as cpu from "./internal/cpuKernels.js"
 import * as Ledger from "./Ledger.js"
 import * as Op from "./Op.js"
 import * as Registry from "./Registry.js"
 import type { Tensor } from "./Tensor.js"
+import type * as Trace from "./Trace.js"
 
 /**
  * @since 0.1.0
@@ -106,7 +104,7 @@ export const interpreter = (deviceName: string): Interpreter => ({
             }
             return a
           }
-          const entries: Array<TraceEntry> = []
+          const entries: Array<Trace.Entry> = []
           let lastYield = performance.now()
           const nodes = plan.graph.nodes
           for (let i = 0; i < nodes.length; i++) {
@@ -154,12 +152,12 @@ export const supportsOp = (t: Tensor): boolean =>
  * @since 0.1.0
  * @category constructors
  */
-export const make = (options?: Options): Device => {
+export const make = (options?: Options): Device.Device => {
   const name = options?.name ?? "CPU"
   const ledger = Ledger.make(options?.memory ?? 16 * 1024 ** 3)
   // host memory, of a fresh array or of the caller's bytes (mapped: no copy)
   const hostType = (kind: "host" | "mapped", create: (size: number) => Uint8Array) =>
-    BufferTypeModule.make({
+    BufferType.make({
       name: kind === "host" ? name : `${name}_Mapped`,
       device: name,
       kind,
@@ -170,26 +168,15 @@ export const make = (options?: Options): Device => {
       create: (size) => Effect.sync(() => hostPrimitives(create(size))),
       destroy: () => Effect.void
     })
-  const bufferType = hostType("host", (size) => new Uint8Array(Math.ceil(size / 4) * 4).subarray(0, size))
   const mappedType = hostType("mapped", (size) => new Uint8Array(size))
-  const interp = interpreter(name)
-  const device: Device = {
-    [DeviceTypeId]: DeviceTypeId,
+  return Device.make({
     name,
     description: "the reference backend: pure TypeScript on the host",
     type: "CPU",
     caps: { async: true, hostBuffer: false, bufferFromHostPtr: true, events: true },
-    memory: Effect.sync(() => ({ free: ledger.free(), total: ledger.totalMemory })),
-    props: Effect.sync(() => ({
-      name,
-      description: device.description,
-      type: "CPU" as const,
-      memory: { free: ledger.free(), total: ledger.totalMemory },
-      caps: device.caps
-    })),
-    bufferType,
-    bufferTypes: [bufferType, mappedType],
-    hostBufferType: Option.none(),
+    ledger,
+    bufferType: hostType("host", (size) => new Uint8Array(Math.ceil(size / 4) * 4).subarray(0, size)),
+    otherBufferTypes: [mappedType],
     bufferFromHost: (bytes, bufferOptions) =>
       bytes.byteOffset % 4 !== 0
         ? Effect.fail(
@@ -201,21 +188,11 @@ export const make = (options?: Options): Device => {
           })
         )
         : hostType("mapped", () => bytes).allocate(bytes.byteLength, bufferOptions),
+    interpreter: interpreter(name),
     supportsOp,
-    supportsBufferType: (bt) => bt.device === name && bt.isHost,
-    offloadOp: () => false,
-    makeBackend: (backendOptions) =>
-      Backend.make({
-        name: backendOptions?.name ?? name,
-        device,
-        interpreter: interp,
-        ledger,
-        leafBuffer: backendOptions?.leafBuffer ?? false
-      }),
-    makeEvent: Event.make(name, ledger),
-    ledger
-  }
-  return device
+    // the CPU keeps leafs in the compute buffer: no binding is faster for being read-only here
+    leafBuffer: false
+  })
 }
 
 /**

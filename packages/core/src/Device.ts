@@ -4,17 +4,19 @@
  *
  * @since 0.1.0
  */
-import type * as Effect from "effect/Effect"
-import type * as Option from "effect/Option"
+import * as Effect from "effect/Effect"
 import * as Predicate from "effect/Predicate"
 import type * as Scope from "effect/Scope"
-import type { Backend } from "./Backend.js"
+import * as Backend from "./Backend.js"
 import type * as Buffer from "./Buffer.js"
 import type { BufferType } from "./BufferType.js"
-import type { Event } from "./Event.js"
+import type { Interpreter } from "./Command.js"
+import * as Event from "./Event.js"
 import type { AllocationError, BackendError } from "./GpuError.js"
+import type { Graph } from "./Graph.js"
 import type * as Ledger from "./Ledger.js"
 import type { Tensor } from "./Tensor.js"
+import * as TensorModule from "./Tensor.js"
 
 /**
  * @since 0.1.0
@@ -100,19 +102,18 @@ export interface Device {
   readonly bufferType: BufferType
   /** every buffer type of the device (e.g. shared, private, mapped) */
   readonly bufferTypes: ReadonlyArray<BufferType>
-  /** pinned host memory for fast transfers, where the device has it */
-  readonly hostBufferType: Option.Option<BufferType>
   /** wraps host bytes (an ArrayBuffer, a file's contents) as a buffer of this device */
   readonly bufferFromHost: (
     bytes: Uint8Array,
     options?: { readonly usage?: Buffer.Usage }
   ) => Effect.Effect<Buffer.Buffer, AllocationError | BackendError, Scope.Scope>
   readonly supportsOp: (t: Tensor) => boolean
-  readonly supportsBufferType: (bufferType: BufferType) => boolean
+  /** whether this device's backends can compute on memory of that buffer type */
+  readonly supportsBufferType: (memory: Buffer.Memory) => boolean
   /** should this op run here even though its weights live in host memory (ggml's offload_op) */
   readonly offloadOp: (t: Tensor) => boolean
-  readonly makeBackend: (options?: BackendOptions) => Effect.Effect<Backend, never, Scope.Scope>
-  readonly makeEvent: Effect.Effect<Event, never, Scope.Scope>
+  readonly makeBackend: (options?: BackendOptions) => Effect.Effect<Backend.Backend, never, Scope.Scope>
+  readonly makeEvent: Effect.Effect<Event.Event, never, Scope.Scope>
   /** live buffers, events and backends of this device */
   readonly ledger: Ledger.Ledger
 }
@@ -124,9 +125,105 @@ export interface Device {
 export const isDevice = (u: unknown): u is Device => Predicate.hasProperty(u, TypeId)
 
 /**
- * ggml's batch size of an op, for offload decisions: mul_mat's ne[1], else the rows.
+ * ggml's batch size of an op, for offload decisions: the columns of a matrix product (ne[1]), the
+ * tokens of rope (ne[2]), none for get_rows (a lookup never pays for moving its table), else the rows.
  *
  * @since 0.1.0
  * @category getters
  */
-export const batchSize = (t: Tensor): number => t.op._tag === "MulMat" ? t.ne[1] : t.ne[1] * t.ne[2] * t.ne[3]
+export const batchSize = (t: Tensor): number => {
+  switch (t.op._tag) {
+    case "MulMat":
+    case "MulMatAdd":
+      return t.ne[1]
+    case "Rope":
+      return t.ne[2]
+    case "GetRows":
+      return 0
+    default:
+      return TensorModule.nrows(t)
+  }
+}
+
+/**
+ * What a provider gives to build a device: its facts, its memory, its kernel layer and its answers
+ * about ops. Everything else a Device offers (memory figures, backends, events) `make` builds on these.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface MakeOptions {
+  readonly name: string
+  readonly description: string
+  readonly type: DeviceType
+  readonly caps: Caps
+  /** the device's account of buffers, bytes, events and backends */
+  readonly ledger: Ledger.Ledger
+  /** the preferred buffer type for tensors of this device */
+  readonly bufferType: BufferType
+  /** the device's other buffer types */
+  readonly otherBufferTypes?: ReadonlyArray<BufferType>
+  readonly bufferFromHost: Device["bufferFromHost"]
+  /** the kernel layer every backend of the device runs its commands on */
+  readonly interpreter: Interpreter
+  readonly supportsOp: (t: Tensor) => boolean
+  /** default: memory of this device of the same host-ness as `bufferType` */
+  readonly supportsBufferType?: (memory: Buffer.Memory) => boolean
+  /**
+   * ggml's op_offload_min_batch_size: ops this device supports whose batch (`batchSize`) is at least
+   * this large are worth running here even with their weights in host memory; default: never offload
+   */
+  readonly offloadMinBatch?: number
+  /** a rewrite of graphs (fusions) the device's backends compute faster */
+  readonly optimize?: (graph: Graph) => Graph
+  /** the default of `BackendOptions.leafBuffer` for this device's backends */
+  readonly leafBuffer: boolean
+}
+
+/**
+ * Builds a device from a provider's primitives.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (options: MakeOptions): Device => {
+  const { bufferType, interpreter, ledger, name } = options
+  const memory = Effect.sync((): Memory => ({ free: ledger.free(), total: ledger.totalMemory }))
+  const minBatch = options.offloadMinBatch
+  const device: Device = {
+    [TypeId]: TypeId,
+    name,
+    description: options.description,
+    type: options.type,
+    caps: options.caps,
+    memory,
+    props: Effect.map(memory, (memory) => ({
+      name,
+      description: options.description,
+      type: options.type,
+      memory,
+      caps: options.caps
+    })),
+    bufferType,
+    bufferTypes: [bufferType, ...(options.otherBufferTypes ?? [])],
+    bufferFromHost: options.bufferFromHost,
+    supportsOp: options.supportsOp,
+    supportsBufferType: options.supportsBufferType ??
+      ((memory) => memory.device === name && memory.isHost === bufferType.isHost),
+    offloadOp: minBatch === undefined
+      ? () => false
+      : (t) => TensorModule.nelements(t) > 0 && batchSize(t) >= minBatch && options.supportsOp(t),
+    makeBackend: (backendOptions) =>
+      Backend.make({
+        name: backendOptions?.name ?? name,
+        device,
+        interpreter,
+        ledger,
+        leafBuffer: backendOptions?.leafBuffer ?? options.leafBuffer,
+        ...(options.optimize === undefined ? {} : { optimize: options.optimize })
+      }),
+    makeEvent: Event.make(name, ledger),
+    ledger
+  }
+  return device
+}

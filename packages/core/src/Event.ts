@@ -1,6 +1,7 @@
 /**
- * Events (ggml's backend events): record one on a backend's queue, make another backend's queue wait for
- * it, or wait for it from the host. An event is a scoped resource of its device.
+ * Events (ggml's backend events): a backend records one at the current end of its queue
+ * (`Backend.recordEvent`), another backend's queue waits for it (`Backend.waitEvent`), or the host waits
+ * for it (`synchronize`). An event is a scoped resource of its device.
  *
  * @since 0.1.0
  */
@@ -8,7 +9,6 @@ import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Predicate from "effect/Predicate"
 import type * as Scope from "effect/Scope"
-import type { Backend } from "./Backend.js"
 import type { BackendError } from "./GpuError.js"
 import type * as Ledger from "./Ledger.js"
 
@@ -32,44 +32,62 @@ export interface Event {
   readonly [TypeId]: TypeId
   readonly id: number
   readonly device: string
-  /** records the event at the current end of `backend`'s queue */
-  readonly record: (backend: Backend) => Effect.Effect<void>
-  /** makes `backend`'s later commands wait for the last record */
-  readonly wait: (backend: Backend) => Effect.Effect<void>
   /** waits on the host for the last record (at once if never recorded) */
   readonly synchronize: Effect.Effect<void, BackendError>
 }
 
-/** @internal */
-export interface State {
-  pending: Deferred.Deferred<void, BackendError> | undefined
+/**
+ * What a record of an event completes: the device's work before the record finished (or failed).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Signal = Deferred.Deferred<void, BackendError>
+
+class EventImpl implements Event {
+  readonly [TypeId]: TypeId = TypeId
+  /** the last record's signal; undefined until recorded */
+  signal: Signal | undefined = undefined
+  constructor(readonly id: number, readonly device: string) {}
+  get synchronize(): Effect.Effect<void, BackendError> {
+    return Effect.suspend(() => this.signal === undefined ? Effect.void : Deferred.await(this.signal))
+  }
 }
-
-const states = new WeakMap<Event, State>()
-
-/** @internal */
-export const state = (event: Event): State => states.get(event)!
 
 let nextId = 0
 
-const build = (device: string): Event => {
-  const st: State = { pending: undefined }
-  const event: Event = {
-    [TypeId]: TypeId,
-    id: nextId++,
-    device,
-    record: (backend) => backend.recordEvent(event),
-    wait: (backend) => backend.waitEvent(event),
-    synchronize: Effect.suspend(() => st.pending === undefined ? Effect.void : Deferred.await(st.pending))
-  }
-  states.set(event, st)
-  return event
-}
-
-/** @internal: an unscoped event, for one copy between two backends */
-export const unsafeAnonymous = (device: string): Event => build(device)
+/**
+ * Starts a new record of the event: the returned signal is what waiters wait for from now on; the
+ * backend that records completes it when its queue reaches the record.
+ *
+ * @since 0.1.0
+ * @category recording
+ */
+export const record = (event: Event): Effect.Effect<Signal> =>
+  Effect.tap(Deferred.make<void, BackendError>(), (signal) =>
+    Effect.sync(() => {
+      ;(event as EventImpl).signal = signal
+    }))
 
 /**
+ * The signal of the event's last record, if it was recorded.
+ *
+ * @since 0.1.0
+ * @category recording
+ */
+export const lastRecord = (event: Event): Signal | undefined => (event as EventImpl).signal
+
+/**
+ * An event outside any scope or ledger: for one ordering between two backends (a copy), dropped after.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const unsafeMake = (device: string): Event => new EventImpl(nextId++, device)
+
+/**
+ * A scoped event of a device, counted in its ledger.
+ *
  * @since 0.1.0
  * @category constructors
  */
@@ -77,7 +95,7 @@ export const make = (device: string, ledger: Ledger.Ledger): Effect.Effect<Event
   Effect.acquireRelease(
     Effect.sync(() => {
       ledger.addEvent(1)
-      return build(device)
+      return unsafeMake(device)
     }),
     () => Effect.sync(() => ledger.addEvent(-1))
   )

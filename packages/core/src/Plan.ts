@@ -1,19 +1,20 @@
 /**
  * An allocated graph: one compute buffer holding every tensor at the offset the graph allocator chose,
- * plus any tensors bound to buffers of their own (weights). `set` and `get` move data through the
- * backend's queue, so they are ordered with computes.
+ * plus any tensors bound to buffers of their own (weights). `set` and `get` move data through the queue
+ * of the backend that made the plan, so they are ordered with computes.
  *
  * @since 0.1.0
  */
 import * as Effect from "effect/Effect"
 import * as Predicate from "effect/Predicate"
-import type { Backend } from "./Backend.js"
+import type * as Scope from "effect/Scope"
 import type { Buffer } from "./Buffer.js"
-import type { BackendError, OutOfBounds } from "./GpuError.js"
+import type { BufferType } from "./BufferType.js"
+import type { AllocationError, BackendError, DeviceLost, OutOfBounds } from "./GpuError.js"
 import { ShapeError } from "./GpuError.js"
 import type { Graph } from "./Graph.js"
 import * as GraphNs from "./Graph.js"
-import type * as GraphAllocator from "./GraphAllocator.js"
+import * as GraphAllocator from "./GraphAllocator.js"
 import type { Tensor } from "./Tensor.js"
 import * as T from "./Tensor.js"
 import * as TensorData from "./TensorData.js"
@@ -61,7 +62,6 @@ export interface Binding {
 export interface Plan {
   readonly [TypeId]: TypeId
   readonly graph: Graph
-  readonly backend: Backend
   /** the compute buffer */
   readonly buffer: Buffer
   readonly layout: GraphAllocator.Plan
@@ -85,16 +85,35 @@ const notInPlan = (op: string, t: Tensor) =>
   })
 
 /**
+ * How a plan moves bytes: the queue of the backend that made it (`Backend.setAsync` / `getAsync`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Transfer {
+  readonly write: (dst: Location, data: Uint8Array) => Effect.Effect<void, OutOfBounds>
+  readonly read: (src: Location) => Effect.Effect<Uint8Array, OutOfBounds | BackendError>
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface MakeOptions {
+  readonly graph: Graph
+  /** the compute buffer */
+  readonly buffer: Buffer
+  readonly layout: GraphAllocator.Plan
+  readonly bindings: ReadonlyArray<Binding>
+  readonly transfer: Transfer
+}
+
+/**
  * @since 0.1.0
  * @category constructors
  */
-export const make = (
-  graph: Graph,
-  backend: Backend,
-  buffer: Buffer,
-  layout: GraphAllocator.Plan,
-  bindings: ReadonlyArray<Binding>
-): Plan => {
+export const make = (options: MakeOptions): Plan => {
+  const { bindings, buffer, graph, layout, transfer } = options
   const bound = new Map(bindings.map((b) => [b.tensor.id, b]))
   const members = new Set<number>([...graph.nodes, ...graph.leafs].map((t) => t.id))
   const location = (original: Tensor): Location | undefined => {
@@ -109,7 +128,6 @@ export const make = (
   return {
     [TypeId]: TypeId,
     graph,
-    backend,
     buffer,
     layout,
     location,
@@ -139,14 +157,14 @@ export const make = (
             })
           )
         }
-        return backend.setAsync(loc, TensorData.encode(t.dtype, data))
+        return transfer.write(loc, TensorData.encode(t.dtype, data))
       }),
     get: (original) =>
       Effect.gen(function*() {
         const loc = location(original)
         if (loc === undefined) return yield* Effect.fail(notInPlan("plan.get", original))
         const t = loc.tensor
-        const bytes = yield* Effect.flatten(backend.getAsync(loc))
+        const bytes = yield* transfer.read(loc)
         return T.isContiguous(t) ? TensorData.decode(t.dtype, bytes) : TensorData.gather(t, bytes, t.viewOffset)
       })
   }
@@ -157,3 +175,28 @@ export const make = (
  * @category refinements
  */
 export const isPlan = (u: unknown): u is Plan => Predicate.hasProperty(u, TypeId)
+
+/**
+ * Places tensors back to back in one new buffer of `bufferType`, each at an aligned offset: bindings for
+ * `AllocateOptions.bindings` (weights loaded once and shared by plans), or a plan's leafs. The buffer
+ * lives as long as the scope.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const bind = (
+  bufferType: BufferType,
+  tensors: ReadonlyArray<Tensor>,
+  options?: { readonly usage?: Buffer["usage"] }
+): Effect.Effect<Array<Binding>, AllocationError | DeviceLost, Scope.Scope> =>
+  Effect.gen(function*() {
+    if (tensors.length === 0) return []
+    const offsets: Array<number> = []
+    let size = 0
+    for (const t of tensors) {
+      offsets.push(size)
+      size += GraphAllocator.slotSize(t, bufferType)
+    }
+    const buffer = yield* bufferType.allocate(size, { usage: options?.usage ?? "weights" })
+    return tensors.map((tensor, i) => ({ tensor, buffer, offset: offsets[i] }))
+  })

@@ -1,9 +1,41 @@
 /**
- * Captured computes (`Backend.captureNext`) as text: a table for people, JSON for tools.
+ * Captured computes (`Backend.captureNext`): what ran, per dispatch, with host and GPU times, and its
+ * forms as text: a table for people, JSON for tools.
  *
  * @since 0.1.0
  */
-import type { Trace } from "./Command.js"
+
+/**
+ * One node of a captured compute.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Entry {
+  readonly index: number
+  readonly op: string
+  readonly name: string
+  readonly dtype: string
+  readonly ne: ReadonlyArray<number>
+  /** the kernel that ran (a pipeline key on GPUs) */
+  readonly kernel: string
+  /** the kernel's source (WGSL on WebGPU) */
+  readonly source?: string | undefined
+  /** GPU time where the device can measure it */
+  readonly gpuTimeNs?: number | undefined
+  /** host time to run (CPU) or encode (GPU) the node */
+  readonly hostTimeMs: number
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Trace {
+  readonly device: string
+  readonly backend: string
+  readonly entries: ReadonlyArray<Entry>
+}
 
 /**
  * One line per dispatch: index, op, shape, kernel, GPU time (where measured), host time.

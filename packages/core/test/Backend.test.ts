@@ -43,16 +43,16 @@ describe("Backend", () => {
       const loc = plan.location(x)!
       const event = yield* device.makeEvent
       yield* slow.setAsync(loc, new Uint8Array(new Float32Array([1, 2, 3, 4]).buffer))
-      yield* event.record(slow)
+      yield* slow.recordEvent(event)
       // without waiting, the fast backend reads before the slow write lands
       const early = yield* Effect.flatten(fast.getAsync(loc))
       assert.deepStrictEqual(Array.from(new Float32Array(early.buffer)), [0, 0, 0, 0])
-      yield* event.wait(fast)
+      yield* fast.waitEvent(event)
       const late = yield* Effect.flatten(fast.getAsync(loc))
       assert.deepStrictEqual(Array.from(new Float32Array(late.buffer)), [1, 2, 3, 4])
       // the host can wait for it too
       yield* slow.setAsync(loc, new Uint8Array(new Float32Array([5, 6, 7, 8]).buffer))
-      yield* event.record(slow)
+      yield* slow.recordEvent(event)
       yield* event.synchronize
       assert.deepStrictEqual(Array.from(new Float32Array(loc.buffer.host!.slice(loc.offset, loc.offset + 16).buffer)), [
         5,

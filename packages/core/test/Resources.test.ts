@@ -53,7 +53,7 @@ describe("scoped resources", () => {
           const plan = yield* backend.allocate(g)
           yield* plan.set(g.build().leafs[0], new Float32Array(64 * 64).fill(0.01))
           assert.isAbove(device.ledger.snapshot().buffers, 0)
-          yield* ev.record(backend)
+          yield* backend.recordEvent(ev)
           const t0 = Date.now()
           yield* backend.compute(plan)
           const full = Date.now() - t0

@@ -117,8 +117,8 @@ export const conformance = <E>(layer: Layer.Layer<Registry.Registry, E>, options
           yield* p0.set(x, Gen.values(5, 24 * 24))
           const ev = yield* device.makeEvent
           yield* b0.computeAsync(p0)
-          yield* ev.record(b0)
-          yield* ev.wait(b1)
+          yield* b0.recordEvent(ev)
+          yield* b1.waitEvent(ev)
           yield* b1.copyAsync(p0.location(y)!, p1.location(x)!)
           assert.deepStrictEqual(Array.from(yield* p1.get(x)), Array.from(yield* p0.get(y)))
         }))

@@ -8,14 +8,11 @@
  *
  * @since 0.1.0
  */
-import * as Backend from "@effect-gpu/core/Backend"
 import type * as Buffer from "@effect-gpu/core/Buffer"
 import * as BufferType from "@effect-gpu/core/BufferType"
 import type { Command, Interpreter } from "@effect-gpu/core/Command"
 import * as Cpu from "@effect-gpu/core/Cpu"
-import type { Device } from "@effect-gpu/core/Device"
-import { TypeId as DeviceTypeId } from "@effect-gpu/core/Device"
-import * as Event from "@effect-gpu/core/Event"
+import * as Device from "@effect-gpu/core/Device"
 import { AllocationError, DeviceLost, KernelError } from "@effect-gpu/core/GpuError"
 import * as Ledger from "@effect-gpu/core/Ledger"
 import * as Op from "@effect-gpu/core/Op"
@@ -24,7 +21,6 @@ import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Option from "effect/Option"
 
 /**
  * @since 0.1.0
@@ -75,7 +71,7 @@ export interface Service {
   readonly commands: Effect.Effect<ReadonlyArray<Recorded>>
   readonly clear: Effect.Effect<void>
   /** the devices of the current build */
-  readonly devices: Effect.Effect<ReadonlyArray<Device>>
+  readonly devices: Effect.Effect<ReadonlyArray<Device.Device>>
   /** loses every device of the current build now */
   readonly loseDevices: (reason: string) => Effect.Effect<void>
   /** allocations and submits counted so far (over all builds) */
@@ -99,7 +95,7 @@ const makeDevice = (
   options: Options,
   shared: Shared,
   state: { lost: string | undefined }
-): Device => {
+): Device.Device => {
   const cpu = Cpu.interpreter(name)
   const ledger = Ledger.make(options.memory ?? 1024 ** 3)
   const faults = options.faults ?? {}
@@ -186,34 +182,20 @@ const makeDevice = (
       }),
     destroy: () => Effect.void
   })
-  const device: Device = {
-    [DeviceTypeId]: DeviceTypeId,
+  return Device.make({
     name,
     description: "a mock GPU computing with the CPU reference kernels",
     type: "GPU",
     caps: { async: true, hostBuffer: false, bufferFromHostPtr: true, events: true },
-    memory: Effect.sync(() => ({ free: ledger.free(), total: ledger.totalMemory })),
-    props: Effect.sync(() => ({
-      name,
-      description: device.description,
-      type: "GPU" as const,
-      memory: { free: ledger.free(), total: ledger.totalMemory },
-      caps: device.caps
-    })),
+    ledger,
     bufferType,
-    bufferTypes: [bufferType],
-    hostBufferType: Option.none(),
     bufferFromHost: (bytes, o) =>
       Effect.flatMap(bufferType.allocate(bytes.byteLength, o), (b) => Effect.as(b.set(0, bytes), b)),
+    interpreter,
     supportsOp: Cpu.supportsOp,
-    supportsBufferType: (bt) => bt.device === name,
-    offloadOp: (t) => t.op._tag === "MulMat" && t.ne[1] >= 32,
-    makeBackend: (o) =>
-      Backend.make({ name: o?.name ?? name, device, interpreter, ledger, leafBuffer: o?.leafBuffer ?? false }),
-    makeEvent: Event.make(name, ledger),
-    ledger
-  }
-  return device
+    offloadMinBatch: 32,
+    leafBuffer: false
+  })
 }
 
 /**

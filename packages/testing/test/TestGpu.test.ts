@@ -36,8 +36,8 @@ describe("TestGpu", () => {
       const other = yield* d.makeBackend()
       const ev = yield* d.makeEvent
       yield* gpu.clear
-      yield* ev.record(backend)
-      yield* ev.wait(other)
+      yield* backend.recordEvent(ev)
+      yield* other.waitEvent(ev)
       yield* other.copyAsync(plan.location(y)!, plan.location(y)!)
       yield* other.synchronize
       assert.deepStrictEqual((yield* gpu.commands).map((c) => c.command), [

@@ -5,18 +5,13 @@
  *
  * @since 0.1.0
  */
-import * as Backend from "@effect-gpu/core/Backend"
 import * as BufferType from "@effect-gpu/core/BufferType"
-import type { Device } from "@effect-gpu/core/Device"
-import { TypeId as DeviceTypeId } from "@effect-gpu/core/Device"
-import * as Event from "@effect-gpu/core/Event"
+import * as Device from "@effect-gpu/core/Device"
 import * as Fusion from "@effect-gpu/core/Fusion"
 import * as Ledger from "@effect-gpu/core/Ledger"
 import type { Tensor } from "@effect-gpu/core/Tensor"
-import * as T from "@effect-gpu/core/Tensor"
-import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import * as C from "./internal/context.js"
+import * as GpuContext from "./internal/context.js"
 import * as Interpreter from "./internal/interpreter.js"
 import type { MatrixTile, RegisterTile } from "./internal/kernel.js"
 import * as Memory from "./internal/memory.js"
@@ -53,7 +48,7 @@ export interface Options {
   readonly description?: string | undefined
 }
 
-const contexts = new WeakMap<Device, C.Context>()
+const contexts = new WeakMap<Device.Device, GpuContext.Context>()
 
 /**
  * The GPUDevice behind a WebGPU device (for interop, and to simulate a device loss in tests).
@@ -61,7 +56,7 @@ const contexts = new WeakMap<Device, C.Context>()
  * @since 0.1.0
  * @category getters
  */
-export const gpuDevice = (device: Device): Option.Option<GPUDevice> =>
+export const gpuDevice = (device: Device.Device): Option.Option<GPUDevice> =>
   Option.map(Option.fromNullable(contexts.get(device)), (c) => c.device)
 
 /**
@@ -70,7 +65,7 @@ export const gpuDevice = (device: Device): Option.Option<GPUDevice> =>
  * @since 0.1.0
  * @category getters
  */
-export const liveNativeBuffers = (device: Device): number => contexts.get(device)?.live ?? 0
+export const liveNativeBuffers = (device: Device.Device): number => contexts.get(device)?.live ?? 0
 
 /**
  * Whether f16 mul_mat runs on subgroup matrices (tensor cores) on this device: the adapter offers
@@ -79,7 +74,8 @@ export const liveNativeBuffers = (device: Device): number => contexts.get(device
  * @since 0.1.0
  * @category getters
  */
-export const hasSubgroupMatrices = (device: Device): boolean => contexts.get(device)?.caps.subgroupMatrix === true
+export const hasSubgroupMatrices = (device: Device.Device): boolean =>
+  contexts.get(device)?.caps.subgroupMatrix === true
 
 /**
  * Whether the adapter runs shaders on the CPU (a fallback adapter such as Mesa's lavapipe): kernels then
@@ -88,7 +84,7 @@ export const hasSubgroupMatrices = (device: Device): boolean => contexts.get(dev
  * @since 0.1.0
  * @category getters
  */
-export const isSoftware = (device: Device): boolean => contexts.get(device)?.caps.software === true
+export const isSoftware = (device: Device.Device): boolean => contexts.get(device)?.caps.software === true
 
 /**
  * the parts of GPUAdapterInfo the kernels choose by (subgroup sizes, matrix configurations, whether it
@@ -129,11 +125,11 @@ const hasMatrices = (gpu: GPUDevice, info: AdapterInfo | undefined): boolean => 
  * @since 0.1.0
  * @category constructors
  */
-export const make = (gpu: GPUDevice, options: Options): Device => {
+export const make = (gpu: GPUDevice, options: Options): Device.Device => {
   const name = options.name
   const f16 = gpu.features.has("shader-f16")
   const info = options.adapterInfo ?? (gpu as { adapterInfo?: AdapterInfo }).adapterInfo
-  const ctx = C.make(name, gpu, {
+  const ctx = GpuContext.make(name, gpu, {
     f16,
     maxWorkgroups: gpu.limits.maxComputeWorkgroupsPerDimension,
     workgroupStorage: gpu.limits.maxComputeWorkgroupStorageSize,
@@ -174,45 +170,23 @@ export const make = (gpu: GPUDevice, options: Options): Device => {
       destroy: (p) => Memory.release(ctx, p)
     })
   const interpreter = Interpreter.make(ctx, options.chunk === undefined ? undefined : { chunk: options.chunk })
-  const offloadMinBatch = options.offloadMinBatch ?? 32
-  const description = options.description ?? "WebGPU"
-  const device: Device = {
-    [DeviceTypeId]: DeviceTypeId,
+  const device = Device.make({
     name,
-    description,
+    description: options.description ?? "WebGPU",
     type: "GPU",
     caps: { async: true, hostBuffer: false, bufferFromHostPtr: true, events: true },
-    memory: Effect.sync(() => ({ free: ledger.free(), total: ledger.totalMemory })),
-    props: Effect.sync(() => ({
-      name,
-      description,
-      type: "GPU" as const,
-      memory: { free: ledger.free(), total: ledger.totalMemory },
-      caps: device.caps
-    })),
+    ledger,
     bufferType: privateType,
-    bufferTypes: [privateType, sharedType, mappedType(new Uint8Array(0))],
-    hostBufferType: Option.none(),
+    otherBufferTypes: [sharedType, mappedType(new Uint8Array(0))],
     bufferFromHost: (bytes, bufferOptions) => mappedType(bytes).allocate(bytes.byteLength, bufferOptions),
+    interpreter,
     supportsOp: (t: Tensor) => Program.supports(ctx, t),
-    supportsBufferType: (bt) => bt.device === name && !bt.isHost,
-    offloadOp: (t: Tensor) =>
-      (t.op._tag === "MulMat" || t.op._tag === "MulMatAdd") && t.ne[1] >= offloadMinBatch &&
-      Program.supports(ctx, t) && T.nelements(t) > 0,
-    makeBackend: (backendOptions) =>
-      // leafs in a buffer of their own: kernels bind them read-only, which the H200 runs faster (mul_mat
-      // 4096^3 f32 45.2 TFLOP/s against 41.3, 2048^3 41.8 against 38.8; run ak in RESULTS.md)
-      Backend.make({
-        name: backendOptions?.name ?? name,
-        device,
-        interpreter,
-        ledger,
-        optimize: Fusion.optimize,
-        leafBuffer: backendOptions?.leafBuffer ?? true
-      }),
-    makeEvent: Event.make(name, ledger),
-    ledger
-  }
+    offloadMinBatch: options.offloadMinBatch ?? 32,
+    optimize: Fusion.optimize,
+    // leafs in a buffer of their own: kernels bind them read-only, which the H200 runs faster
+    // (benchmarks/RESULTS.md, "leaf buffer")
+    leafBuffer: true
+  })
   contexts.set(device, ctx)
   return device
 }

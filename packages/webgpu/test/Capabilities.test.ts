@@ -92,8 +92,8 @@ describe.skipIf(!adapterAvailable)("WebGPU capabilities", () => {
         yield* p0.set(x, Generators.values(9, 1024))
         const ev = yield* d0.makeEvent
         yield* b0.computeAsync(p0)
-        yield* ev.record(b0)
-        yield* ev.wait(b1)
+        yield* b0.recordEvent(ev)
+        yield* b1.waitEvent(ev)
         yield* b1.copyAsync(p0.location(y)!, p1.location(x)!)
         const want = Array.from(yield* p0.get(y))
         assert.deepStrictEqual(Array.from(yield* p1.get(x)), want)

@@ -5,11 +5,12 @@
  *
  * @internal
  */
-import type { Interpreter, Trace, TraceEntry } from "@effect-gpu/core/Command"
+import type { Interpreter } from "@effect-gpu/core/Command"
 import type { BackendError } from "@effect-gpu/core/GpuError"
 import { KernelError } from "@effect-gpu/core/GpuError"
 import * as Op from "@effect-gpu/core/Op"
 import type { Plan } from "@effect-gpu/core/Plan"
+import type { Entry as TraceEntry, Trace } from "@effect-gpu/core/Trace"
 import * as Effect from "effect/Effect"
 import type { Context } from "./context.js"
 import * as C from "./context.js"
