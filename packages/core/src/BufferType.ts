@@ -13,8 +13,7 @@ import type { BackendError } from "./GpuError.js"
 import type { DeviceLost } from "./GpuError.js"
 import { AllocationError } from "./GpuError.js"
 import type * as Ledger from "./Ledger.js"
-import type { Tensor } from "./Tensor.js"
-import * as T from "./Tensor.js"
+import * as Tensor from "./Tensor.js"
 
 /**
  * @since 0.1.0
@@ -42,7 +41,7 @@ export interface BufferType extends Buffer.Memory {
   readonly [TypeId]: TypeId
   readonly maxSize: number
   /** bytes to reserve for a tensor (its size, plus any scratch its op needs on this device) */
-  readonly allocSize: (t: Tensor) => number
+  readonly allocSize: (t: Tensor.Tensor) => number
   /** fails with AllocationError when refused, DeviceLost when the device is gone */
   readonly allocate: (
     size: number,
@@ -57,7 +56,7 @@ export interface BufferType extends Buffer.Memory {
 export interface MakeOptions extends Buffer.Memory {
   readonly maxSize: number
   readonly ledger: Ledger.Ledger
-  readonly allocSize?: (t: Tensor) => number
+  readonly allocSize?: (t: Tensor.Tensor) => number
   /** creates the native memory; the bytes are already reserved in the ledger */
   readonly create: (size: number) => Effect.Effect<Buffer.Primitives, AllocationError | BackendError>
   /** frees the native memory; must not fail */
@@ -80,7 +79,7 @@ export const make = (options: MakeOptions): BufferType => {
     alignment: options.alignment,
     maxSize: options.maxSize,
     isHost: options.isHost,
-    allocSize: options.allocSize ?? T.nbytes,
+    allocSize: options.allocSize ?? Tensor.nbytes,
     allocate: (size, allocOptions) => {
       const fail = (reason: string, cause?: unknown) =>
         new AllocationError({

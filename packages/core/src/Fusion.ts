@@ -10,13 +10,12 @@
 import * as Graph from "./Graph.js"
 import type { Op as OpT } from "./Op.js"
 import { Op } from "./Op.js"
-import type { Tensor } from "./Tensor.js"
-import * as T from "./Tensor.js"
+import * as Tensor from "./Tensor.js"
 
 interface Fused {
   readonly op: OpT
-  readonly src: ReadonlyArray<Tensor>
-  readonly absorbed: ReadonlyArray<Tensor>
+  readonly src: ReadonlyArray<Tensor.Tensor>
+  readonly absorbed: ReadonlyArray<Tensor.Tensor>
 }
 
 /**
@@ -27,13 +26,13 @@ export const optimize = (g: Graph.Graph): Graph.Graph => {
   const users = new Map<number, number>()
   for (const n of g.nodes) for (const s of n.src) users.set(s.id, (users.get(s.id) ?? 0) + 1)
   const outputs = new Set(g.outputs.map((t) => t.id))
-  for (const n of g.nodes) if ((n.flags & T.Flags.output) !== 0) outputs.add(n.id)
-  const inner = (t: Tensor) => users.get(t.id) === 1 && !outputs.has(t.id) && t.viewSrc === undefined
-  const rowsOk = (t: Tensor) => T.hasContiguousRows(t)
+  for (const n of g.nodes) if ((n.flags & Tensor.Flags.output) !== 0) outputs.add(n.id)
+  const inner = (t: Tensor.Tensor) => users.get(t.id) === 1 && !outputs.has(t.id) && t.viewSrc === undefined
+  const rowsOk = (t: Tensor.Tensor) => Tensor.hasContiguousRows(t)
 
   const fusions = new Map<number, Fused>()
   const absorbed = new Set<number>()
-  const claim = (root: Tensor, f: Fused) => {
+  const claim = (root: Tensor.Tensor, f: Fused) => {
     if (f.absorbed.some((t) => absorbed.has(t.id) || fusions.has(t.id))) return false
     fusions.set(root.id, f)
     for (const t of f.absorbed) absorbed.add(t.id)
@@ -67,7 +66,7 @@ export const optimize = (g: Graph.Graph): Graph.Graph => {
     if (y.op._tag === "Mul") {
       for (const [s, gate] of [[s0, s1], [s1, s0]] as const) {
         if (
-          s.op._tag === "Unary" && s.op.kind === "silu" && inner(s) && T.sameShape(s.src[0], gate) &&
+          s.op._tag === "Unary" && s.op.kind === "silu" && inner(s) && Tensor.sameShape(s.src[0], gate) &&
           s.src[0].dtype === gate.dtype && rowsOk(s.src[0]) && rowsOk(gate) && y.dtype === gate.dtype
         ) {
           if (claim(y, { op: Op.Glu({ kind: "swiglu", swapped: false }), src: [s.src[0], gate], absorbed: [s] })) break
@@ -77,26 +76,26 @@ export const optimize = (g: Graph.Graph): Graph.Graph => {
   }
   if (fusions.size === 0) return g
 
-  const map = new Map<number, Tensor>()
-  const get = (t: Tensor) => map.get(t.id) ?? t
+  const map = new Map<number, Tensor.Tensor>()
+  const get = (t: Tensor.Tensor) => map.get(t.id) ?? t
   for (const n of g.nodes) {
     if (absorbed.has(n.id)) continue
     const f = fusions.get(n.id)
     const op = f?.op ?? n.op
     const src = (f?.src ?? n.src).map(get)
     if (f === undefined && src.every((s, k) => s === n.src[k])) continue
-    let t: Tensor
+    let t: Tensor.Tensor
     if (n.viewSrc !== undefined) {
       const base = src[0]
-      t = T.unsafeView(base, n.ne, n.nb, n.viewOffset - base.viewOffset, op, src, n.dtype)
-      T.setFlag(t, n.flags)
+      t = Tensor.unsafeView(base, n.ne, n.nb, n.viewOffset - base.viewOffset, op, src, n.dtype)
+      Tensor.setFlag(t, n.flags)
     } else {
-      t = T.unsafeMake(n.name, n.dtype, n.ne, op, src, n.flags)
+      t = Tensor.unsafeMake(n.name, n.dtype, n.ne, op, src, n.flags)
     }
     ;(t as { name: string }).name = n.name
     map.set(n.id, t)
   }
-  const aliases = new Map<number, Tensor>(g.aliases ?? [])
+  const aliases = new Map<number, Tensor.Tensor>(g.aliases ?? [])
   for (const [id, t] of aliases) aliases.set(id, get(t))
   for (const [id, t] of map) aliases.set(id, t)
   return Graph.fromOutputs(g.outputs.map(get), aliases)

@@ -62,9 +62,8 @@ export class UnsupportedOp
   readonly [TypeId]: TypeId = TypeId
   /** @since 0.1.0 */
   override get message(): string {
-    return `${this.device} does not support ${this.op} with ${this.dtypes.join(", ")}${
-      this.reason ? `: ${this.reason}` : ""
-    }`
+    const reason = this.reason ? `: ${this.reason}` : ""
+    return `${this.device} does not support ${this.op} with ${this.dtypes.join(", ")}${reason}`
   }
 }
 

@@ -9,8 +9,8 @@ import * as Effect from "effect/Effect"
 import type * as DType from "./DType.js"
 import type { ShapeError } from "./GpuError.js"
 import * as Op from "./Op.js"
-import type { Tensor, TensorLike } from "./Tensor.js"
-import * as T from "./Tensor.js"
+import type { TensorLike } from "./Tensor.js"
+import * as Tensor from "./Tensor.js"
 
 /**
  * @since 0.1.0
@@ -31,12 +31,12 @@ export type TypeId = typeof TypeId
 export interface Graph {
   readonly [TypeId]: TypeId
   /** tensors with an op, sources first */
-  readonly nodes: ReadonlyArray<Tensor>
+  readonly nodes: ReadonlyArray<Tensor.Tensor>
   /** tensors without an op: inputs, weights, constants */
-  readonly leafs: ReadonlyArray<Tensor>
-  readonly outputs: ReadonlyArray<Tensor>
+  readonly leafs: ReadonlyArray<Tensor.Tensor>
+  readonly outputs: ReadonlyArray<Tensor.Tensor>
   /** after a rewrite: original tensor id -> the tensor that now computes it */
-  readonly aliases?: ReadonlyMap<number, Tensor>
+  readonly aliases?: ReadonlyMap<number, Tensor.Tensor>
 }
 
 /**
@@ -45,7 +45,7 @@ export interface Graph {
  * @since 0.1.0
  * @category getters
  */
-export const resolve = (g: Graph, t: Tensor): Tensor => g.aliases?.get(t.id) ?? t
+export const resolve = (g: Graph, t: Tensor.Tensor): Tensor.Tensor => g.aliases?.get(t.id) ?? t
 
 /**
  * A mutable builder: declare inputs and weights, build ops with `Ops`, mark outputs, then `build`.
@@ -55,12 +55,20 @@ export const resolve = (g: Graph, t: Tensor): Tensor => g.aliases?.get(t.id) ?? 
  */
 export interface Builder {
   /** a graph input, set before each compute */
-  readonly input: (name: string, dtype: DType.DType, ne: ReadonlyArray<number>) => Effect.Effect<Tensor, ShapeError>
+  readonly input: (
+    name: string,
+    dtype: DType.DType,
+    ne: ReadonlyArray<number>
+  ) => Effect.Effect<Tensor.Tensor, ShapeError>
   /** a weight: kept for the graph's whole life */
-  readonly param: (name: string, dtype: DType.DType, ne: ReadonlyArray<number>) => Effect.Effect<Tensor, ShapeError>
+  readonly param: (
+    name: string,
+    dtype: DType.DType,
+    ne: ReadonlyArray<number>
+  ) => Effect.Effect<Tensor.Tensor, ShapeError>
   /** marks a result to read back; its memory is never reused */
-  readonly output: (t: TensorLike, name?: string) => Effect.Effect<Tensor, ShapeError>
-  readonly outputs: ReadonlyArray<Tensor>
+  readonly output: (t: TensorLike, name?: string) => Effect.Effect<Tensor.Tensor, ShapeError>
+  readonly outputs: ReadonlyArray<Tensor.Tensor>
   readonly build: () => Graph
 }
 
@@ -69,13 +77,13 @@ export interface Builder {
  * @category constructors
  */
 export const make = (): Builder => {
-  const outputs: Array<Tensor> = []
+  const outputs: Array<Tensor.Tensor> = []
   return {
-    input: (name, dtype, ne) => T.make(name, dtype, ne, { flags: T.Flags.input }),
-    param: (name, dtype, ne) => T.make(name, dtype, ne, { flags: T.Flags.param }),
+    input: (name, dtype, ne) => Tensor.make(name, dtype, ne, { flags: Tensor.Flags.input }),
+    param: (name, dtype, ne) => Tensor.make(name, dtype, ne, { flags: Tensor.Flags.param }),
     output: (t, name) =>
-      Effect.map(T.resolve(t), (t) => {
-        T.setFlag(t, T.Flags.output)
+      Effect.map(Tensor.resolve(t), (t) => {
+        Tensor.setFlag(t, Tensor.Flags.output)
         if (name !== undefined && t.name === "") (t as { name: string }).name = name
         if (!outputs.includes(t)) outputs.push(t)
         return t
@@ -92,11 +100,14 @@ export const make = (): Builder => {
  * @since 0.1.0
  * @category constructors
  */
-export const fromOutputs = (outputs: ReadonlyArray<Tensor>, aliases?: ReadonlyMap<number, Tensor>): Graph => {
-  const nodes: Array<Tensor> = []
-  const leafs: Array<Tensor> = []
+export const fromOutputs = (
+  outputs: ReadonlyArray<Tensor.Tensor>,
+  aliases?: ReadonlyMap<number, Tensor.Tensor>
+): Graph => {
+  const nodes: Array<Tensor.Tensor> = []
+  const leafs: Array<Tensor.Tensor> = []
   const visited = new Set<number>()
-  const stack: Array<{ t: Tensor; next: number }> = []
+  const stack: Array<{ t: Tensor.Tensor; next: number }> = []
   for (const out of outputs) {
     if (visited.has(out.id)) continue
     visited.add(out.id)
@@ -141,7 +152,7 @@ export const from = (g: Graph | Builder): Graph => isGraph(g) ? g : g.build()
  * @since 0.1.0
  * @category getters
  */
-export const computeNodes = (g: Graph): ReadonlyArray<Tensor> => g.nodes.filter((t) => !Op.isView(t.op))
+export const computeNodes = (g: Graph): ReadonlyArray<Tensor.Tensor> => g.nodes.filter((t) => !Op.isView(t.op))
 
 /**
  * Users of each tensor, by id.
@@ -149,8 +160,8 @@ export const computeNodes = (g: Graph): ReadonlyArray<Tensor> => g.nodes.filter(
  * @since 0.1.0
  * @category getters
  */
-export const consumers = (g: Graph): ReadonlyMap<number, ReadonlyArray<Tensor>> => {
-  const m = new Map<number, Array<Tensor>>()
+export const consumers = (g: Graph): ReadonlyMap<number, ReadonlyArray<Tensor.Tensor>> => {
+  const m = new Map<number, Array<Tensor.Tensor>>()
   for (const n of g.nodes) {
     for (const s of n.src) {
       const list = m.get(s.id)

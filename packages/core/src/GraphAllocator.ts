@@ -8,8 +8,7 @@
  */
 import type { Graph } from "./Graph.js"
 import * as Op from "./Op.js"
-import type { Tensor } from "./Tensor.js"
-import * as T from "./Tensor.js"
+import * as Tensor from "./Tensor.js"
 
 /**
  * @since 0.1.0
@@ -19,9 +18,9 @@ export interface Options {
   /** offsets are multiples of this */
   readonly alignment: number
   /** bytes to reserve for a tensor (its size plus any per-op scratch) */
-  readonly allocSize?: (t: Tensor) => number
+  readonly allocSize?: (t: Tensor.Tensor) => number
   /** tensors whose memory lives elsewhere (weights bound to their own buffers) */
-  readonly external?: (t: Tensor) => boolean
+  readonly external?: (t: Tensor.Tensor) => boolean
   /** keep graph inputs alive for the whole graph, so one set serves many computes (default true) */
   readonly pinInputs?: boolean
 }
@@ -52,8 +51,8 @@ const align = (n: number, a: number) => Math.ceil(n / a) * a
  * @since 0.1.0
  * @category utils
  */
-export const slotSize = (t: Tensor, options: Pick<Options, "alignment" | "allocSize">): number =>
-  align(Math.max((options.allocSize ?? T.nbytes)(t), 1), options.alignment)
+export const slotSize = (t: Tensor.Tensor, options: Pick<Options, "alignment" | "allocSize">): number =>
+  align(Math.max((options.allocSize ?? Tensor.nbytes)(t), 1), options.alignment)
 
 /** A free list over one growable range: best fit among inner blocks, else the tail. */
 class FreeList {
@@ -118,7 +117,7 @@ class FreeList {
  */
 export const plan = (graph: Graph, options: Options): Plan => {
   const alignment = options.alignment
-  const allocSize = options.allocSize ?? T.nbytes
+  const allocSize = options.allocSize ?? Tensor.nbytes
   const external = options.external ?? (() => false)
   const pinInputs = options.pinInputs ?? true
   const offsets = new Map<number, number>()
@@ -133,16 +132,16 @@ export const plan = (graph: Graph, options: Options): Plan => {
   const outputs = new Set(graph.outputs.map((t) => t.id))
   for (const t of graph.outputs) if (t.viewSrc !== undefined) outputs.add(t.viewSrc.id)
   for (const t of graph.nodes) {
-    if ((t.flags & T.Flags.output) !== 0) {
+    if ((t.flags & Tensor.Flags.output) !== 0) {
       outputs.add(t.id)
       if (t.viewSrc !== undefined) outputs.add(t.viewSrc.id)
     }
   }
-  const pinned = (t: Tensor) =>
-    outputs.has(t.id) || (t.flags & T.Flags.param) !== 0 || (pinInputs && (t.flags & T.Flags.input) !== 0)
-  const owns = (t: Tensor) => t.viewSrc === undefined && !external(t)
+  const pinned = (t: Tensor.Tensor) =>
+    outputs.has(t.id) || (t.flags & Tensor.Flags.param) !== 0 || (pinInputs && (t.flags & Tensor.Flags.input) !== 0)
+  const owns = (t: Tensor.Tensor) => t.viewSrc === undefined && !external(t)
 
-  const allocate = (t: Tensor) => {
+  const allocate = (t: Tensor.Tensor) => {
     if (!owns(t) || offsets.has(t.id)) return
     const size = slotSize(t, { alignment, allocSize })
     naiveSize += size
@@ -151,7 +150,7 @@ export const plan = (graph: Graph, options: Options): Plan => {
     owner.set(t.id, t.id)
   }
 
-  const release = (t: Tensor) => {
+  const release = (t: Tensor.Tensor) => {
     if (!owns(t) || pinned(t)) return
     const id = owner.get(t.id)
     if (id === undefined || id !== t.id) return
@@ -173,7 +172,7 @@ export const plan = (graph: Graph, options: Options): Plan => {
       if (Op.canInPlace(node.op)) {
         for (const parent of node.src) {
           if (
-            owns(parent) && !pinned(parent) && owner.get(parent.id) === parent.id && T.sameLayout(node, parent) &&
+            owns(parent) && !pinned(parent) && owner.get(parent.id) === parent.id && Tensor.sameLayout(node, parent) &&
             children.get(parent.id) === 1 && (views.get(parent.id) ?? 0) === 0
           ) {
             // take over the parent's memory; it is not freed when the parent dies

@@ -10,21 +10,21 @@ import * as DType from "./DType.js"
 import type { ShapeError } from "./GpuError.js"
 import type { GluKind, RopeMode, UnaryKind } from "./Op.js"
 import { Op } from "./Op.js"
-import type { Shape, Tensor, TensorLike } from "./Tensor.js"
-import * as T from "./Tensor.js"
+import type { Shape, TensorLike } from "./Tensor.js"
+import * as Tensor from "./Tensor.js"
 
-type Built = Effect.Effect<Tensor, ShapeError>
+type Built = Effect.Effect<Tensor.Tensor, ShapeError>
 
-const isFloat = (t: Tensor) => t.dtype === "f32" || t.dtype === "f16"
+const isFloat = (t: Tensor.Tensor) => t.dtype === "f32" || t.dtype === "f16"
 
-const requireFloat = (op: string, ...ts: Array<Tensor>) => {
+const requireFloat = (op: string, ...ts: Array<Tensor.Tensor>) => {
   for (const t of ts) {
-    if (!isFloat(t)) T.fail(op, ts, `expects f32 or f16 operands, got ${t.dtype}`)
+    if (!isFloat(t)) Tensor.fail(op, ts, `expects f32 or f16 operands, got ${t.dtype}`)
   }
 }
 
-const requireContiguousRows = (op: string, t: Tensor) => {
-  if (!T.hasContiguousRows(t)) T.fail(op, [t], "expects rows (dimension 0) to be contiguous")
+const requireContiguousRows = (op: string, t: Tensor.Tensor) => {
+  if (!Tensor.hasContiguousRows(t)) Tensor.fail(op, [t], "expects rows (dimension 0) to be contiguous")
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -32,13 +32,13 @@ const requireContiguousRows = (op: string, t: Tensor) => {
 // ---------------------------------------------------------------------------------------------------------------
 
 const binary = (op: Op, opName: string) =>
-  T.lift2((a, b) => {
+  Tensor.lift2((a, b) => {
     requireFloat(opName, a, b)
-    if (!T.canRepeat(b, a)) {
-      T.fail(opName, [a, b], "src1 must broadcast over src0: each dimension of src0 a multiple of src1's")
+    if (!Tensor.canRepeat(b, a)) {
+      Tensor.fail(opName, [a, b], "src1 must broadcast over src0: each dimension of src0 a multiple of src1's")
     }
     requireContiguousRows(opName, b)
-    return T.unsafeMake("", a.dtype, a.ne, op, [a, b])
+    return Tensor.unsafeMake("", a.dtype, a.ne, op, [a, b])
   })
 
 /**
@@ -68,9 +68,9 @@ export const mul: (a: TensorLike, b: TensorLike) => Built = binary(Op.Mul(), "mu
 export const div: (a: TensorLike, b: TensorLike) => Built = binary(Op.Div(), "div")
 
 const unaryLike = (op: Op) =>
-  T.lift1((a) => {
+  Tensor.lift1((a) => {
     requireFloat(opName(op), a)
-    return T.unsafeMake("", a.dtype, a.ne, op, [a])
+    return Tensor.unsafeMake("", a.dtype, a.ne, op, [a])
   })
 
 const opName = (op: Op) => op._tag === "Unary" ? op.kind : op._tag.toLowerCase()
@@ -110,10 +110,10 @@ export const log: (a: TensorLike) => Built = unaryLike(Op.Log())
  * @category element-wise
  */
 export const clamp = (a: TensorLike, min: number, max: number): Built =>
-  T.lift1((a: Tensor) => {
+  Tensor.lift1((a: Tensor.Tensor) => {
     requireFloat("clamp", a)
-    if (!(min <= max)) T.fail("clamp", [a], `min ${min} is above max ${max}`)
-    return T.unsafeMake("", a.dtype, a.ne, Op.Clamp({ min, max }), [a])
+    if (!(min <= max)) Tensor.fail("clamp", [a], `min ${min} is above max ${max}`)
+    return Tensor.unsafeMake("", a.dtype, a.ne, Op.Clamp({ min, max }), [a])
   })(a)
 
 /**
@@ -177,14 +177,14 @@ export const abs = (a: TensorLike): Built => unary(a, "abs")
 // ---------------------------------------------------------------------------------------------------------------
 
 /** @internal */
-export const checkMulMat = (a: Tensor, b: Tensor): Shape => {
+export const checkMulMat = (a: Tensor.Tensor, b: Tensor.Tensor): Shape => {
   requireFloat("mul_mat", a, b)
-  if (a.ne[0] !== b.ne[0]) T.fail("mul_mat", [a, b], "src0 and src1 need the same ne[0] (the shared dimension K)")
+  if (a.ne[0] !== b.ne[0]) Tensor.fail("mul_mat", [a, b], "src0 and src1 need the same ne[0] (the shared dimension K)")
   if (b.ne[2] % a.ne[2] !== 0 || b.ne[3] % a.ne[3] !== 0) {
-    T.fail("mul_mat", [a, b], "src0's batch dimensions must divide src1's (ne[2], ne[3])")
+    Tensor.fail("mul_mat", [a, b], "src0's batch dimensions must divide src1's (ne[2], ne[3])")
   }
   if (a.nb[0] > a.nb[1] && a.ne[1] > 1 && a.ne[0] > 1) {
-    T.fail("mul_mat", [a, b], "src0 must not be transposed (make it contiguous first)")
+    Tensor.fail("mul_mat", [a, b], "src0 must not be transposed (make it contiguous first)")
   }
   return [a.ne[1], b.ne[1], b.ne[2], b.ne[3]]
 }
@@ -196,8 +196,8 @@ export const checkMulMat = (a: Tensor, b: Tensor): Shape => {
  * @since 0.1.0
  * @category matrix
  */
-export const mulMat: (a: TensorLike, b: TensorLike) => Built = T.lift2((a, b) =>
-  T.unsafeMake("", "f32", checkMulMat(a, b), Op.MulMat(), [a, b])
+export const mulMat: (a: TensorLike, b: TensorLike) => Built = Tensor.lift2((a, b) =>
+  Tensor.unsafeMake("", "f32", checkMulMat(a, b), Op.MulMat(), [a, b])
 )
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -219,33 +219,33 @@ export const softMax = (
   const maxBias = options?.maxBias ?? 0
   const op = Op.SoftMax({ scale, maxBias })
   if (options?.mask === undefined) {
-    return T.lift1((a: Tensor) => {
+    return Tensor.lift1((a: Tensor.Tensor) => {
       requireFloat("soft_max", a)
       requireContiguousRows("soft_max", a)
-      return T.unsafeMake("", a.dtype, a.ne, op, [a])
+      return Tensor.unsafeMake("", a.dtype, a.ne, op, [a])
     })(a)
   }
-  return T.lift2((a: Tensor, m: Tensor) => {
+  return Tensor.lift2((a: Tensor.Tensor, m: Tensor.Tensor) => {
     requireFloat("soft_max", a, m)
     requireContiguousRows("soft_max", a)
-    if (!T.isContiguous(m)) T.fail("soft_max", [a, m], "the mask must be contiguous")
+    if (!Tensor.isContiguous(m)) Tensor.fail("soft_max", [a, m], "the mask must be contiguous")
     if (m.ne[0] !== a.ne[0] || m.ne[1] < a.ne[1] || a.ne[2] % m.ne[2] !== 0 || a.ne[3] % m.ne[3] !== 0) {
-      T.fail(
+      Tensor.fail(
         "soft_max",
         [a, m],
         "the mask needs a's ne[0], at least a's ne[1] rows, and dims 2, 3 that divide a's"
       )
     }
-    return T.unsafeMake("", a.dtype, a.ne, op, [a, m])
+    return Tensor.unsafeMake("", a.dtype, a.ne, op, [a, m])
   })(a, options.mask)
 }
 
 const norm = (kind: "rms_norm" | "norm") => (a: TensorLike, eps: number): Built =>
-  T.lift1((a: Tensor) => {
+  Tensor.lift1((a: Tensor.Tensor) => {
     requireFloat(kind, a)
     requireContiguousRows(kind, a)
-    if (!(eps >= 0)) T.fail(kind, [a], `eps must be >= 0, got ${eps}`)
-    return T.unsafeMake("", a.dtype, a.ne, kind === "norm" ? Op.Norm({ eps }) : Op.RmsNorm({ eps }), [a])
+    if (!(eps >= 0)) Tensor.fail(kind, [a], `eps must be >= 0, got ${eps}`)
+    return Tensor.unsafeMake("", a.dtype, a.ne, kind === "norm" ? Op.Norm({ eps }) : Op.RmsNorm({ eps }), [a])
   })(a)
 
 /**
@@ -281,19 +281,19 @@ export const rope = (
     readonly freqScale?: number
   }
 ): Built =>
-  T.lift2((a: Tensor, p: Tensor) => {
+  Tensor.lift2((a: Tensor.Tensor, p: Tensor.Tensor) => {
     const { nDims } = options
     const mode = options.mode ?? 0
     requireFloat("rope", a)
-    if (p.dtype !== "i32") T.fail("rope", [a, p], "positions must be i32")
-    if (p.ne[0] !== a.ne[2] || T.nelements(p) !== p.ne[0]) {
-      T.fail("rope", [a, p], "positions must be a vector with one entry per a.ne[2]")
+    if (p.dtype !== "i32") Tensor.fail("rope", [a, p], "positions must be i32")
+    if (p.ne[0] !== a.ne[2] || Tensor.nelements(p) !== p.ne[0]) {
+      Tensor.fail("rope", [a, p], "positions must be a vector with one entry per a.ne[2]")
     }
     if (!Number.isInteger(nDims) || nDims <= 0 || nDims % 2 !== 0 || nDims > a.ne[0]) {
-      T.fail("rope", [a, p], `nDims ${nDims} must be even, positive and at most ne[0]`)
+      Tensor.fail("rope", [a, p], `nDims ${nDims} must be even, positive and at most ne[0]`)
     }
-    if (mode !== 0 && mode !== 2) T.fail("rope", [a, p], `mode ${mode} is not 0 (normal) or 2 (neox)`)
-    return T.unsafeMake(
+    if (mode !== 0 && mode !== 2) Tensor.fail("rope", [a, p], `mode ${mode} is not 0 (normal) or 2 (neox)`)
+    return Tensor.unsafeMake(
       "",
       a.dtype,
       a.ne,
@@ -312,19 +312,25 @@ export const rope = (
  * @since 0.1.0
  * @category rows
  */
-export const getRows: (a: TensorLike, idx: TensorLike) => Built = T.lift2((a, idx) => {
-  if (idx.dtype !== "i32") T.fail("get_rows", [a, idx], "indices must be i32")
+export const getRows: (a: TensorLike, idx: TensorLike) => Built = Tensor.lift2((a, idx) => {
+  if (idx.dtype !== "i32") Tensor.fail("get_rows", [a, idx], "indices must be i32")
   if (a.dtype !== "f32" && a.dtype !== "f16" && a.dtype !== "i32") {
-    T.fail("get_rows", [a, idx], "rows must be f32, f16 or i32")
+    Tensor.fail("get_rows", [a, idx], "rows must be f32, f16 or i32")
   }
   if (a.ne[2] !== idx.ne[1] || a.ne[3] !== idx.ne[2] || idx.ne[3] !== 1) {
-    T.fail("get_rows", [a, idx], "indices must be [n, a.ne[2], a.ne[3]]")
+    Tensor.fail("get_rows", [a, idx], "indices must be [n, a.ne[2], a.ne[3]]")
   }
   requireContiguousRows("get_rows", a)
-  return T.unsafeMake("", a.dtype === "i32" ? "i32" : "f32", [a.ne[0], idx.ne[0], idx.ne[1], idx.ne[2]], Op.GetRows(), [
-    a,
-    idx
-  ])
+  return Tensor.unsafeMake(
+    "",
+    a.dtype === "i32" ? "i32" : "f32",
+    [a.ne[0], idx.ne[0], idx.ne[1], idx.ne[2]],
+    Op.GetRows(),
+    [
+      a,
+      idx
+    ]
+  )
 })
 
 /**
@@ -334,20 +340,20 @@ export const getRows: (a: TensorLike, idx: TensorLike) => Built = T.lift2((a, id
  * @since 0.1.0
  * @category rows
  */
-export const setRows: (dst: TensorLike, src: TensorLike, idx: TensorLike) => Built = T.lift3(
-  (d: Tensor, s: Tensor, i: Tensor) => {
-    if (i.dtype !== "i32") T.fail("set_rows", [d, s, i], "indices must be i32")
-    if (s.dtype !== "f32" && s.dtype !== "f16") T.fail("set_rows", [d, s, i], "src must be f32 or f16")
-    if (d.dtype !== "f32" && d.dtype !== "f16") T.fail("set_rows", [d, s, i], "dst must be f32 or f16")
+export const setRows: (dst: TensorLike, src: TensorLike, idx: TensorLike) => Built = Tensor.lift3(
+  (d: Tensor.Tensor, s: Tensor.Tensor, i: Tensor.Tensor) => {
+    if (i.dtype !== "i32") Tensor.fail("set_rows", [d, s, i], "indices must be i32")
+    if (s.dtype !== "f32" && s.dtype !== "f16") Tensor.fail("set_rows", [d, s, i], "src must be f32 or f16")
+    if (d.dtype !== "f32" && d.dtype !== "f16") Tensor.fail("set_rows", [d, s, i], "dst must be f32 or f16")
     if (d.ne[0] !== s.ne[0] || d.ne[2] !== s.ne[2] || d.ne[3] !== s.ne[3]) {
-      T.fail("set_rows", [d, s, i], "dst and src need the same ne[0], ne[2], ne[3]")
+      Tensor.fail("set_rows", [d, s, i], "dst and src need the same ne[0], ne[2], ne[3]")
     }
     if (s.ne[1] !== i.ne[0] || s.ne[2] % i.ne[1] !== 0 || s.ne[3] % i.ne[2] !== 0 || i.ne[3] !== 1) {
-      T.fail("set_rows", [d, s, i], "indices must be [src.ne[1], a divisor of src.ne[2], a divisor of src.ne[3]]")
+      Tensor.fail("set_rows", [d, s, i], "indices must be [src.ne[1], a divisor of src.ne[2], a divisor of src.ne[3]]")
     }
     requireContiguousRows("set_rows", d)
     requireContiguousRows("set_rows", s)
-    return T.unsafeView(d, d.ne, d.nb, 0, Op.SetRows(), [d, s, i])
+    return Tensor.unsafeView(d, d.ne, d.nb, 0, Op.SetRows(), [d, s, i])
   }
 )
 
@@ -362,12 +368,12 @@ export const setRows: (dst: TensorLike, src: TensorLike, idx: TensorLike) => Bui
  * @category copies
  */
 export const cpy = (a: TensorLike, dtype: DType.DType): Built =>
-  T.lift1((a: Tensor) => {
-    if (!DType.isDType(dtype) || !DType.isComputable(dtype)) T.fail("cpy", [a], `cannot convert to ${dtype}`)
+  Tensor.lift1((a: Tensor.Tensor) => {
+    if (!DType.isDType(dtype) || !DType.isComputable(dtype)) Tensor.fail("cpy", [a], `cannot convert to ${dtype}`)
     if (a.dtype !== dtype && !(isFloat(a) && (dtype === "f32" || dtype === "f16"))) {
-      T.fail("cpy", [a], `cannot convert ${a.dtype} to ${dtype}`)
+      Tensor.fail("cpy", [a], `cannot convert ${a.dtype} to ${dtype}`)
     }
-    return T.unsafeMake("", dtype, a.ne, Op.Cpy({ dtype }), [a])
+    return Tensor.unsafeMake("", dtype, a.ne, Op.Cpy({ dtype }), [a])
   })(a)
 
 /**
@@ -377,22 +383,22 @@ export const cpy = (a: TensorLike, dtype: DType.DType): Built =>
  * @category copies
  */
 export const dup = (a: TensorLike): Built =>
-  T.lift1((a: Tensor) => T.unsafeMake("", a.dtype, a.ne, Op.Cpy({ dtype: a.dtype }), [a]))(a)
+  Tensor.lift1((a: Tensor.Tensor) => Tensor.unsafeMake("", a.dtype, a.ne, Op.Cpy({ dtype: a.dtype }), [a]))(a)
 
 /**
  * @since 0.1.0
  * @category copies
  */
-export const cont: (a: TensorLike) => Built = T.cont
+export const cont: (a: TensorLike) => Built = Tensor.cont
 
 // ---------------------------------------------------------------------------------------------------------------
 // reductions and sorting
 // ---------------------------------------------------------------------------------------------------------------
 
-const reduce = (op: Op, name: string, shape: (a: Tensor) => Shape) =>
-  T.lift1((a: Tensor) => {
-    if (a.dtype !== "f32") T.fail(name, [a], "expects f32")
-    return T.unsafeMake("", "f32", shape(a), op, [a])
+const reduce = (op: Op, name: string, shape: (a: Tensor.Tensor) => Shape) =>
+  Tensor.lift1((a: Tensor.Tensor) => {
+    if (a.dtype !== "f32") Tensor.fail(name, [a], "expects f32")
+    return Tensor.unsafeMake("", "f32", shape(a), op, [a])
   })
 
 /**
@@ -433,10 +439,10 @@ export const cumsum: (a: TensorLike) => Built = reduce(Op.Cumsum(), "cumsum", (a
  * @since 0.1.0
  * @category sorting
  */
-export const argmax: (a: TensorLike) => Built = T.lift1((a) => {
-  if (a.dtype !== "f32") T.fail("argmax", [a], "expects f32")
-  if (a.ne[2] !== 1 || a.ne[3] !== 1) T.fail("argmax", [a], "expects a matrix (ne[2] = ne[3] = 1)")
-  return T.unsafeMake("", "i32", [a.ne[1], 1, 1, 1], Op.Argmax(), [a])
+export const argmax: (a: TensorLike) => Built = Tensor.lift1((a) => {
+  if (a.dtype !== "f32") Tensor.fail("argmax", [a], "expects f32")
+  if (a.ne[2] !== 1 || a.ne[3] !== 1) Tensor.fail("argmax", [a], "expects a matrix (ne[2] = ne[3] = 1)")
+  return Tensor.unsafeMake("", "i32", [a.ne[1], 1, 1, 1], Op.Argmax(), [a])
 })
 
 /**
@@ -446,10 +452,10 @@ export const argmax: (a: TensorLike) => Built = T.lift1((a) => {
  * @category sorting
  */
 export const argsort = (a: TensorLike, order: "asc" | "desc" = "asc"): Built =>
-  T.lift1((a: Tensor) => {
-    if (a.dtype !== "f32") T.fail("argsort", [a], "expects f32")
-    if (order !== "asc" && order !== "desc") T.fail("argsort", [a], `order ${order} is not asc or desc`)
-    return T.unsafeMake("", "i32", a.ne, Op.Argsort({ order }), [a])
+  Tensor.lift1((a: Tensor.Tensor) => {
+    if (a.dtype !== "f32") Tensor.fail("argsort", [a], "expects f32")
+    if (order !== "asc" && order !== "desc") Tensor.fail("argsort", [a], `order ${order} is not asc or desc`)
+    return Tensor.unsafeMake("", "i32", a.ne, Op.Argsort({ order }), [a])
   })(a)
 
 /**
@@ -459,10 +465,10 @@ export const argsort = (a: TensorLike, order: "asc" | "desc" = "asc"): Built =>
  * @category sorting
  */
 export const topK = (a: TensorLike, k: number): Built =>
-  T.lift1((a: Tensor) => {
-    if (a.dtype !== "f32") T.fail("top_k", [a], "expects f32")
-    if (!Number.isInteger(k) || k < 1 || k > a.ne[0]) T.fail("top_k", [a], `k = ${k} must be in [1, ne[0]]`)
-    return T.unsafeMake("", "i32", [k, a.ne[1], a.ne[2], a.ne[3]], Op.TopK({ k }), [a])
+  Tensor.lift1((a: Tensor.Tensor) => {
+    if (a.dtype !== "f32") Tensor.fail("top_k", [a], "expects f32")
+    if (!Number.isInteger(k) || k < 1 || k > a.ne[0]) Tensor.fail("top_k", [a], `k = ${k} must be in [1, ne[0]]`)
+    return Tensor.unsafeMake("", "i32", [k, a.ne[1], a.ne[2], a.ne[3]], Op.TopK({ k }), [a])
   })(a)
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -476,15 +482,15 @@ export const topK = (a: TensorLike, k: number): Built =>
  * @category shape
  */
 export const concat = (a: TensorLike, b: TensorLike, dim: number): Built =>
-  T.lift2((a: Tensor, b: Tensor) => {
-    if (!Number.isInteger(dim) || dim < 0 || dim > 3) T.fail("concat", [a, b], `dim ${dim} is not in [0, 3]`)
-    if (a.dtype !== b.dtype) T.fail("concat", [a, b], "operands need the same dtype")
+  Tensor.lift2((a: Tensor.Tensor, b: Tensor.Tensor) => {
+    if (!Number.isInteger(dim) || dim < 0 || dim > 3) Tensor.fail("concat", [a, b], `dim ${dim} is not in [0, 3]`)
+    if (a.dtype !== b.dtype) Tensor.fail("concat", [a, b], "operands need the same dtype")
     for (let i = 0; i < 4; i++) {
-      if (i !== dim && a.ne[i] !== b.ne[i]) T.fail("concat", [a, b], `dimension ${i} differs`)
+      if (i !== dim && a.ne[i] !== b.ne[i]) Tensor.fail("concat", [a, b], `dimension ${i} differs`)
     }
     const ne = [...a.ne] as unknown as [number, number, number, number]
     ne[dim] = a.ne[dim] + b.ne[dim]
-    return T.unsafeMake("", a.dtype, ne, Op.Concat({ dim }), [a, b])
+    return Tensor.unsafeMake("", a.dtype, ne, Op.Concat({ dim }), [a, b])
   })(a, b)
 
 /**
@@ -494,12 +500,12 @@ export const concat = (a: TensorLike, b: TensorLike, dim: number): Built =>
  * @category shape
  */
 export const pad = (a: TensorLike, p: readonly [number, number, number, number]): Built =>
-  T.lift1((a: Tensor) => {
-    if (a.dtype !== "f32") T.fail("pad", [a], "expects f32")
+  Tensor.lift1((a: Tensor.Tensor) => {
+    if (a.dtype !== "f32") Tensor.fail("pad", [a], "expects f32")
     if (p.length !== 4 || p.some((x) => !Number.isInteger(x) || x < 0)) {
-      T.fail("pad", [a], "padding is 4 non-negative integers")
+      Tensor.fail("pad", [a], "padding is 4 non-negative integers")
     }
-    return T.unsafeMake(
+    return Tensor.unsafeMake(
       "",
       a.dtype,
       [a.ne[0] + p[0], a.ne[1] + p[1], a.ne[2] + p[2], a.ne[3] + p[3]],
@@ -514,9 +520,11 @@ export const pad = (a: TensorLike, p: readonly [number, number, number, number])
  * @since 0.1.0
  * @category shape
  */
-export const repeat: (a: TensorLike, shape: TensorLike) => Built = T.lift2((a, shape) => {
-  if (!T.canRepeat(a, shape)) T.fail("repeat", [a, shape], "each dimension of the target must be a multiple of a's")
-  return T.unsafeMake("", a.dtype, shape.ne, Op.Repeat(), [a, shape])
+export const repeat: (a: TensorLike, shape: TensorLike) => Built = Tensor.lift2((a, shape) => {
+  if (!Tensor.canRepeat(a, shape)) {
+    Tensor.fail("repeat", [a, shape], "each dimension of the target must be a multiple of a's")
+  }
+  return Tensor.unsafeMake("", a.dtype, shape.ne, Op.Repeat(), [a, shape])
 })
 
 /**
@@ -526,10 +534,10 @@ export const repeat: (a: TensorLike, shape: TensorLike) => Built = T.lift2((a, s
  * @category shape
  */
 export const diagMaskInf = (a: TensorLike, nPast: number): Built =>
-  T.lift1((a: Tensor) => {
+  Tensor.lift1((a: Tensor.Tensor) => {
     requireFloat("diag_mask_inf", a)
-    if (!Number.isInteger(nPast) || nPast < 0) T.fail("diag_mask_inf", [a], `n_past ${nPast} must be >= 0`)
-    return T.unsafeMake("", a.dtype, a.ne, Op.DiagMaskInf({ nPast }), [a])
+    if (!Number.isInteger(nPast) || nPast < 0) Tensor.fail("diag_mask_inf", [a], `n_past ${nPast} must be >= 0`)
+    return Tensor.unsafeMake("", a.dtype, a.ne, Op.DiagMaskInf({ nPast }), [a])
   })(a)
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -549,22 +557,24 @@ export const glu = (
 ): Built => {
   const swapped = options?.swapped ?? false
   if (kind !== "swiglu" && kind !== "geglu") {
-    return T.lift1((a: Tensor) => T.fail("glu", [a], `unknown kind ${kind}`))(a)
+    return Tensor.lift1((a: Tensor.Tensor) => Tensor.fail("glu", [a], `unknown kind ${kind}`))(a)
   }
   if (options?.gate === undefined) {
-    return T.lift1((a: Tensor) => {
+    return Tensor.lift1((a: Tensor.Tensor) => {
       requireFloat("glu", a)
       requireContiguousRows("glu", a)
-      if (a.ne[0] % 2 !== 0) T.fail("glu", [a], "a single-tensor glu needs an even ne[0]")
-      return T.unsafeMake("", a.dtype, [a.ne[0] / 2, a.ne[1], a.ne[2], a.ne[3]], Op.Glu({ kind, swapped }), [a])
+      if (a.ne[0] % 2 !== 0) Tensor.fail("glu", [a], "a single-tensor glu needs an even ne[0]")
+      return Tensor.unsafeMake("", a.dtype, [a.ne[0] / 2, a.ne[1], a.ne[2], a.ne[3]], Op.Glu({ kind, swapped }), [a])
     })(a)
   }
-  return T.lift2((a: Tensor, g: Tensor) => {
+  return Tensor.lift2((a: Tensor.Tensor, g: Tensor.Tensor) => {
     requireFloat("glu", a, g)
     requireContiguousRows("glu", a)
     requireContiguousRows("glu", g)
-    if (!T.sameShape(a, g) || a.dtype !== g.dtype) T.fail("glu", [a, g], "a and gate need the same shape and type")
-    return T.unsafeMake("", a.dtype, a.ne, Op.Glu({ kind, swapped }), [a, g])
+    if (!Tensor.sameShape(a, g) || a.dtype !== g.dtype) {
+      Tensor.fail("glu", [a, g], "a and gate need the same shape and type")
+    }
+    return Tensor.unsafeMake("", a.dtype, a.ne, Op.Glu({ kind, swapped }), [a, g])
   })(a, options.gate)
 }
 
@@ -592,22 +602,22 @@ export const geglu = (a: TensorLike, gate?: TensorLike): Built => glu(a, "geglu"
  * @since 0.1.0
  * @category views
  */
-export const view = T.view
+export const view = Tensor.view
 
 /**
  * @since 0.1.0
  * @category views
  */
-export const reshape = T.reshape
+export const reshape = Tensor.reshape
 
 /**
  * @since 0.1.0
  * @category views
  */
-export const permute = T.permute
+export const permute = Tensor.permute
 
 /**
  * @since 0.1.0
  * @category views
  */
-export const transpose = T.transpose
+export const transpose = Tensor.transpose

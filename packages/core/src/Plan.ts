@@ -15,8 +15,7 @@ import { ShapeError } from "./GpuError.js"
 import type { Graph } from "./Graph.js"
 import * as GraphNs from "./Graph.js"
 import * as GraphAllocator from "./GraphAllocator.js"
-import type { Tensor } from "./Tensor.js"
-import * as T from "./Tensor.js"
+import * as Tensor from "./Tensor.js"
 import * as TensorData from "./TensorData.js"
 
 /**
@@ -38,7 +37,7 @@ export type TypeId = typeof TypeId
  * @category models
  */
 export interface Location {
-  readonly tensor: Tensor
+  readonly tensor: Tensor.Tensor
   readonly buffer: Buffer
   readonly offset: number
 }
@@ -50,7 +49,7 @@ export interface Location {
  * @category models
  */
 export interface Binding {
-  readonly tensor: Tensor
+  readonly tensor: Tensor.Tensor
   readonly buffer: Buffer
   readonly offset: number
 }
@@ -66,17 +65,17 @@ export interface Plan {
   readonly buffer: Buffer
   readonly layout: GraphAllocator.Plan
   /** the memory of a tensor of the graph (views resolve to their owner), or undefined */
-  readonly location: (t: Tensor) => Location | undefined
+  readonly location: (t: Tensor.Tensor) => Location | undefined
   /** writes host data into a tensor (numbers are converted to its dtype) */
   readonly set: (
-    t: Tensor,
+    t: Tensor.Tensor,
     data: TensorData.HostData
   ) => Effect.Effect<void, ShapeError | OutOfBounds | BackendError>
   /** reads a tensor back, views gathered element by element */
-  readonly get: (t: Tensor) => Effect.Effect<TensorData.HostArray, ShapeError | OutOfBounds | BackendError>
+  readonly get: (t: Tensor.Tensor) => Effect.Effect<TensorData.HostArray, ShapeError | OutOfBounds | BackendError>
 }
 
-const notInPlan = (op: string, t: Tensor) =>
+const notInPlan = (op: string, t: Tensor.Tensor) =>
   new ShapeError({
     op,
     shapes: [[...t.ne]],
@@ -116,7 +115,7 @@ export const make = (options: MakeOptions): Plan => {
   const { bindings, buffer, graph, layout, transfer } = options
   const bound = new Map(bindings.map((b) => [b.tensor.id, b]))
   const members = new Set<number>([...graph.nodes, ...graph.leafs].map((t) => t.id))
-  const location = (original: Tensor): Location | undefined => {
+  const location = (original: Tensor.Tensor): Location | undefined => {
     const t = GraphNs.resolve(graph, original)
     if (!members.has(t.id)) return undefined
     const owner = t.viewSrc ?? t
@@ -136,7 +135,7 @@ export const make = (options: MakeOptions): Plan => {
         const loc = location(t)
         if (loc === undefined) return Effect.fail(notInPlan("plan.set", t))
         t = loc.tensor
-        if (!T.isContiguous(t)) {
+        if (!Tensor.isContiguous(t)) {
           return Effect.fail(
             new ShapeError({
               op: "plan.set",
@@ -165,7 +164,7 @@ export const make = (options: MakeOptions): Plan => {
         if (loc === undefined) return yield* Effect.fail(notInPlan("plan.get", original))
         const t = loc.tensor
         const bytes = yield* transfer.read(loc)
-        return T.isContiguous(t) ? TensorData.decode(t.dtype, bytes) : TensorData.gather(t, bytes, t.viewOffset)
+        return Tensor.isContiguous(t) ? TensorData.decode(t.dtype, bytes) : TensorData.gather(t, bytes, t.viewOffset)
       })
   }
 }
@@ -186,7 +185,7 @@ export const isPlan = (u: unknown): u is Plan => Predicate.hasProperty(u, TypeId
  */
 export const bind = (
   bufferType: BufferType,
-  tensors: ReadonlyArray<Tensor>,
+  tensors: ReadonlyArray<Tensor.Tensor>,
   options?: { readonly usage?: Buffer["usage"] }
 ): Effect.Effect<Array<Binding>, AllocationError | DeviceLost, Scope.Scope> =>
   Effect.gen(function*() {

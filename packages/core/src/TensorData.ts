@@ -6,8 +6,7 @@
  */
 import type * as DType from "./DType.js"
 import * as Float16 from "./Float16.js"
-import type { Tensor } from "./Tensor.js"
-import * as T from "./Tensor.js"
+import * as Tensor from "./Tensor.js"
 
 /**
  * What `get` returns: f32 and f16 tensors decode to Float32Array, i32 to Int32Array.
@@ -57,8 +56,8 @@ export const encode = (dtype: DType.DType, data: HostData): Uint8Array => {
  * @since 0.1.0
  * @category getters
  */
-export const expectedLength = (t: Tensor, data: HostData): number =>
-  data instanceof Uint8Array ? T.nbytes(t) : T.nelements(t)
+export const expectedLength = (t: Tensor.Tensor, data: HostData): number =>
+  data instanceof Uint8Array ? Tensor.nbytes(t) : Tensor.nelements(t)
 
 /**
  * Reads element (i0..i3) of `t` from `bytes`, where `bytes` starts at the tensor's memory owner.
@@ -66,8 +65,8 @@ export const expectedLength = (t: Tensor, data: HostData): number =>
  * @since 0.1.0
  * @category conversions
  */
-export const gather = (t: Tensor, bytes: Uint8Array, ownerOffset: number): HostArray => {
-  const n = T.nelements(t)
+export const gather = (t: Tensor.Tensor, bytes: Uint8Array, ownerOffset: number): HostArray => {
+  const n = Tensor.nelements(t)
   const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength)
   const out = t.dtype === "i32" ? new Int32Array(n) : new Float32Array(n)
   let k = 0
@@ -75,7 +74,7 @@ export const gather = (t: Tensor, bytes: Uint8Array, ownerOffset: number): HostA
     for (let i2 = 0; i2 < t.ne[2]; i2++) {
       for (let i1 = 0; i1 < t.ne[1]; i1++) {
         for (let i0 = 0; i0 < t.ne[0]; i0++) {
-          const off = T.byteOffset(t, i0, i1, i2, i3) - ownerOffset
+          const off = Tensor.byteOffset(t, i0, i1, i2, i3) - ownerOffset
           out[k++] = t.dtype === "f32"
             ? dv.getFloat32(off, true)
             : t.dtype === "f16"

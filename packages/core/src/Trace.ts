@@ -19,6 +19,10 @@ export interface Entry {
   readonly ne: ReadonlyArray<number>
   /** the kernel that ran (a pipeline key on GPUs) */
   readonly kernel: string
+  /** the kernel's family and compiled-in choices, where the device generates kernels */
+  readonly variant?: { readonly [choice: string]: string | number | boolean } | undefined
+  /** per binding, whether the kernel reads it only ("r") or writes it too ("w") */
+  readonly access?: string | undefined
   /** the kernel's source (WGSL on WebGPU) */
   readonly source?: string | undefined
   /** GPU time where the device can measure it */

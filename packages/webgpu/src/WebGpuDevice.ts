@@ -13,7 +13,7 @@ import type { Tensor } from "@effect-gpu/core/Tensor"
 import * as Option from "effect/Option"
 import * as GpuContext from "./internal/context.js"
 import * as Interpreter from "./internal/interpreter.js"
-import type { MatrixTile, RegisterTile } from "./internal/kernel.js"
+import type { MatrixTile, RegisterTile } from "./internal/kernels/kernel.js"
 import * as Memory from "./internal/memory.js"
 import * as Program from "./internal/program.js"
 
@@ -75,7 +75,7 @@ export const liveNativeBuffers = (device: Device.Device): number => contexts.get
  * @category getters
  */
 export const hasSubgroupMatrices = (device: Device.Device): boolean =>
-  contexts.get(device)?.caps.subgroupMatrix === true
+  contexts.get(device)?.target.subgroupMatrix === true
 
 /**
  * Whether the adapter runs shaders on the CPU (a fallback adapter such as Mesa's lavapipe): kernels then
@@ -84,7 +84,7 @@ export const hasSubgroupMatrices = (device: Device.Device): boolean =>
  * @since 0.1.0
  * @category getters
  */
-export const isSoftware = (device: Device.Device): boolean => contexts.get(device)?.caps.software === true
+export const isSoftware = (device: Device.Device): boolean => contexts.get(device)?.target.software === true
 
 /**
  * the parts of GPUAdapterInfo the kernels choose by (subgroup sizes, matrix configurations, whether it

@@ -4,8 +4,8 @@
 import { Graph, Ops } from "@effect-gpu/core"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import type { Caps } from "../src/internal/kernel.js"
-import { mulMat } from "../src/internal/matmul.js"
+import type { KernelTarget } from "../src/internal/kernels/kernel.js"
+import { mulMat } from "../src/internal/kernels/matmul.js"
 
 const f16Product = Effect.gen(function*() {
   const g = Graph.make()
@@ -14,14 +14,17 @@ const f16Product = Effect.gen(function*() {
   return yield* g.output(Ops.mulMat(a, b))
 })
 
-const gpu: Caps = { f16: true, maxWorkgroups: 65535, subgroups: true, subgroupMatrix: true }
+const gpu: KernelTarget = { f16: true, maxWorkgroups: 65535, subgroups: true, subgroupMatrix: true }
 
 describe("mul_mat kernel choice", () => {
   it.effect("the subgroup-matrix tiling is the first that fits the workgroup memory and invocations", () =>
     Effect.gen(function*() {
       const y = yield* f16Product
-      const key = (caps: Partial<Caps>) =>
-        mulMat(y, { ...gpu, ...caps }, undefined).key.split(":").slice(0, 4).join(":")
+      // the family and, for subgroup matrices, the tiling (subgroups, fragments, depth)
+      const chosen = (target: Partial<KernelTarget>) => {
+        const v = mulMat(y, { ...gpu, ...target }, undefined).variant
+        return v.family === "mmsg" ? `mmsg:${v.subgroups}:${v.fragments}:${v.depth}` : v.family
+      }
       // [workgroup bytes, invocations, kernel]
       const table: ReadonlyArray<readonly [number, number, string]> = [
         [49152, 1024, "mmsg:2x2:4x4:32"],
@@ -29,15 +32,14 @@ describe("mul_mat kernel choice", () => {
         [24575, 1024, "mmsg:1x1:4x4:16"],
         [49152, 64, "mmsg:1x1:4x4:16"],
         // no tiling fits: the vec4 register-tiled kernel, which reads f16 operands too
-        [7167, 1024, "mm4:"],
-        [49152, 16, "mm4:"]
+        [7167, 1024, "mm4"],
+        [49152, 16, "mm4"]
       ]
       for (const [workgroupStorage, workgroupInvocations, kernel] of table) {
-        const chosen = key({ workgroupStorage, workgroupInvocations })
-        assert.isTrue(chosen.startsWith(kernel), `${workgroupStorage} B, ${workgroupInvocations}: ${chosen}`)
+        assert.strictEqual(chosen({ workgroupStorage, workgroupInvocations }), kernel, `${workgroupStorage} B`)
       }
       // without subgroup matrices, the register-tiled kernel whatever the limits
-      assert.isTrue(key({ subgroupMatrix: false, workgroupStorage: 49152 }).startsWith("mm4:"))
+      assert.strictEqual(chosen({ subgroupMatrix: false, workgroupStorage: 49152 }), "mm4")
     }))
 
   it.effect("f32 loads go unchecked only where M, N and K are whole blocks of the register tile", () =>
@@ -48,9 +50,9 @@ describe("mul_mat kernel choice", () => {
           const a = yield* g.param("a", "f32", [K, M])
           const b = yield* g.input("b", "f32", [K, N])
           const y = yield* g.output(Ops.mulMat(a, b))
-          const key = mulMat(y, { ...gpu, registerTile: { m: 8, n: 8, depth: 8 } }, undefined).key
-          assert.isTrue(key.startsWith("mm4:8x8:8"), key)
-          return key.split(":").at(-1)
+          const v = mulMat(y, { ...gpu, registerTile: { m: 8, n: 8, depth: 8 } }, undefined).variant
+          assert.deepInclude(v, { family: "mm4", m: 8, n: 8, depth: 8 })
+          return v.whole ? "whole" : "edges"
         })
       assert.strictEqual(yield* loads(4096, 4096, 4096), "whole")
       assert.strictEqual(yield* loads(136, 256, 128), "whole")
@@ -69,20 +71,22 @@ describe("mul_mat kernel choice", () => {
           const b = yield* g.input("b", "f16", [K, 64])
           const y = yield* g.output(Ops.mulMat(a, b))
           const c = bias === undefined ? undefined : yield* g.input("c", bias, [256, 64])
-          return mulMat(y, { ...gpu, workgroupStorage: 49152, workgroupInvocations: 1024 }, c).key.split(":")[4]
+          return mulMat(y, { ...gpu, workgroupStorage: 49152, workgroupInvocations: 1024 }, c).variant.load
         })
-      assert.strictEqual(yield* form(4096), "w")
-      assert.strictEqual(yield* form(4096, "f32"), "w")
-      assert.strictEqual(yield* form(4096, "f16"), "v")
-      assert.strictEqual(yield* form(4092), "v")
-      assert.strictEqual(yield* form(4094), "s")
+      // f16 per load: 8 (16 bytes), 4 (8 bytes), 1
+      assert.strictEqual(yield* form(4096), 8)
+      assert.strictEqual(yield* form(4096, "f32"), 8)
+      assert.strictEqual(yield* form(4096, "f16"), 4)
+      assert.strictEqual(yield* form(4092), 4)
+      assert.strictEqual(yield* form(4094), 1)
       // whole blocks of the 2x2:4x4:32 tiling (128 x 128 x 32) load without bounds checks
       const loads = (K: number, M: number, N: number) =>
         Effect.gen(function*() {
           const g = Graph.make()
           const y = yield* g.output(Ops.mulMat(yield* g.param("a", "f16", [K, M]), yield* g.input("b", "f16", [K, N])))
-          return mulMat(y, { ...gpu, workgroupStorage: 49152, workgroupInvocations: 1024 }, undefined).key.split(":")
-            .at(-1)
+          return mulMat(y, { ...gpu, workgroupStorage: 49152, workgroupInvocations: 1024 }, undefined).variant.whole
+            ? "whole"
+            : "edges"
         })
       assert.strictEqual(yield* loads(4096, 4096, 512), "whole")
       assert.strictEqual(yield* loads(4096, 4096, 520), "edges")

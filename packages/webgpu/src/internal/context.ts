@@ -7,13 +7,14 @@
  */
 import { DeviceLost, KernelError } from "@effect-gpu/core/GpuError"
 import * as Effect from "effect/Effect"
-import type { Caps } from "./kernel.js"
+import type { KernelTarget } from "./kernels/kernel.js"
 
 /** @internal */
 export interface Context {
   readonly name: string
   readonly device: GPUDevice
-  readonly caps: Caps
+  /** what the kernels are chosen and generated for */
+  readonly target: KernelTarget
   readonly features: ReadonlySet<string>
   readonly limits: GPUSupportedLimits
   readonly pipelines: Map<string, Promise<GPUComputePipeline>>
@@ -28,11 +29,11 @@ export interface Context {
 }
 
 /** @internal */
-export const make = (name: string, device: GPUDevice, caps: Caps): Context => {
+export const make = (name: string, device: GPUDevice, target: KernelTarget): Context => {
   const ctx: Context = {
     name,
     device,
-    caps,
+    target,
     features: new Set([...device.features]),
     limits: device.limits,
     pipelines: new Map(),

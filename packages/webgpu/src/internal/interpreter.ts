@@ -13,10 +13,9 @@ import type { Plan } from "@effect-gpu/core/Plan"
 import type { Entry as TraceEntry, Trace } from "@effect-gpu/core/Trace"
 import * as Effect from "effect/Effect"
 import type { Context } from "./context.js"
-import * as C from "./context.js"
+import * as GpuContext from "./context.js"
 import { nativeOf } from "./memory.js"
-import type { Program } from "./program.js"
-import * as P from "./program.js"
+import * as Program from "./program.js"
 
 /** @internal */
 export interface Options {
@@ -29,7 +28,7 @@ const await_ = (ctx: Context, p: Promise<unknown>): Effect.Effect<void, BackendE
   Effect.async<void, BackendError>((resume) => {
     p.then(
       () => {
-        const dead = C.deadOrFailed(ctx)
+        const dead = GpuContext.deadOrFailed(ctx)
         resume(dead === undefined ? Effect.void : Effect.fail(dead))
       },
       (e) => resume(Effect.fail(new KernelError({ op: "submit", device: ctx.name, detail: String(e), cause: e })))
@@ -38,7 +37,7 @@ const await_ = (ctx: Context, p: Promise<unknown>): Effect.Effect<void, BackendE
 
 /** @internal */
 export const make = (ctx: Context, options?: Options): Interpreter => {
-  const programs = new WeakMap<Plan, Program>()
+  const programs = new WeakMap<Plan, Program.Program>()
   const chunkLimit = options?.chunk ?? 128
 
   const programFor = (plan: Plan) =>
@@ -46,7 +45,7 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
       const cached = programs.get(plan)
       if (cached !== undefined) return Effect.succeed(cached)
       return Effect.map(
-        P.build(ctx, plan, (t) => {
+        Program.build(ctx, plan, (t) => {
           const loc = plan.location(t)
           const native = loc === undefined ? undefined : nativeOf(loc.buffer)
           return native === undefined || native.ctx !== ctx ? undefined : { buffer: native.buffer, offset: loc!.offset }
@@ -67,16 +66,16 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
       )
     })
 
-  const timed = (program: Program): Effect.Effect<Array<TraceEntry>, BackendError> =>
+  const timed = (program: Program.Program): Effect.Effect<Array<TraceEntry>, BackendError> =>
     Effect.gen(function*() {
       const n = program.dispatches.length
       const stamps = ctx.features.has("timestamp-query") && n > 0
       const querySet = stamps ? ctx.device.createQuerySet({ type: "timestamp", count: 2 * n }) : undefined
       const resolve = stamps
-        ? C.createBuffer(ctx, { size: 16 * n, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC })
+        ? GpuContext.createBuffer(ctx, { size: 16 * n, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC })
         : undefined
       const readback = stamps
-        ? C.createBuffer(ctx, { size: 16 * n, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST })
+        ? GpuContext.createBuffer(ctx, { size: 16 * n, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST })
         : undefined
       const host: Array<number> = []
       const enc = ctx.device.createCommandEncoder()
@@ -103,8 +102,8 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
         yield* await_(ctx, readback.mapAsync(GPUMapMode.READ))
         const ticks = new BigInt64Array(readback.getMappedRange().slice(0))
         gpu = program.dispatches.map((_, i) => Number(ticks[2 * i + 1] - ticks[2 * i]))
-        C.destroyBuffer(ctx, readback)
-        C.destroyBuffer(ctx, resolve!)
+        GpuContext.destroyBuffer(ctx, readback)
+        GpuContext.destroyBuffer(ctx, resolve!)
         querySet!.destroy()
       } else {
         yield* await_(ctx, ctx.device.queue.onSubmittedWorkDone())
@@ -116,6 +115,8 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
         dtype: d.node.dtype,
         ne: [...d.node.ne],
         kernel: d.key,
+        variant: d.variant,
+        access: d.access,
         source: ctx.sources.get(d.key),
         gpuTimeNs: gpu[i],
         hostTimeMs: host[i]
@@ -123,7 +124,7 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
     })
 
   /** encodes dispatches [start, end) in one compute pass and submits them */
-  const encode = (program: Program, start: number, end: number) => {
+  const encode = (program: Program.Program, start: number, end: number) => {
     const enc = ctx.device.createCommandEncoder()
     const pass = enc.beginComputePass()
     for (let k = start; k < end; k++) {
@@ -138,16 +139,16 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
 
   /** a program that fits one command buffer: encoded and submitted at once */
   const submitAll = (
-    program: Program,
+    program: Program.Program,
     command: { readonly abort: { readonly aborted: boolean } }
   ): Effect.Effect<void, BackendError> => {
     if (!command.abort.aborted) encode(program, 0, program.dispatches.length)
-    return C.checkAlive(ctx)
+    return GpuContext.checkAlive(ctx)
   }
 
   /** a long program: chunks of at most `chunkLimit` dispatches (or the split asked for), two in flight */
   const submitChunked = (
-    program: Program,
+    program: Program.Program,
     command: { readonly abort: { readonly aborted: boolean }; readonly options: { readonly commandBuffers?: number } }
   ): Effect.Effect<void, BackendError> =>
     Effect.gen(function*() {
@@ -166,13 +167,13 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
         }
       }
       if (command.abort.aborted) yield* await_(ctx, ctx.device.queue.onSubmittedWorkDone())
-      yield* C.checkAlive(ctx)
+      yield* GpuContext.checkAlive(ctx)
     })
 
   return {
     device: ctx.name,
     fence: Effect.suspend(() => {
-      const dead = C.deadOrFailed(ctx)
+      const dead = GpuContext.deadOrFailed(ctx)
       return dead === undefined ? await_(ctx, ctx.device.queue.onSubmittedWorkDone()) : Effect.fail(dead)
     }),
     execute: (command) => {
@@ -190,7 +191,7 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
           if (cached !== undefined && !command.capture && (command.options.commandBuffers ?? 1) <= 1) {
             // the common case, a plan compiled before: checks, encoding and submission without a generator
             return Effect.suspend(() => {
-              const dead = C.deadOrFailed(ctx)
+              const dead = GpuContext.deadOrFailed(ctx)
               if (dead !== undefined) return Effect.fail(dead)
               return cached.dispatches.length <= chunkLimit
                 ? submitAll(cached, command)
@@ -198,7 +199,7 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
             })
           }
           return Effect.gen(function*() {
-            yield* C.checkAlive(ctx)
+            yield* GpuContext.checkAlive(ctx)
             const program = yield* programFor(command.plan)
             if (command.capture) {
               const entries = yield* timed(program)

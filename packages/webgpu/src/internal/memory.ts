@@ -10,7 +10,7 @@ import type { BackendError } from "@effect-gpu/core/GpuError"
 import { DeviceLost, KernelError } from "@effect-gpu/core/GpuError"
 import * as Effect from "effect/Effect"
 import type { Context } from "./context.js"
-import * as C from "./context.js"
+import * as GpuContext from "./context.js"
 
 const STORAGE = () => GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST
 
@@ -30,7 +30,7 @@ export const nativeOf = (b: Buffer): Native | undefined =>
 
 const promise = <A>(ctx: Context, op: string, f: () => Promise<A>): Effect.Effect<A, BackendError> =>
   Effect.flatMap(
-    C.checkAlive(ctx),
+    GpuContext.checkAlive(ctx),
     () =>
       Effect.tryPromise({
         try: f,
@@ -51,7 +51,10 @@ export const read = (
   promise(ctx, "read", async () => {
     const lo = Math.floor(offset / 4) * 4
     const hi = Math.ceil((offset + size) / 4) * 4
-    const staging = C.createBuffer(ctx, { size: hi - lo, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST })
+    const staging = GpuContext.createBuffer(ctx, {
+      size: hi - lo,
+      usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST
+    })
     try {
       const enc = ctx.device.createCommandEncoder()
       enc.copyBufferToBuffer(src, lo, staging, 0, hi - lo)
@@ -59,7 +62,7 @@ export const read = (
       await staging.mapAsync(GPUMapMode.READ)
       return new Uint8Array(staging.getMappedRange()).slice(offset - lo, offset - lo + size)
     } finally {
-      C.destroyBuffer(ctx, staging)
+      GpuContext.destroyBuffer(ctx, staging)
     }
   })
 
@@ -72,11 +75,11 @@ export const write = (
   viaStaging: boolean
 ): Effect.Effect<void, BackendError> => {
   if (offset % 4 === 0 && data.byteLength % 4 === 0) {
-    return Effect.flatMap(C.checkAlive(ctx), () =>
+    return Effect.flatMap(GpuContext.checkAlive(ctx), () =>
       Effect.sync(() => {
         if (viaStaging) {
           // shared path: bytes go straight into a mapped staging buffer; the copy is queued, nothing waits
-          const staging = C.createBuffer(ctx, {
+          const staging = GpuContext.createBuffer(ctx, {
             size: data.byteLength,
             usage: GPUBufferUsage.MAP_WRITE | GPUBufferUsage.COPY_SRC,
             mappedAtCreation: true
@@ -86,7 +89,7 @@ export const write = (
           const enc = ctx.device.createCommandEncoder()
           enc.copyBufferToBuffer(staging, 0, dst, offset, data.byteLength)
           ctx.device.queue.submit([enc.finish()])
-          C.destroyBuffer(ctx, staging)
+          GpuContext.destroyBuffer(ctx, staging)
         } else {
           ctx.device.queue.writeBuffer(dst, offset, data as Uint8Array<ArrayBuffer>)
         }
@@ -112,7 +115,7 @@ export const memset = (
   const hi = Math.floor((offset + size) / 4) * 4
   // within a word or two: one read-modify-write
   if (hi <= lo) return write(ctx, dst, offset, new Uint8Array(size).fill(value), false)
-  const body = Effect.flatMap(C.checkAlive(ctx), () =>
+  const body = Effect.flatMap(GpuContext.checkAlive(ctx), () =>
     Effect.sync(() => {
       if (value === 0) {
         const enc = ctx.device.createCommandEncoder()
@@ -159,28 +162,28 @@ export const copy = (
   if (src === dst) {
     // one buffer: overlapping bindings of it are not allowed, so copy in two steps through a temporary
     return Effect.gen(function*() {
-      const tmp = C.createBuffer(ctx, { size, usage: STORAGE() })
+      const tmp = GpuContext.createBuffer(ctx, { size, usage: STORAGE() })
       try {
         yield* copy(ctx, src, srcOffset, tmp, 0, size)
         return yield* copy(ctx, tmp, 0, dst, dstOffset, size)
       } finally {
-        C.destroyBuffer(ctx, tmp)
+        GpuContext.destroyBuffer(ctx, tmp)
       }
     })
   }
   return Effect.gen(function*() {
-    const pipe = yield* C.pipeline(ctx, "copy_u32", "cpy", "ww", COPY_WGSL)
-    yield* C.checkAlive(ctx)
+    const pipe = yield* GpuContext.pipeline(ctx, "copy_u32", "cpy", "ww", COPY_WGSL)
+    yield* GpuContext.checkAlive(ctx)
     const sLo = Math.floor(srcOffset / align) * align
     const dLo = Math.floor(dstOffset / align) * align
-    const uniform = C.createBuffer(ctx, { size: 256, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST })
+    const uniform = GpuContext.createBuffer(ctx, { size: 256, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST })
     ctx.device.queue.writeBuffer(
       uniform,
       0,
       new Uint32Array([(srcOffset - sLo) / 4, (dstOffset - dLo) / 4, size / 4, 0])
     )
     const group = ctx.device.createBindGroup({
-      layout: C.layout(ctx, "ww").group,
+      layout: GpuContext.layout(ctx, "ww").group,
       entries: [
         { binding: 0, resource: { buffer: src, offset: sLo, size: srcOffset - sLo + size } },
         { binding: 1, resource: { buffer: dst, offset: dLo, size: dstOffset - dLo + size } },
@@ -194,7 +197,7 @@ export const copy = (
     pass.dispatchWorkgroups(Math.min(Math.ceil(size / 4 / 256), 4096))
     pass.end()
     ctx.device.queue.submit([enc.finish()])
-    C.destroyBuffer(ctx, uniform)
+    GpuContext.destroyBuffer(ctx, uniform)
     return true
   })
 }
@@ -206,12 +209,12 @@ export const allocate = (
   kind: "private" | "shared" | "mapped",
   init?: Uint8Array
 ): Effect.Effect<Primitives, BackendError> =>
-  Effect.flatMap(C.checkAlive(ctx), () =>
+  Effect.flatMap(GpuContext.checkAlive(ctx), () =>
     Effect.tryPromise({
       try: async () => {
         ctx.device.pushErrorScope("out-of-memory")
         ctx.device.pushErrorScope("validation")
-        const buffer = C.createBuffer(ctx, {
+        const buffer = GpuContext.createBuffer(ctx, {
           size: Math.max(16, Math.ceil(size / 16) * 16),
           usage: STORAGE(),
           mappedAtCreation: init !== undefined,
@@ -220,7 +223,7 @@ export const allocate = (
         const invalid = await ctx.device.popErrorScope()
         const oom = await ctx.device.popErrorScope()
         if (oom !== null || invalid !== null) {
-          C.destroyBuffer(ctx, buffer)
+          GpuContext.destroyBuffer(ctx, buffer)
           throw new Error((oom ?? invalid)!.message || "the driver refused the allocation")
         }
         if (init !== undefined) {
@@ -255,5 +258,5 @@ export const release = (ctx: Context, p: Primitives): Effect.Effect<void> =>
     const buffer = p.native as GPUBuffer
     const native = natives.get(buffer)
     native?.onRelease.forEach((f) => f())
-    C.destroyBuffer(ctx, buffer)
+    GpuContext.destroyBuffer(ctx, buffer)
   })

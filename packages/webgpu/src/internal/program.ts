@@ -10,19 +10,24 @@ import * as DType from "@effect-gpu/core/DType"
 import { KernelError, UnsupportedOp } from "@effect-gpu/core/GpuError"
 import * as Op from "@effect-gpu/core/Op"
 import type { Plan } from "@effect-gpu/core/Plan"
-import type { Tensor } from "@effect-gpu/core/Tensor"
-import * as T from "@effect-gpu/core/Tensor"
+import * as Tensor from "@effect-gpu/core/Tensor"
 import * as Effect from "effect/Effect"
 import type { Context } from "./context.js"
-import * as C from "./context.js"
-import type { Kernel } from "./kernel.js"
-import { CHAIN_INPUTS, chainable, chainKernel, kernelFor } from "./kernels.js"
+import * as GpuContext from "./context.js"
+import * as Elementwise from "./kernels/elementwise.js"
+import type { Kernel } from "./kernels/kernel.js"
+import type { Variant } from "./kernels/kernel.js"
+import { keyOf } from "./kernels/kernel.js"
+import * as Select from "./kernels/select.js"
 import { header, operandFields } from "./wgsl.js"
 
 /** @internal */
 export interface Dispatch {
-  readonly node: Tensor
+  readonly node: Tensor.Tensor
   readonly key: string
+  readonly variant: Variant
+  /** per binding: "r" read-only, "w" read-write */
+  readonly access: string
   readonly pipeline: GPUComputePipeline
   readonly bindGroup: GPUBindGroup
   readonly workgroups: readonly [number, number, number]
@@ -37,7 +42,7 @@ export interface Program {
 const SLOT = 256
 
 /** @internal: the GPU buffer behind a core buffer of this device */
-export type Resolve = (t: Tensor) => { readonly buffer: GPUBuffer; readonly offset: number } | undefined
+export type Resolve = (t: Tensor.Tensor) => { readonly buffer: GPUBuffer; readonly offset: number } | undefined
 
 interface Bound {
   readonly slot: number
@@ -53,7 +58,7 @@ const bindOperands = (ctx: Context, kernel: Kernel, resolve: Resolve) => {
   const ranges = kernel.operands.map((o) => {
     const loc = resolve(o.tensor)
     if (loc === undefined) throw new Error(`operand ${o.name} of ${Op.name(o.tensor.op)} has no GPU memory`)
-    return { o, buffer: loc.buffer, start: loc.offset, end: loc.offset + T.nbytes(o.tensor) }
+    return { o, buffer: loc.buffer, start: loc.offset, end: loc.offset + Tensor.nbytes(o.tensor) }
   })
   const slotOf = ranges.map((_, i) => i)
   const find = (i: number): number => (slotOf[i] === i ? i : (slotOf[i] = find(slotOf[i])))
@@ -102,19 +107,19 @@ const bindOperands = (ctx: Context, kernel: Kernel, resolve: Resolve) => {
  * result (its only user, not an output) become one unit. A run is cut where its result's memory would
  * overlap an input at another offset (the fused kernel reads inputs while it writes the result).
  */
-const chains = (plan: Plan, nodes: ReadonlyArray<Tensor>, resolve: Resolve): Array<Array<Tensor>> => {
+const chains = (plan: Plan, nodes: ReadonlyArray<Tensor.Tensor>, resolve: Resolve): Array<Array<Tensor.Tensor>> => {
   const users = new Map<number, number>()
   for (const n of plan.graph.nodes) for (const s of n.src) users.set(s.id, (users.get(s.id) ?? 0) + 1)
   const outputs = new Set(plan.graph.outputs.map((t) => t.id))
-  const range = (t: Tensor) => {
+  const range = (t: Tensor.Tensor) => {
     const loc = resolve(t)
-    return loc === undefined ? undefined : { buffer: loc.buffer, start: loc.offset, end: loc.offset + T.nbytes(t) }
+    return loc === undefined ? undefined : { buffer: loc.buffer, start: loc.offset, end: loc.offset + Tensor.nbytes(t) }
   }
-  const safe = (chain: ReadonlyArray<Tensor>) => {
+  const safe = (chain: ReadonlyArray<Tensor.Tensor>) => {
     const out = range(chain[chain.length - 1])
     if (out === undefined) return false
     const inputs = new Set([chain[0].src[0], ...chain.flatMap((n) => n.src.slice(1))])
-    if (inputs.size > CHAIN_INPUTS) return false
+    if (inputs.size > Elementwise.CHAIN_INPUTS) return false
     for (const t of inputs) {
       const r = range(t)
       if (r === undefined) return false
@@ -122,23 +127,24 @@ const chains = (plan: Plan, nodes: ReadonlyArray<Tensor>, resolve: Resolve): Arr
     }
     return true
   }
-  const units: Array<Array<Tensor>> = []
-  let run: Array<Tensor> = []
+  const units: Array<Array<Tensor.Tensor>> = []
+  let run: Array<Tensor.Tensor> = []
   const flush = () => {
     if (run.length > 0) units.push(run)
     run = []
   }
   for (const node of nodes) {
     const prev = run[run.length - 1]
-    const extends_ = prev !== undefined && chainable(node) && node.src[0] === prev && users.get(prev.id) === 1 &&
-      !outputs.has(prev.id) && (prev.flags & T.Flags.output) === 0 && node.dtype === prev.dtype &&
+    const extends_ = prev !== undefined && Elementwise.chainable(node) && node.src[0] === prev &&
+      users.get(prev.id) === 1 &&
+      !outputs.has(prev.id) && (prev.flags & Tensor.Flags.output) === 0 && node.dtype === prev.dtype &&
       safe([...run, node])
     if (extends_) {
       run.push(node)
       continue
     }
     flush()
-    if (chainable(node)) run = [node]
+    if (Elementwise.chainable(node)) run = [node]
     else units.push([node])
   }
   flush()
@@ -152,19 +158,19 @@ export const build = (
   resolve: Resolve
 ): Effect.Effect<Program, KernelError | UnsupportedOp> =>
   Effect.gen(function*() {
-    const nodes = plan.graph.nodes.filter((n) => !Op.isView(n.op) && T.nelements(n) > 0)
+    const nodes = plan.graph.nodes.filter((n) => !Op.isView(n.op) && Tensor.nelements(n) > 0)
     const units = chains(plan, nodes, resolve)
     const prepared = units.map((unit) => {
       const node = unit[unit.length - 1]
-      let kernel = unit.length > 1 ? chainKernel(unit, ctx.caps) : kernelFor(node, ctx.caps)
+      let kernel = unit.length > 1 ? Elementwise.chain(unit, ctx.target) : Select.kernelFor(node, ctx.target)
       if (kernel === undefined) {
         return new UnsupportedOp({ op: Op.name(node.op), dtypes: [node.dtype], device: ctx.name })
       }
       try {
         let { bound, operands, vecOk } = bindOperands(ctx, kernel, resolve)
         // a wide kernel falls back to its vec4 form, that to its scalar one
-        while (kernel.vec4 === true && !vecOk && kernel.scalar !== undefined) {
-          kernel = kernel.scalar
+        while (kernel.vec4 === true && !vecOk && kernel.fallback !== undefined) {
+          kernel = kernel.fallback
           ;({ bound, operands, vecOk } = bindOperands(ctx, kernel, resolve))
         }
         const fields = [...operands.flatMap((o) => operandFields(o.decl.name)), ...kernel.params.map((p) => p.field)]
@@ -179,7 +185,12 @@ export const build = (
         const decls = operands.map((o) => ({ ...o.decl, writable: access[o.decl.slot] === "w" }))
         const source = header(decls, kernel.params.map((p) => p.field), kernel.enables, kernel.diagnosticsOff) +
           kernel.main
-        const key = `${kernel.key}|${operands.map((o) => `${o.decl.slot}${o.decl.dtype}`).join(",")}|${access}`
+        // the variant's key, then how the operands are bound: types by slot, and each slot's access
+        const bindingKey = keyOf({
+          family: "bind",
+          slots: operands.map((o) => `${o.decl.slot}${o.decl.dtype}`).join(",")
+        })
+        const key = `${kernel.key}|${bindingKey}|${access}`
         const values = [...operands.flatMap((o) => o.fields), ...kernel.params.map((p) => p.value)]
         const types = fields.map((f) => f.type)
         return { node, kernel, bound, source, key, values, types, access }
@@ -197,11 +208,11 @@ export const build = (
     // every pipeline of the graph compiles at once, ahead of the first dispatch
     const pipelines = yield* Effect.forEach(
       ok,
-      (p) => C.pipeline(ctx, p.key, Op.name(p.node.op), p.access, p.source),
+      (p) => GpuContext.pipeline(ctx, p.key, Op.name(p.node.op), p.access, p.source),
       { concurrency: "unbounded" }
     )
 
-    const params = C.createBuffer(ctx, {
+    const params = GpuContext.createBuffer(ctx, {
       size: Math.max(ok.length, 1) * SLOT,
       usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST,
       label: "params"
@@ -222,10 +233,12 @@ export const build = (
         resource: { buffer: b.buffer, offset: b.start, size: b.end - b.start }
       }))
       entries.push({ binding: p.bound.length, resource: { buffer: params, offset: k * SLOT, size: SLOT } })
-      const bindGroup = ctx.device.createBindGroup({ layout: C.layout(ctx, p.access).group, entries })
+      const bindGroup = ctx.device.createBindGroup({ layout: GpuContext.layout(ctx, p.access).group, entries })
       return {
         node: p.node,
         key: p.key,
+        variant: p.kernel.variant,
+        access: p.access,
         pipeline: pipelines[k],
         bindGroup,
         workgroups: p.kernel.workgroups
@@ -238,24 +251,12 @@ export const build = (
       release: () => {
         if (!released) {
           released = true
-          C.destroyBuffer(ctx, params)
+          GpuContext.destroyBuffer(ctx, params)
         }
       }
     }
   })
 
 /** @internal: whether this backend has a kernel for a node with these types and sizes */
-export const supports = (ctx: Context, node: Tensor): boolean => {
-  if (Op.isView(node.op) || node.op._tag === "None") return true
-  const tensors = [node, ...node.src]
-  for (const t of tensors) {
-    if (!DType.isComputable(t.dtype)) return false
-    if (t.dtype === "f16" && !ctx.caps.f16) return false
-    if (T.nbytes(t) > ctx.limits.maxStorageBufferBindingSize) return false
-    if (t.nb.some((n) => n % DType.typeSize(t.dtype) !== 0)) return false
-  }
-  if (node.op._tag === "MulMat" || node.op._tag === "MulMatAdd") {
-    if (node.src[0].dtype === "i32" || node.src[1].dtype === "i32") return false
-  }
-  return kernelFor(node, ctx.caps) !== undefined
-}
+export const supports = (ctx: Context, node: Tensor.Tensor): boolean =>
+  Select.supports(node, ctx.target, ctx.limits.maxStorageBufferBindingSize)

@@ -1,12 +1,30 @@
 /**
- * What a kernel is: the operands it binds, the parameters it reads, its grid and the body of `main`,
- * plus the device capabilities that choose between kernels. Shared by every kernel family.
+ * What a kernel is, for every family: a typed variant (the family and its compiled-in choices, from
+ * which the pipeline key is derived), the operands it binds, the parameters it reads, its grid, and the
+ * body of `main`. Also the target it is generated for: what the device offers (f16, subgroups, subgroup
+ * matrices, workgroup limits).
  *
  * @internal
  */
 import * as DType from "@effect-gpu/core/DType"
 import type { Tensor } from "@effect-gpu/core/Tensor"
-import type { Field } from "./wgsl.js"
+import type { Field } from "../wgsl.js"
+
+/**
+ * @internal: a kernel's family and the choices compiled into its WGSL; two kernels with equal variants
+ * (and equal operand types and access, which the program adds) have the same source
+ */
+export interface Variant {
+  readonly family: string
+  readonly [choice: string]: string | number | boolean
+}
+
+/** @internal: the pipeline key of a variant: its family, then its choices sorted by name */
+export const keyOf = (variant: Variant): string =>
+  [
+    variant.family,
+    ...Object.keys(variant).filter((k) => k !== "family").sort().map((k) => `${k}=${String(variant[k])}`)
+  ].join(":")
 
 /** @internal */
 export interface Operand {
@@ -22,26 +40,31 @@ export interface Param {
 
 /** @internal */
 export interface Kernel {
-  /** bind every operand as vec4 arrays; needs element offsets that are multiples of 4, else `scalar` runs */
+  readonly variant: Variant
+  /** derived from the variant (`keyOf`) */
+  readonly key: string
+  /** bind every operand as vec4 arrays; needs element offsets that are multiples of 4, else `fallback` runs */
   readonly vec4?: boolean
   /**
    * with `vec4`: f16 operands bound as 16-byte vec4<u32> arrays of 8 elements (one load moves 8 f16);
-   * needs their element offsets to be multiples of 8, else `scalar` (the vec4 form) runs
+   * needs their element offsets to be multiples of 8, else `fallback` (the vec4 form) runs
    */
   readonly wide?: boolean
-  readonly scalar?: Kernel
+  /** the kernel to run where the operands' offsets turn out not to allow vec4 (or wide) bindings */
+  readonly fallback?: Kernel
   /** WGSL extensions the kernel needs besides f16 (which the header enables for f16 operands) */
   readonly enables?: ReadonlyArray<string>
   /** WGSL diagnostics the kernel turns off (with the reason in the kernel) */
   readonly diagnosticsOff?: ReadonlyArray<string>
-  /** family and compiled-in choices: part of the pipeline key */
-  readonly key: string
   readonly operands: ReadonlyArray<Operand>
   readonly params: ReadonlyArray<Param>
   readonly workgroups: readonly [number, number, number]
-  /** the entry point, given the names above */
+  /** the entry point and what it needs, given the names above */
   readonly main: string
 }
+
+/** @internal: a kernel record, its key derived from its variant */
+export const make = (spec: Omit<Kernel, "key">): Kernel => ({ ...spec, key: keyOf(spec.variant) })
 
 /** @internal: a subgroup-matrix tiling of mul_mat, in 16x16 fragments */
 export interface MatrixTile {
@@ -64,8 +87,8 @@ export interface RegisterTile {
   readonly unroll?: boolean
 }
 
-/** @internal */
-export interface Caps {
+/** @internal: what the device offers the kernels, which they are chosen and generated for */
+export interface KernelTarget {
   readonly f16: boolean
   readonly maxWorkgroups: number
   /** subgroup operations (WGSL subgroups): row reductions use them */
@@ -93,20 +116,23 @@ export interface Caps {
 /** @internal: invocations of the 1-D workgroup most kernels use */
 export const WG = 256
 
-/** @internal: the entry point most kernels share: a 1-D workgroup over a folded grid */
-export const ENTRY =
-  `@compute @workgroup_size(${WG})\nfn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {`
-
 /**
- * @internal: ENTRY that also keeps the subgroup size and this invocation's lane in the private variables
- * `sgs` and `sgl` (declared by SUBGROUP_LANES), so helper functions can use them; needs `enable subgroups`
+ * @internal: the entry point most kernels share: a 1-D workgroup of `size` invocations over a folded
+ * grid. With `subgroups`, it also keeps the subgroup size and this invocation's lane in the private
+ * variables `sgs` and `sgl` (declared by SUBGROUP_LANES), so helper functions can use them.
  */
-export const SUBGROUP_ENTRY = ENTRY.replace(
-  "@builtin(local_invocation_index) lid: u32) {",
-  "@builtin(local_invocation_index) lid: u32, @builtin(subgroup_size) sg_size: u32, @builtin(subgroup_invocation_id) sg_lane: u32) {\n  sgs = sg_size;\n  sgl = sg_lane;"
-)
+export const entry = (size: number = WG, subgroups = false): string => {
+  const builtins = [
+    "@builtin(workgroup_id) wid: vec3<u32>",
+    "@builtin(num_workgroups) nwg: vec3<u32>",
+    "@builtin(local_invocation_index) lid: u32",
+    ...(subgroups ? ["@builtin(subgroup_size) sg_size: u32", "@builtin(subgroup_invocation_id) sg_lane: u32"] : [])
+  ]
+  const lanes = subgroups ? "\n  sgs = sg_size;\n  sgl = sg_lane;" : ""
+  return `@compute @workgroup_size(${size})\nfn main(${builtins.join(", ")}) {${lanes}`
+}
 
-/** @internal: the private variables SUBGROUP_ENTRY fills */
+/** @internal: the private variables `entry(size, true)` fills */
 export const SUBGROUP_LANES = "var<private> sgs: u32;\nvar<private> sgl: u32;"
 
 /** @internal */
@@ -115,7 +141,7 @@ export const u32 = (name: string, value: number): Param => ({ field: { name, typ
 export const f32 = (name: string, value: number): Param => ({ field: { name, type: "f32" }, value })
 
 /** @internal: the index of a broadcast operand at (i0, i1, i2, i3): each coordinate modulo its extent */
-export const bcast = (b: string, i0 = "i0", i1 = "i1", i2 = "i2", i3 = "i3") =>
+export const bcast = (b: string, i0 = "i0", i1 = "i1", i2 = "i2", i3 = "i3"): string =>
   `ix_${b}(${i0} % P.${b}_ne0, ${i1} % P.${b}_ne1, ${i2} % P.${b}_ne2, ${i3} % P.${b}_ne3)`
 
 /**
@@ -126,3 +152,6 @@ export const stridesAligned = (t: Tensor, by: number): boolean => {
   const ts = DType.typeSize(t.dtype)
   return t.nb[0] === ts && t.nb.slice(1).every((nb, i) => t.ne[i + 1] === 1 || (nb / ts) % by === 0)
 }
+
+/** @internal: [0, n) */
+export const range = (n: number): Array<number> => Array.from({ length: n }, (_, i) => i)

@@ -1,0 +1,34 @@
+/**
+ * Indexing kernels: get_rows gathers rows of a table by i32 indices, set_rows scatters rows into a
+ * destination (a view of it is the result), converting to its type.
+ *
+ * @internal
+ */
+import type * as Tensor from "@effect-gpu/core/Tensor"
+import { elementwise } from "./elementwise.js"
+import type { Kernel, KernelTarget } from "./kernel.js"
+
+/** @internal */
+export const getRows = (node: Tensor.Tensor, target: KernelTarget): Kernel => {
+  const load = node.dtype === "i32" ? "ldi_a" : "ld_a"
+  return elementwise(
+    { family: "ew", op: "get_rows" },
+    [{ name: "a", tensor: node.src[0] }, { name: "x", tensor: node.src[1] }, { name: "d", tensor: node }],
+    "d",
+    `  let r = u32(ldi_x(ix_x(i1, i2, i3, 0u)));\n  st_d(ix_d(i0, i1, i2, i3), ${load}(ix_a(i0, r, i2, i3)));`,
+    [],
+    target
+  )
+}
+
+/** @internal: iterates over the source rows; the result `d` is a view of the destination */
+export const setRows = (node: Tensor.Tensor, target: KernelTarget): Kernel =>
+  elementwise(
+    { family: "ew", op: "set_rows" },
+    [{ name: "s", tensor: node.src[1] }, { name: "x", tensor: node.src[2] }, { name: "d", tensor: node }],
+    "s",
+    `  let r = u32(ldi_x(ix_x(i1, i2 % P.x_ne1, i3 % P.x_ne2, 0u)));
+  st_d(ix_d(i0, r, i2, i3), ld_s(ix_s(i0, i1, i2, i3)));`,
+    [],
+    target
+  )

@@ -1,0 +1,53 @@
+/**
+ * Which mul_mat kernel a product gets, by shape and by what the device offers: matrix-vector for a few
+ * columns, subgroup matrices (tensor cores) for f16 where the adapter has 16x16x16 f16->f32 fragments,
+ * the register-tiled kernel for operands that load four K at a time, the scalar tiled one elsewhere.
+ *
+ * @internal
+ */
+import type * as Tensor from "@effect-gpu/core/Tensor"
+import type { Kernel, KernelTarget, RegisterTile } from "./kernel.js"
+import { WG } from "./kernel.js"
+import { matVec } from "./matvec.js"
+import * as Product from "./product.js"
+import { invocations, MATRIX_TILES, sharedBytes, subgroupMatrix } from "./subgroupMatrix.js"
+import { registerTiled, tiled } from "./tiled.js"
+
+/**
+ * The register tile by how many workgroups it gives: 8x8 per thread (128x128 per workgroup) once there
+ * are enough of those to fill the device twice, smaller tiles for smaller products. On a software adapter
+ * the biggest tile wherever the result has 128 rows and columns, 8x4 elsewhere: its few cores need few
+ * workgroups, and fewer invocations doing more each ran lavapipe's products 1.8-2.5x faster.
+ * (benchmarks/RESULTS.md: mul_mat f32 on the H200, and lavapipe)
+ */
+const registersFor = ({ M, N, batches }: Product.Product, software: boolean): RegisterTile => {
+  const groups = (bm: number, bn: number) => Math.ceil(M / bm) * Math.ceil(N / bn) * batches
+  if (groups(128, 128) >= 256 || (software && M >= 128 && N >= 128)) return { m: 8, n: 8, depth: 8 }
+  if (software) return { m: 8, n: 4, depth: 16 }
+  if (groups(64, 128) >= 128) return { m: 4, n: 8, depth: 16 }
+  return { m: 4, n: 4, depth: 16 }
+}
+
+/** @internal: the kernel of mul_mat (`bias` undefined) or of mul_mat_add */
+export const mulMat = (node: Tensor.Tensor, target: KernelTarget, bias: Tensor.Tensor | undefined): Kernel => {
+  const [a, b] = node.src
+  const product = Product.of(node, bias)
+  if (product.N <= 8) {
+    // vec4 loads pay once every thread has a vec4 of K to load (on lavapipe, K = 256 ran 6% slower)
+    return matVec(product, target, Product.fourAligned(product, a, b) && product.K >= 4 * WG)
+  }
+  const matrixTile = target.matrixTile ??
+    MATRIX_TILES.find((t) =>
+      sharedBytes(t) <= (target.workgroupStorage ?? 16384) &&
+      invocations(t) <= (target.workgroupInvocations ?? 256)
+    )
+  if (
+    target.subgroupMatrix === true && matrixTile !== undefined && a.dtype === "f16" && b.dtype === "f16" &&
+    a.nb[0] === 2 && b.nb[0] === 2
+  ) {
+    return subgroupMatrix(product, a, b, matrixTile)
+  }
+  return Product.fourAligned(product, a, b)
+    ? registerTiled(product, target.registerTile ?? registersFor(product, target.software === true))
+    : tiled(product)
+}

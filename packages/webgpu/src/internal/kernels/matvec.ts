@@ -1,0 +1,127 @@
+/**
+ * Matrix-vector products (results of up to 8 columns): threads split K, all columns at once.
+ *
+ * @internal
+ */
+import type { Kernel, KernelTarget } from "./kernel.js"
+import * as KernelSpec from "./kernel.js"
+import { entry, SUBGROUP_LANES, WG } from "./kernel.js"
+import type { Product } from "./product.js"
+
+/**
+ * elements of a row per thread at least, in the scalar form: 16 keeps a row's threads reading 64
+ * contiguous bytes per step (whole memory sectors on GPUs) while lavapipe, where every invocation costs,
+ * ran 256-wide products 2.5-3x faster than with 4 (benchmarks/RESULTS.md, lavapipe)
+ */
+const MV_PER_THREAD = 16
+/** the same on a software adapter: 64 ran lavapipe's 256-wide products 1.1-1.9x faster than 16 */
+const MV_PER_THREAD_SOFTWARE = 64
+
+/** vec4 loads of a's row each thread issues before using them */
+const MV_LOADS = 4
+
+/**
+ * the N column sums of each row's `tpr` threads, left in red[j * WG + base], through a shared-memory tree:
+ * log2(tpr) barriers
+ */
+const sharedReduce = (N: number, tpr: number) =>
+  `  for (var j = 0u; j < ${N}u; j++) { red[j * ${WG}u + lid] = acc[j]; }
+  workgroupBarrier();
+  for (var s = ${Math.floor(tpr / 2)}u; s > 0u; s >>= 1u) {
+    if (t < s) {
+      for (var j = 0u; j < ${N}u; j++) { red[j * ${WG}u + lid] += red[j * ${WG}u + lid + s]; }
+    }
+    workgroupBarrier();
+  }`
+
+/** the same over subgroups: each subgroup sums in registers, one lane per column adds the partials */
+const subgroupReduce = (N: number) =>
+  `  for (var j = 0u; j < ${N}u; j++) {
+    let s = subgroupAdd(acc[j]);
+    if (sgl == 0u) { red[j * ${WG}u + lid / sgs] = s; }
+  }
+  workgroupBarrier();
+  if (lid < ${N}u) {
+    var total = red[lid * ${WG}u];
+    for (var k = 1u; k < ${WG}u / sgs; k++) { total += red[lid * ${WG}u + k]; }
+    red[lid * ${WG}u] = total;
+  }`
+
+/** WGSL: the vec4 accumulation: each thread loads MV_LOADS vec4 of a's row before it multiplies them */
+const vec4Accumulate = (N: number) =>
+  `  let K4 = P.a_ne0 / 4u;
+  let a4 = ix_a(0u, m, b2 / P.r2, b3 / P.r3) >> 2u;
+  var b4: array<u32, ${N}>;
+  for (var j = 0u; j < ${N}u; j++) { b4[j] = ix_b(0u, j, b2, b3) >> 2u; }
+  for (var k0 = lid; k0 < K4; k0 += ${MV_LOADS * WG}u) {
+    // every load of a first: MV_LOADS x 16 bytes in flight per thread
+    var av: array<vec4<f32>, ${MV_LOADS}>;
+    for (var u = 0u; u < ${MV_LOADS}u; u++) {
+      let k = k0 + u * ${WG}u;
+      if (k < K4) { av[u] = ld4_a(a4 + k); }
+    }
+    for (var u = 0u; u < ${MV_LOADS}u; u++) {
+      let k = k0 + u * ${WG}u;
+      if (k < K4) {
+        for (var j = 0u; j < ${N}u; j++) { acc[j] += dot(av[u], ld4_b(b4[j] + k)); }
+      }
+    }
+  }`
+
+/** WGSL: the scalar accumulation: `tpr` threads per row step through K */
+const scalarAccumulate = (N: number, tpr: number) =>
+  `  let K = P.a_ne0;
+  let abase = ix_a(0u, m, b2 / P.r2, b3 / P.r3);
+  for (var k = t; k < K; k += ${tpr}u) {
+    let av = ld_a(abase + k * P.a_nb0);
+    for (var j = 0u; j < ${N}u; j++) {
+      acc[j] += av * ld_b(ix_b(k, j, b2, b3));
+    }
+  }`
+
+/**
+ * @internal: matrix-vector: threads split K, all N columns at once. `vec4`: for K-contiguous operands with
+ * 4-aligned strides and K >= 1024, one workgroup per result row, each thread loading MV_LOADS vec4 of a's
+ * row before it multiplies them with b (several wide loads in flight: on the H200 it reads a 4096-wide
+ * product at the speed of a plain read of its bytes). Scalar form: rows shorter than MV_PER_THREAD x WG
+ * share a workgroup, `tpr` threads each (a power of two, at least MV_PER_THREAD elements per thread), so
+ * a short row does not leave most of 256 threads with one element or none; it also runs where an
+ * operand's offset is not 4-aligned after all.
+ */
+export const matVec = (product: Product, target: KernelTarget, vec4: boolean): Kernel => {
+  const { K, M, N, batches, bias, epilogue, operands, params } = product
+  const perThread = target.software === true ? MV_PER_THREAD_SOFTWARE : MV_PER_THREAD
+  const tpr = vec4 ? WG : Math.min(WG, 2 ** Math.floor(Math.log2(Math.max(1, K / perThread))))
+  // a whole-workgroup row reduces over subgroups; rows that share a workgroup through a shared-memory tree
+  const subgroups = target.subgroups === true && tpr === WG
+  const rows = WG / tpr
+  const groups = Math.ceil(M / rows)
+  const kernel = KernelSpec.make({
+    variant: { family: "mv", vec4, threadsPerRow: tpr, columns: N, bias, subgroups },
+    ...(subgroups ? { enables: ["subgroups"] } : {}),
+    operands,
+    params,
+    workgroups: [Math.min(groups, target.maxWorkgroups), Math.ceil(groups / target.maxWorkgroups), batches],
+    main: `
+var<workgroup> red: array<f32, ${WG * N}>;
+${subgroups ? `${SUBGROUP_LANES}\n${entry(WG, true)}` : entry()}
+  // this thread's row (rows past the end compute row M - 1 again: every thread must reach the barriers)
+  // and its place t among the row's threads, whose partial sums start at red[j * WG + base]
+  let row = (wid.x + wid.y * nwg.x) * ${rows}u + lid / ${tpr}u;
+  let m = min(row, P.d_ne0 - 1u);
+  let t = lid % ${tpr}u;
+  let base = lid - t;
+  let b2 = wid.z % P.d_ne2;
+  let b3 = wid.z / P.d_ne2;
+  var acc: array<f32, ${N}>;
+${vec4 ? vec4Accumulate(N) : scalarAccumulate(N, tpr)}
+${subgroups ? subgroupReduce(N) : sharedReduce(N, tpr)}
+  for (var nn = t; nn < ${N}u; nn += ${tpr}u) {
+    var v = red[nn * ${WG}u + base];
+    ${epilogue}
+    if (row < P.d_ne0) { st_d(ix_d(m, nn, b2, b3), v); }
+  }
+}`
+  })
+  return vec4 ? { ...kernel, vec4: true, fallback: matVec(product, target, false) } : kernel
+}

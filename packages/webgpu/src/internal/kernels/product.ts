@@ -1,0 +1,68 @@
+/**
+ * What every matrix-product kernel shares: ggml's layout (a is [K, M], b is [K, N], the result [M, N];
+ * result row n is a's rows dotted with b's row n), the operands, the bias epilogue, the sizes, the
+ * batch broadcast, and the WGSL that places a workgroup's block.
+ *
+ * @internal
+ */
+import type * as Tensor from "@effect-gpu/core/Tensor"
+import type { Operand, Param } from "./kernel.js"
+import { bcast, stridesAligned, u32 } from "./kernel.js"
+
+/** @internal */
+export interface Product {
+  readonly operands: ReadonlyArray<Operand>
+  readonly bias: boolean
+  /** adds the bias at (m, nn, b2, b3) to `v` */
+  readonly epilogue: string
+  readonly M: number
+  readonly N: number
+  readonly K: number
+  readonly batches: number
+  readonly params: ReadonlyArray<Param>
+}
+
+/** @internal: the product computed by `node` (mul_mat, or mul_mat_add with its bias) */
+export const of = (node: Tensor.Tensor, bias: Tensor.Tensor | undefined): Product => {
+  const [a, b] = node.src
+  const operands: Array<Operand> = [{ name: "a", tensor: a }, { name: "b", tensor: b }, { name: "d", tensor: node }]
+  if (bias) operands.push({ name: "c", tensor: bias })
+  return {
+    operands,
+    bias: bias !== undefined,
+    epilogue: bias ? `v += ld_c(${bcast("c", "m", "nn", "b2", "b3")});` : "",
+    M: node.ne[0],
+    N: node.ne[1],
+    K: a.ne[0],
+    batches: node.ne[2] * node.ne[3],
+    // b's batches broadcast over a's (ggml: b.ne[2] is a multiple of a.ne[2])
+    params: [u32("r2", b.ne[2] / a.ne[2]), u32("r3", b.ne[3] / a.ne[3])]
+  }
+}
+
+/**
+ * @internal: whether M, N and K are multiples of a workgroup's block (bm x bn, K steps of bk): then every
+ * load is in range and the tiled kernels load without bounds checks
+ */
+export const wholeBlocks = ({ K, M, N }: Product, bm: number, bn: number, bk: number): boolean =>
+  M % bm === 0 && N % bn === 0 && K % bk === 0
+
+/** @internal: `by` K at a time: K contiguous in both operands, K and every row and batch stride a multiple of `by` */
+export const aligned = (by: number) => (product: Product, a: Tensor.Tensor, b: Tensor.Tensor): boolean =>
+  product.K % by === 0 && stridesAligned(a, by) && stridesAligned(b, by)
+
+/** @internal: four K at a time (vec4 loads) */
+export const fourAligned = aligned(4)
+
+/** @internal: eight K at a time (16-byte loads of f16) */
+export const eightAligned = aligned(8)
+
+/** @internal: WGSL: the batch (b2, b3), the first result row and column (m0, n0) of a block, and M, N, K */
+export const origin = (rows: number, cols: number): string =>
+  `  let b2 = wid.z % P.d_ne2;
+  let b3 = wid.z / P.d_ne2;
+  let m0 = wid.x * ${rows}u;
+  let n0 = wid.y * ${cols}u;
+  let M = P.d_ne0;
+  let N = P.d_ne1;
+  let K = P.a_ne0;`

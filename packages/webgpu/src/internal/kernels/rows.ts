@@ -1,0 +1,384 @@
+/**
+ * Row kernels: one workgroup per row (dimension 0), with workgroup reductions over subgroups where the
+ * device has them, else through shared memory. soft_max, rms_norm (fused with an add before and a mul
+ * after), norm, sum_rows, mean, argmax, cumsum, and sum over a whole tensor. Short rows stay in
+ * registers: read once, written once.
+ *
+ * @internal
+ */
+import type { Op } from "@effect-gpu/core/Op"
+import * as Tensor from "@effect-gpu/core/Tensor"
+import { fold } from "../wgsl.js"
+import type { Kernel, KernelTarget, Operand, Param, Variant } from "./kernel.js"
+import * as KernelSpec from "./kernel.js"
+import { bcast, entry, f32, stridesAligned, SUBGROUP_LANES, u32, WG } from "./kernel.js"
+
+/**
+ * Threads per row-workgroup for rows of `n`: WG on GPUs; on a software adapter, where every invocation
+ * costs, a power of two giving each thread about 16 elements (at least 8 threads), so a row of 32 does not
+ * run 256 invocations (benchmarks/RESULTS.md, lavapipe).
+ */
+const rowThreads = (n: number, target: KernelTarget): number => target.software === true ? threadsFor(n / 16) : WG
+
+/** a power of two of threads, 8 to WG, nearest above `threads` */
+const threadsFor = (threads: number) => Math.min(WG, Math.max(8, 2 ** Math.ceil(Math.log2(Math.max(1, threads)))))
+
+/**
+ * rows of a tensor: one workgroup each, of `threads` threads (else `rowThreads`), which bodies and
+ * reductions know as the WGSL constant RW; with the workgroup reductions `reduce_sum` and `reduce_max`
+ */
+const rowwise = (
+  choices: { readonly op: string } & Record<string, string | number | boolean>,
+  operands: ReadonlyArray<Operand>,
+  it: string,
+  body: string,
+  params: ReadonlyArray<Param>,
+  target: KernelTarget,
+  threads?: number
+): Kernel => {
+  const t = operands.find((o) => o.name === it)!.tensor
+  const subgroups = target.subgroups === true
+  const wg = threads ?? rowThreads(t.ne[0], target)
+  const ne = (i: number) => `P.${it}_ne${i}`
+  const variant: Variant = { family: "row", ...choices, subgroups, threads: wg }
+  return KernelSpec.make({
+    variant,
+    ...(subgroups ? { enables: ["subgroups"] } : {}),
+    operands,
+    params,
+    workgroups: fold(Tensor.nrows(t), target.maxWorkgroups),
+    main: `
+const RW = ${wg}u;
+var<workgroup> red: array<f32, ${wg}>;
+var<workgroup> redi: array<u32, ${wg}>;
+${reductions(subgroups)}
+${entry(wg, subgroups)}
+  let row = wg_linear(wid, nwg);
+  if (row >= ${ne(1)} * ${ne(2)} * ${ne(3)}) { return; }
+  let i1 = row % ${ne(1)};
+  let i2 = (row / ${ne(1)}) % ${ne(2)};
+  let i3 = row / (${ne(1)} * ${ne(2)});
+  let n = ${ne(0)};
+${body}
+}`
+  })
+}
+
+/**
+ * a workgroup reduction `reduce_<name>` with `combine(x, y)`, in registers over subgroups where `sub` (the
+ * subgroup builtin) is given (2 barriers), else through a shared-memory tree (log2(RW) barriers)
+ */
+const reduction = (name: string, combine: (x: string, y: string) => string, sub: string | undefined) =>
+  sub !== undefined
+    ? `
+fn reduce_${name}(lid: u32, v: f32) -> f32 {
+  let s = ${sub}(v);
+  if (sgl == 0u) { red[lid / sgs] = s; }
+  workgroupBarrier();
+  var r = red[0];
+  for (var k = 1u; k < RW / sgs; k++) { r = ${combine("r", "red[k]")}; }
+  workgroupBarrier();
+  return r;
+}`
+    : `
+fn reduce_${name}(lid: u32, v: f32) -> f32 {
+  red[lid] = v;
+  workgroupBarrier();
+  for (var s = RW / 2u; s > 0u; s >>= 1u) {
+    if (lid < s) { red[lid] = ${combine("red[lid]", "red[lid + s]")}; }
+    workgroupBarrier();
+  }
+  let r = red[0];
+  workgroupBarrier();
+  return r;
+}`
+
+/** reduce_sum and reduce_max for the row kernels */
+const reductions = (subgroups: boolean) =>
+  [
+    subgroups ? SUBGROUP_LANES : "",
+    reduction("sum", (x, y) => `${x} + ${y}`, subgroups ? "subgroupAdd" : undefined),
+    reduction("max", (x, y) => `max(${x}, ${y})`, subgroups ? "subgroupMax" : undefined)
+  ].join("\n")
+
+/** rows of up to this many elements per thread are read once, into registers */
+const CACHED_ROW = 16
+
+/**
+ * How a row kernel keeps a row of `n` elements in registers: R per thread, and whether every thread's R
+ * are all inside the row (n a multiple of the row's threads), so no load or store needs a bounds guard.
+ * The guard matters beyond its cost: a guarded soft_max with its input bound read_write ran at two thirds
+ * of the unguarded one's bandwidth on an H100 (benchmarks/RESULTS.md, row kernels).
+ */
+const cachedRow = (n: number, target: KernelTarget) => {
+  const wg = rowThreads(n, target)
+  const R = Math.ceil(n / wg)
+  return { R, cached: R <= CACHED_ROW, full: n % wg === 0 }
+}
+
+/** how a row is held, as variants spell it: R per thread ("f" when the row fills them), else "long" */
+const rowForm = ({ R, cached, full }: ReturnType<typeof cachedRow>) => cached ? `${R}${full ? "f" : ""}` : "long"
+
+/**
+ * WGSL: `body(i, r)` for each of a thread's R elements (or vec4s) of the row, guarded by `i < limit` unless
+ * the row is `full`
+ */
+const eachCached = (R: number, full: boolean, body: (i: string, r: string) => string, limit = "n") =>
+  `  for (var r = 0u; r < ${R}u; r++) {
+    let i = lid + r * RW;
+    ${full ? body("i", "r") : `if (i < ${limit}) { ${body("i", "r")} }`}
+  }`
+
+/**
+ * Threads per row of `n` for the vec4 row kernels of software adapters: about VEC_ROW vec4s each (at
+ * least 8 threads); on lavapipe a soft_max of 4096-wide rows ran 2.5-3x faster so than with 256 threads
+ * loading scalars (benchmarks/RESULTS.md, lavapipe)
+ */
+const VEC_ROW = 16
+const vecRowThreads = (n: number) => threadsFor(n / 4 / VEC_ROW)
+
+/** rows of `t` that are contiguous, of a multiple of 4 elements, with row strides that are too */
+const vecRows = (t: Tensor.Tensor) => t.ne[0] % 4 === 0 && stridesAligned(t, 4)
+
+/** WGSL: the ALiBi slope of head i2 (1 without max_bias), as ggml computes it */
+const ALIBI_SLOPE = `
+  var slope = 1.0;
+  if (P.max_bias > 0.0) {
+    let h = f32(i2);
+    let hl = f32(P.n_head_log2);
+    if (i2 < P.n_head_log2) { slope = pow(pow(2.0, -P.max_bias / hl), h + 1.0); }
+    else { slope = pow(pow(2.0, -(P.max_bias / 2.0) / hl), 2.0 * (h - hl) + 1.0); }
+  }`
+
+/** @internal: softmax(a * scale + slope * mask) over each row */
+export const softMax = (
+  node: Tensor.Tensor,
+  op: Extract<Op, { _tag: "SoftMax" }>,
+  target: KernelTarget
+): Kernel => {
+  const a = node.src[0]
+  const mask = node.src[1]
+  const operands: Array<Operand> = [{ name: "a", tensor: a }, { name: "d", tensor: node }]
+  if (mask) operands.push({ name: "m", tensor: mask })
+  const nHead = a.ne[2]
+  const nHeadLog2 = 2 ** Math.floor(Math.log2(Math.max(nHead, 1)))
+  const params = [f32("scale", op.scale), f32("max_bias", op.maxBias), u32("n_head_log2", nHeadLog2)]
+  const maskTerm = mask ? " + slope * ld_m(ix_m(i, i1, i2 % P.m_ne2, i3 % P.m_ne3))" : ""
+  const x = (i: string) => `ld_a(ix_a(${i}, i1, i2, i3)) * P.scale${maskTerm}`
+  // rows of up to CACHED_ROW elements per thread stay in registers: one read and one write per element
+  const row = cachedRow(a.ne[0], target)
+  const { R, full } = row
+  const body = row.cached
+    ? `
+  var vals: array<f32, ${R}>;
+  var mx = neg_inf();
+${eachCached(R, full, (i, r) => `let v = ${x(i)}; vals[${r}] = v; mx = max(mx, v);`)}
+  mx = reduce_max(lid, mx);
+  var s = 0.0;
+${eachCached(R, full, (_, r) => `let e = exp(vals[${r}] - mx); vals[${r}] = e; s += e;`)}
+  let inv = 1.0 / reduce_sum(lid, s);
+${eachCached(R, full, (i, r) => `st_d(ix_d(${i}, i1, i2, i3), vals[${r}] * inv);`)}`
+    : `
+  var mx = neg_inf();
+  for (var i = lid; i < n; i += RW) { mx = max(mx, ${x("i")}); }
+  mx = reduce_max(lid, mx);
+  var s = 0.0;
+  for (var i = lid; i < n; i += RW) { s += exp(${x("i")} - mx); }
+  s = reduce_sum(lid, s);
+  for (var i = lid; i < n; i += RW) {
+    st_d(ix_d(i, i1, i2, i3), exp(${x("i")} - mx) / s);
+  }`
+  const scalar = rowwise(
+    { op: "soft_max", mask: mask !== undefined, form: rowForm(row) },
+    operands,
+    "a",
+    ALIBI_SLOPE + body,
+    params,
+    target
+  )
+  if (target.software !== true || mask !== undefined || !vecRows(a) || !vecRows(node)) return scalar
+  // a software adapter, no mask, 4-aligned rows: each thread keeps VEC_ROW vec4s of the row (the scalar
+  // kernel runs where the offsets turn out not to be 4-aligned)
+  const n4 = a.ne[0] / 4
+  const wg = vecRowThreads(a.ne[0])
+  const R4 = Math.ceil(n4 / wg)
+  const full4 = n4 % wg === 0
+  const each = (body: (i: string, r: string) => string) => eachCached(R4, full4, body, "n4")
+  const max4 = "max(max(v.x, v.y), max(v.z, v.w))"
+  const vecBody = `
+  let ba = ix_a(0u, i1, i2, i3) >> 2u;
+  let bd = ix_d(0u, i1, i2, i3) >> 2u;
+  let n4 = n >> 2u;
+  var vals: array<vec4<f32>, ${R4}>;
+  var mx = neg_inf();
+${each((i, r) => `let v = ld4_a(ba + ${i}) * P.scale; vals[${r}] = v; mx = max(mx, ${max4});`)}
+  mx = reduce_max(lid, mx);
+  var s = 0.0;
+${each((_, r) => `let e = exp(vals[${r}] - vec4<f32>(mx)); vals[${r}] = e; s += dot(e, vec4<f32>(1.0));`)}
+  let inv = 1.0 / reduce_sum(lid, s);
+${each((i, r) => `st4_d(bd + ${i}, vals[${r}] * inv);`)}`
+  const form = `v4:${R4}${full4 ? "f" : ""}`
+  return {
+    ...rowwise({ op: "soft_max", mask: false, form }, operands, "a", vecBody, params, target, wg),
+    vec4: true,
+    fallback: scalar
+  }
+}
+
+/** @internal: rms_norm, optionally over a sum (add_rms_norm) and times a weight (fused mul) */
+export const rmsNorm = (
+  node: Tensor.Tensor,
+  eps: number,
+  sum: boolean,
+  mul: boolean,
+  target: KernelTarget
+): Kernel => {
+  const operands: Array<Operand> = [{ name: "a", tensor: node.src[0] }, { name: "d", tensor: node }]
+  let k = 1
+  if (sum) operands.push({ name: "b", tensor: node.src[k++] })
+  if (mul) operands.push({ name: "w", tensor: node.src[k++] })
+  const x = sum ? `(ld_a(ix_a(i, i1, i2, i3)) + ld_b(${bcast("b", "i")}))` : "ld_a(ix_a(i, i1, i2, i3))"
+  const w = mul ? ` * ld_w(${bcast("w", "i")})` : ""
+  // a row of up to CACHED_ROW elements per thread is read once, into registers; longer rows twice
+  const row = cachedRow(node.src[0].ne[0], target)
+  const { R, full } = row
+  const body = row.cached
+    ? `
+  var vals: array<f32, ${R}>;
+  var s = 0.0;
+${eachCached(R, full, (_, r) => `let v = ${x}; vals[${r}] = v; s += v * v;`)}
+  s = reduce_sum(lid, s);
+  let scale = 1.0 / sqrt(s / f32(n) + P.eps);
+${eachCached(R, full, (i, r) => `st_d(ix_d(${i}, i1, i2, i3), vals[${r}] * scale${w});`)}`
+    : `
+  var s = 0.0;
+  for (var i = lid; i < n; i += RW) { let v = ${x}; s += v * v; }
+  s = reduce_sum(lid, s);
+  let scale = 1.0 / sqrt(s / f32(n) + P.eps);
+  for (var i = lid; i < n; i += RW) { st_d(ix_d(i, i1, i2, i3), ${x} * scale${w}); }`
+  return rowwise({ op: "rms_norm", sum, mul, form: rowForm(row) }, operands, "a", body, [f32("eps", eps)], target)
+}
+
+/** @internal: (x - mean) / sqrt(var + eps) over each row */
+export const norm = (node: Tensor.Tensor, eps: number, target: KernelTarget): Kernel =>
+  rowwise(
+    { op: "norm" },
+    [{ name: "a", tensor: node.src[0] }, { name: "d", tensor: node }],
+    "a",
+    `
+  var s = 0.0;
+  for (var i = lid; i < n; i += RW) { s += ld_a(ix_a(i, i1, i2, i3)); }
+  let mean = reduce_sum(lid, s) / f32(n);
+  var v = 0.0;
+  for (var i = lid; i < n; i += RW) { let x = ld_a(ix_a(i, i1, i2, i3)) - mean; v += x * x; }
+  let scale = 1.0 / sqrt(reduce_sum(lid, v) / f32(n) + P.eps);
+  for (var i = lid; i < n; i += RW) { st_d(ix_d(i, i1, i2, i3), (ld_a(ix_a(i, i1, i2, i3)) - mean) * scale); }`,
+    [f32("eps", eps)],
+    target
+  )
+
+/** @internal: the sum (or mean) of each row */
+export const sumRows = (node: Tensor.Tensor, mean: boolean, target: KernelTarget): Kernel =>
+  rowwise(
+    { op: mean ? "mean" : "sum_rows" },
+    [{ name: "a", tensor: node.src[0] }, { name: "d", tensor: node }],
+    "a",
+    `
+  var s = 0.0;
+  for (var i = lid; i < n; i += RW) { s += ld_a(ix_a(i, i1, i2, i3)); }
+  s = reduce_sum(lid, s);
+  if (lid == 0u) { st_d(ix_d(0u, i1, i2, i3), ${mean ? "s / f32(n)" : "s"}); }`,
+    [],
+    target
+  )
+
+/** @internal: the index of each row's largest element (the first of equals) */
+export const argmax = (node: Tensor.Tensor, target: KernelTarget): Kernel =>
+  rowwise(
+    { op: "argmax" },
+    [{ name: "a", tensor: node.src[0] }, { name: "d", tensor: node }],
+    "a",
+    `
+  var best = neg_inf();
+  var bi = 0xffffffffu;
+  for (var i = lid; i < n; i += RW) {
+    let v = ld_a(ix_a(i, i1, i2, i3));
+    if (v > best || bi == 0xffffffffu) { best = v; bi = i; }
+  }
+  red[lid] = best;
+  redi[lid] = bi;
+  workgroupBarrier();
+  for (var s = RW / 2u; s > 0u; s >>= 1u) {
+    if (lid < s) {
+      let ov = red[lid + s];
+      let oi = redi[lid + s];
+      let better = ov > red[lid] || (ov == red[lid] && oi < redi[lid]);
+      if (oi != 0xffffffffu && (redi[lid] == 0xffffffffu || better)) {
+        red[lid] = ov;
+        redi[lid] = oi;
+      }
+    }
+    workgroupBarrier();
+  }
+  if (lid == 0u) { st_d(ix_d(i1, 0u, 0u, 0u), i32(redi[0])); }`,
+    [],
+    target
+  )
+
+/**
+ * @internal: the running sum along each row: each thread scans a contiguous chunk; chunk totals are
+ * scanned in shared memory
+ */
+export const cumsum = (node: Tensor.Tensor, target: KernelTarget): Kernel =>
+  rowwise(
+    { op: "cumsum" },
+    [{ name: "a", tensor: node.src[0] }, { name: "d", tensor: node }],
+    "a",
+    `
+  let chunk = (n + RW - 1u) / RW;
+  let start = lid * chunk;
+  let end = min(start + chunk, n);
+  var t = 0.0;
+  for (var i = start; i < end; i++) { t += ld_a(ix_a(i, i1, i2, i3)); }
+  red[lid] = t;
+  workgroupBarrier();
+  for (var off = 1u; off < RW; off <<= 1u) {
+    var add = 0.0;
+    if (lid >= off) { add = red[lid - off]; }
+    workgroupBarrier();
+    red[lid] += add;
+    workgroupBarrier();
+  }
+  var acc = red[lid] - t;
+  for (var i = start; i < end; i++) { acc += ld_a(ix_a(i, i1, i2, i3)); st_d(ix_d(i, i1, i2, i3), acc); }`,
+    [],
+    target
+  )
+
+/** @internal: the sum of every element, in one workgroup */
+export const sum = (node: Tensor.Tensor): Kernel =>
+  KernelSpec.make({
+    variant: { family: "sum" },
+    operands: [{ name: "a", tensor: node.src[0] }, { name: "d", tensor: node }],
+    params: [],
+    workgroups: [1, 1, 1],
+    main: `
+var<workgroup> red: array<f32, ${WG}>;
+@compute @workgroup_size(${WG})
+fn main(@builtin(local_invocation_index) lid: u32) {
+  let n = P.a_ne0 * P.a_ne1 * P.a_ne2 * P.a_ne3;
+  var s = 0.0;
+  for (var idx = lid; idx < n; idx += ${WG}u) {
+    let i0 = idx % P.a_ne0;
+    let r1 = idx / P.a_ne0;
+    s += ld_a(ix_a(i0, r1 % P.a_ne1, (r1 / P.a_ne1) % P.a_ne2, r1 / (P.a_ne1 * P.a_ne2)));
+  }
+  red[lid] = s;
+  workgroupBarrier();
+  for (var k = ${WG / 2}u; k > 0u; k >>= 1u) {
+    if (lid < k) { red[lid] += red[lid + k]; }
+    workgroupBarrier();
+  }
+  if (lid == 0u) { st_d(ix_d(0u, 0u, 0u, 0u), red[0]); }
+}`
+  })

@@ -1,0 +1,196 @@
+/**
+ * f16 mul_mat on subgroup matrices (tensor cores), and the tilings it can take.
+ *
+ * @internal
+ */
+import type * as Tensor from "@effect-gpu/core/Tensor"
+import type { Kernel, MatrixTile } from "./kernel.js"
+import * as KernelSpec from "./kernel.js"
+import { range } from "./kernel.js"
+import type { Product } from "./product.js"
+import { eightAligned, fourAligned, origin, wholeBlocks } from "./product.js"
+
+/** elements between rows of a shared-memory tile: the depth plus 8 f16 of padding against bank conflicts */
+const pad = (depth: number) => depth + 8
+
+/** @internal: invocations of a tiling's workgroup: one subgroup of 32 per 16x16-fragment block */
+export const invocations = (t: MatrixTile): number => 32 * t.sgRows * t.sgCols
+
+/** @internal: workgroup memory of a tiling: both staged tiles (f16) and one f32 fragment per subgroup */
+export const sharedBytes = (t: MatrixTile): number =>
+  2 * pad(t.depth) * 16 * (t.sgRows * t.fragRows + t.sgCols * t.fragCols) + 4 * 256 * t.sgRows * t.sgCols
+
+/**
+ * @internal: tilings in order of preference, the first that fits the device's workgroup memory and
+ * invocations wins: 128 x 128 results per workgroup from 4 subgroups (128 invocations) as 2x2 with 4x4
+ * fragments of 16x16 each, K in steps of 32 (24 KiB: several workgroups fit an SM); then, for devices
+ * with 16 KiB of workgroup memory, one subgroup of 4x4 fragments, K in steps of 16 (7 KiB). The tilings
+ * measured against them are in benchmarks/RESULTS.md (mul_mat f16).
+ */
+export const MATRIX_TILES: ReadonlyArray<MatrixTile> = [
+  { sgRows: 2, sgCols: 2, fragRows: 4, fragCols: 4, depth: 32 },
+  { sgRows: 1, sgCols: 1, fragRows: 4, fragCols: 4, depth: 16 }
+]
+
+/** f16 per global load: 8 (wide: a vec4<u32> of 16 bytes), 4 (a vec4<f16>) or 1 */
+type LoadWidth = 1 | 4 | 8
+
+const tiling = (product: Product, tile: MatrixTile, w: LoadWidth): Kernel => {
+  const vec = w > 1
+  const { depth: TK, fragCols: FC, fragRows: FR, sgCols: SC, sgRows: SR } = tile
+  const threads = invocations(tile)
+  const TN = SR * FR * 16
+  const TM = SC * FC * 16
+  const LS = pad(TK)
+  // loads per thread per K step, of one tile of `rows` rows
+  const loads = (rows: number) => Math.ceil((rows * TK) / w / threads)
+  const guard = (rows: number) => (rows * TK) / w % threads !== 0
+  // whole blocks (M, N and K multiples of the tile) load without bounds checks, which the H200 runs faster
+  const whole = wholeBlocks(product, TM, TN, TK)
+  const perRow = TK / w
+  const load = (t: "x" | "w", rows: number) => {
+    const [op, base, ld, r0, lim] = t === "x" ? ["b", "xb", "P.b_nb1", "n0", "N"] : ["a", "wb", "P.a_nb1", "m0", "M"]
+    return range(loads(rows)).map((e) => {
+      const at = `${base} + r * ${ld} + k`
+      const [value, zero] = w === 8
+        ? [`ldw_${op}((${at}) >> 3u)`, "vec4<u32>()"]
+        : vec
+        ? [`ldh4_${op}((${at}) >> 2u)`, "vec4<f16>()"]
+        : [`f16(ld_${op}(${at}))`, "0.0h"]
+      const body = whole
+        ? `${t}r[${e}] = ${value};`
+        : `if (r < ${lim} && k < K) { ${t}r[${e}] = ${value}; } else { ${t}r[${e}] = ${zero}; }`
+      const idx = `${e * threads}u + lid`
+      const open = guard(rows) ? `if (${idx} < ${(rows * TK) / w}u) ` : ""
+      const place = `let i = ${idx}; let r = ${r0} + i / ${perRow}u; let k = k0 + (i % ${perRow}u) * ${w}u;`
+      return `    ${open}{ ${place} ${body} }`
+    }).join("\n")
+  }
+  // vec: shared tiles are vec4<f16> arrays, so a staged vec4 is one 8-byte store; subgroup-matrix
+  // offsets and strides then count vec4s (Dawn's row_major/col_major spelling accepts vector arrays)
+  const sw = vec ? 4 : 1
+  const stride = LS / sw
+  const stash = (t: "x" | "w", rows: number) =>
+    range(loads(rows)).map((e) => {
+      const idx = `${e * threads}u + lid`
+      const open = guard(rows) ? `if (${idx} < ${(rows * TK) / w}u) ` : ""
+      const S = `${t.toUpperCase()}s`
+      const r = `${t}r[${e}]`
+      // wide: a load is two staged vec4<f16>
+      const at = `(i / ${perRow}u) * ${stride}u + i % ${perRow}u${w === 8 ? " * 2u" : ""}`
+      const store = w === 8
+        ? `let o = ${at}; ${S}[o] = bitcast<vec4<f16>>(${r}.xy); ${S}[o + 1u] = bitcast<vec4<f16>>(${r}.zw);`
+        : `${S}[${at}] = ${r};`
+      return `    ${open}{ let i = ${idx}; ${store} }`
+    }).join("\n")
+  const frag = (i: number, j: number) => `c${i}_${j}`
+  const left = "subgroup_matrix_left<f16, 16, 16>, row_major"
+  const right = "subgroup_matrix_right<f16, 16, 16>, col_major"
+  const steps = range(TK / 16).map((s) => {
+    const k = (s * 16) / sw
+    const lines = [
+      ...range(FR).map((i) => {
+        const at = `(sr * ${FR * 16}u + ${i * 16}u) * ${stride}u + ${k}u`
+        return `    let x${i} = subgroupMatrixLoad<${left}>(&Xs, ${at}, ${stride}u);`
+      }),
+      ...range(FC).map((j) => {
+        const at = `(sc * ${FC * 16}u + ${j * 16}u) * ${stride}u + ${k}u`
+        return `    let w${j} = subgroupMatrixLoad<${right}>(&Ws, ${at}, ${stride}u);`
+      }),
+      ...range(FR).flatMap((i) =>
+        range(FC).map((j) => `    ${frag(i, j)} = subgroupMatrixMultiplyAccumulate(x${i}, w${j}, ${frag(i, j)});`)
+      )
+    ]
+    return `    {\n${lines.join("\n")}\n    }`
+  }).join("\n")
+  const store = range(FR).flatMap((i) =>
+    range(FC).map((j) =>
+      `  subgroupMatrixStore<row_major>(&Cs, sg * 256u, ${frag(i, j)}, 16u);
+  workgroupBarrier();
+  for (var e = 0u; e < 8u; e++) {
+    let i = lane + e * 32u;
+    let nn = n0 + sr * ${FR * 16}u + ${i * 16}u + i / 16u;
+    let m = m0 + sc * ${FC * 16}u + ${j * 16}u + i % 16u;
+    if (nn < N && m < M) { var v = Cs[sg * 256u + i]; ${product.epilogue} st_d(ix_d(m, nn, b2, b3), v); }
+  }
+  workgroupBarrier();`
+    )
+  ).join("\n")
+  const vt = vec ? "vec4<f16>" : "f16"
+  const rt = w === 8 ? "vec4<u32>" : vt
+  const fragments = range(FR).flatMap((i) =>
+    range(FC).map((j) => `  var ${frag(i, j)}: subgroup_matrix_result<f32, 16, 16>;`)
+  )
+  const kernel = KernelSpec.make({
+    variant: {
+      family: "mmsg",
+      subgroups: `${SR}x${SC}`,
+      fragments: `${FR}x${FC}`,
+      depth: TK,
+      load: w,
+      bias: product.bias,
+      whole
+    },
+    enables: ["f16", "subgroups", "chromium_experimental_subgroup_matrix"],
+    // Tint wants subgroup-matrix arguments provably uniform; per-subgroup offsets (lid / 32) are uniform
+    // within each subgroup, but not provably so: the case this diagnostic exists to waive
+    diagnosticsOff: ["chromium.subgroup_matrix_uniformity"],
+    operands: product.operands,
+    params: product.params,
+    workgroups: [Math.ceil(product.M / TM), Math.ceil(product.N / TN), product.batches],
+    main: `
+var<workgroup> Xs: array<${vt}, ${(TN * LS) / sw}>;
+var<workgroup> Ws: array<${vt}, ${(TM * LS) / sw}>;
+var<workgroup> Cs: array<f32, ${SR * SC * 256}>;
+@compute @workgroup_size(${threads})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  // subgroups of 32 (the kernel is chosen only where the size is fixed at 32), laid out along lid
+  let sg = lid / 32u;
+  let lane = lid % 32u;
+  let sr = sg / ${SC}u;
+  let sc = sg % ${SC}u;
+${origin(TM, TN)}
+  let xb = ix_b(0u, 0u, b2, b3);
+  let wb = ix_a(0u, 0u, b2 / P.r2, b3 / P.r3);
+  var xr: array<${rt}, ${loads(TN)}>;
+  var wr: array<${rt}, ${loads(TM)}>;
+${fragments.join("\n")}
+  {
+    let k0 = 0u;
+${load("x", TN)}
+${load("w", TM)}
+  }
+  for (var k0 = 0u; k0 < K; k0 += ${TK}u) {
+${stash("x", TN)}
+${stash("w", TM)}
+    workgroupBarrier();
+    if (k0 + ${TK}u < K) {
+      let k0 = k0 + ${TK}u;
+${load("x", TN)}
+${load("w", TM)}
+    }
+${steps}
+    workgroupBarrier();
+  }
+${store}
+}`
+  })
+  if (w === 8) return { ...kernel, vec4: true, wide: true, fallback: tiling(product, tile, 4) }
+  if (w === 4) return { ...kernel, vec4: true, fallback: tiling(product, tile, 1) }
+  return kernel
+}
+
+/**
+ * @internal: a workgroup computes a (rows x cols) block of the result: per K step it stages b's rows
+ * ("X", the left fragments) and a's rows ("W", read column-major as the right fragments) in shared
+ * memory, prefetching the next step into registers while the fragments multiply. The result leaves
+ * through shared memory one fragment at a time, so edges, the bias and any result layout are handled by
+ * plain stores. Global loads take 16 bytes (eight f16) where K, the strides and offsets are multiples of
+ * 8, else 8 bytes where they are multiples of 4, else one f16.
+ */
+export const subgroupMatrix = (product: Product, a: Tensor.Tensor, b: Tensor.Tensor, tile: MatrixTile): Kernel => {
+  // wide operands have no single-element loads, which the bias epilogue uses: an f16 bias keeps 8 bytes
+  const f16Bias = product.operands.some((o) => o.name === "c" && o.tensor.dtype === "f16")
+  const w: LoadWidth = eightAligned(product, a, b) && !f16Bias ? 8 : fourAligned(product, a, b) ? 4 : 1
+  return tiling(product, tile, w)
+}

@@ -1,0 +1,212 @@
+/**
+ * WebGPU computes: command buffers, interruption, captured traces, fusions, chains and in-place results.
+ */
+import type { Tensor } from "@effect-gpu/core"
+import { Cpu, Fusion, Graph, Ops, Registry } from "@effect-gpu/core"
+import { Generators } from "@effect-gpu/testing"
+import { WebGpu, WebGpuDevice } from "@effect-gpu/webgpu"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Fiber } from "effect"
+import { adapterAvailable, mlp, nmse, realSleep, runOn } from "./utils.js"
+
+describe.skipIf(!adapterAvailable)("WebGPU computes", () => {
+  it.layer(WebGpu.layer({ devices: 1 }), { timeout: "120 seconds" })("one device", (it) => {
+    const device = Registry.deviceByName("WebGPU0")
+
+    it.scoped("commandBuffers 1 and 4 give identical results", () =>
+      Effect.gen(function*() {
+        const d = yield* device
+        const one = yield* runOn(d, 20, 9, 4, 1)
+        const four = yield* runOn(d, 20, 9, 4, 4)
+        assert.deepStrictEqual(one, four)
+      }))
+
+    it.scoped(
+      "interrupting a compute stops it, leaks nothing, and the backend still works",
+      () =>
+        Effect.gen(function*() {
+          const d = yield* device
+          const before = WebGpuDevice.liveNativeBuffers(d)
+          const ledgerBefore = d.ledger.snapshot()
+          yield* Effect.scoped(Effect.gen(function*() {
+            const backend = yield* d.makeBackend()
+            const { g, x } = yield* mlp(96, 300)
+            const plan = yield* backend.allocate(g)
+            yield* plan.set(x, Generators.values(1, 96 * 96))
+            const t0 = Date.now()
+            yield* backend.compute(plan)
+            const full = Date.now() - t0
+            const t1 = Date.now()
+            const fiber = yield* Effect.fork(backend.compute(plan))
+            yield* realSleep(20)
+            yield* Fiber.interrupt(fiber)
+            assert.isBelow(Date.now() - t1, full * 0.75, `abort took ${Date.now() - t1} ms, a full compute ${full} ms`)
+            // usable afterwards
+            const small = yield* runOn(d, 8, 1, 2)
+            const ref = yield* runOn(Cpu.make(), 8, 1, 2)
+            assert.isBelow(nmse(small, ref), 1e-6)
+          }))
+          assert.strictEqual(WebGpuDevice.liveNativeBuffers(d), before)
+          assert.deepStrictEqual(d.ledger.snapshot(), ledgerBefore)
+        }),
+      120_000
+    )
+
+    it.scoped("captureNext returns each dispatch with its WGSL and GPU time", () =>
+      Effect.gen(function*() {
+        const d = yield* device
+        const backend = yield* d.makeBackend()
+        const { g, x, y } = yield* mlp(16, 1)
+        const plan = yield* backend.allocate(g)
+        yield* plan.set(x, Generators.values(2, 256))
+        const trace = yield* backend.captureNext
+        yield* backend.compute(plan)
+        const t = yield* trace
+        assert.deepStrictEqual(t.entries.map((e) => e.op), ["mul_mat", "add", "soft_max"])
+        for (const e of t.entries) {
+          assert.include(e.source ?? "", "@compute")
+          assert.isTrue(e.gpuTimeNs === undefined || e.gpuTimeNs >= 0)
+        }
+        // capture does not change the results
+        const captured = Array.from(yield* plan.get(y))
+        yield* backend.compute(plan)
+        assert.deepStrictEqual(Array.from(yield* plan.get(y)), captured)
+      }))
+
+    it.scoped("GPU times in traces are exact, not rounded to Dawn's 65.5 us quantum", () =>
+      Effect.gen(function*() {
+        const d = yield* device
+        if (!d.description.includes("timestamp-query")) return
+        const backend = yield* d.makeBackend()
+        const { g, x } = yield* mlp(16, 1)
+        const plan = yield* backend.allocate(g)
+        yield* plan.set(x, Generators.values(3, 256))
+        const times: Array<number> = []
+        for (let k = 0; k < 3; k++) {
+          const trace = yield* backend.captureNext
+          yield* backend.compute(plan)
+          for (const e of (yield* trace).entries) if (e.gpuTimeNs !== undefined) times.push(e.gpuTimeNs)
+        }
+        assert.isAbove(times.length, 0)
+        // with timestamp_quantization on, every duration is a multiple of 2^16 ns (often 0)
+        assert.isTrue(times.some((t) => t % 65536 !== 0), `all multiples of 65536 ns: ${times.join(", ")}`)
+      }))
+
+    it.scoped("fusions give the same results as the unfused graph", () =>
+      Effect.gen(function*() {
+        const d = yield* device
+        // rows of 64 leave threads of a workgroup idle (guarded loads); rows of 256 fill every thread
+        for (const W of [64, 256]) {
+          const g = Graph.make()
+          const x = yield* g.input("x", "f32", [W, 7])
+          const r = yield* g.input("r", "f32", [W, 7])
+          const w = yield* g.param("w", "f32", [W])
+          const wq = yield* g.param("wq", "f32", [W, 48])
+          const bias = yield* g.param("bias", "f32", [48])
+          const wg = yield* g.param("wg", "f32", [48, 48])
+          const h = yield* Ops.mul(Ops.rmsNorm(Ops.add(x, r), 1e-6), w) // add + rms_norm + mul
+          const n2 = yield* Ops.mul(Ops.rmsNorm(h, 1e-6), w) // rms_norm + mul
+          const q = yield* Ops.add(Ops.mulMat(wq, n2), bias) // mul_mat + bias
+          const gate = yield* Ops.mulMat(wg, q)
+          const y = yield* g.output(Ops.mul(Ops.silu(q), gate), "y") // silu * gate -> swiglu
+          const graph = g.build()
+          const fused = Fusion.optimize(graph)
+          const tags = fused.nodes.map((n) => n.op._tag)
+          assert.includeMembers(tags, ["AddRmsNorm", "RmsNormMul", "MulMatAdd", "Glu"])
+          assert.isBelow(fused.nodes.length, graph.nodes.length)
+          const backend = yield* d.makeBackend()
+          assert.strictEqual(backend.optimize(graph).nodes.length, fused.nodes.length)
+          const data = new Map<Tensor.Tensor, Float32Array>([
+            [x, Generators.values(1, W * 7)],
+            [r, Generators.values(2, W * 7)],
+            [w, Generators.values(3, W)],
+            [wq, Generators.values(4, W * 48)],
+            [bias, Generators.values(5, 48)],
+            [wg, Generators.values(6, 48 * 48)]
+          ])
+          const run = (gr: Graph.Graph) =>
+            Effect.gen(function*() {
+              const plan = yield* backend.allocate(gr)
+              for (const [t, v] of data) yield* plan.set(t, v)
+              yield* backend.compute(plan)
+              return Array.from(yield* plan.get(y))
+            })
+          const plain = yield* run(graph)
+          const optimized = yield* run(fused)
+          assert.isBelow(nmse(optimized, plain), 1e-10)
+          const cpuBackend = yield* Cpu.make().makeBackend()
+          const cpuPlan = yield* cpuBackend.allocate(fused)
+          for (const [t, v] of data) yield* cpuPlan.set(t, v)
+          yield* cpuBackend.compute(cpuPlan)
+          assert.isBelow(nmse(optimized, Array.from(yield* cpuPlan.get(y))), 5e-4)
+        }
+      }))
+
+    it.scoped("chains of element-wise ops run as one kernel and match the CPU", () =>
+      Effect.gen(function*() {
+        const d = yield* device
+        const g = Graph.make()
+        const x = yield* g.input("x", "f32", [64, 9])
+        const c = yield* g.input("c", "f32", [64, 9])
+        const row = yield* g.input("row", "f32", [64])
+        const steps = [
+          (t: Tensor.Tensor) => Ops.add(t, c),
+          (t: Tensor.Tensor) => Ops.mul(t, row),
+          (t: Tensor.Tensor) => Ops.scale(t, 0.7),
+          (t: Tensor.Tensor) => Ops.silu(t),
+          (t: Tensor.Tensor) => Ops.clamp(t, -2, 2),
+          (t: Tensor.Tensor) => Ops.sub(t, c),
+          (t: Tensor.Tensor) => Ops.tanh(t)
+        ]
+        let t: Tensor.Tensor = x
+        for (let i = 0; i < 60; i++) t = yield* steps[(i * 5) % steps.length](t)
+        const mid = yield* g.output(Ops.exp(Ops.scale(t, 0.1)), "mid") // an output ends a chain
+        const y = yield* g.output(Ops.div(Ops.add(mid, c), row), "y")
+        const results: Array<Array<number>> = []
+        for (const dev of [d, Cpu.make()]) {
+          const backend = yield* dev.makeBackend()
+          const plan = yield* backend.allocate(g)
+          yield* plan.set(x, Generators.values(1, 576))
+          yield* plan.set(c, Generators.values(2, 576))
+          yield* plan.set(row, Generators.values(3, 64, { positive: true }))
+          const trace = yield* backend.captureNext
+          yield* backend.compute(plan)
+          const entries = (yield* trace).entries
+          if (dev === d) {
+            assert.isBelow(entries.length, 5, entries.map((e) => e.kernel.split("|")[0]).join(" "))
+            assert.isTrue(entries.some((e) => e.variant?.family === "chain"))
+          }
+          results.push([...Array.from(yield* plan.get(mid)), ...Array.from(yield* plan.get(y))])
+        }
+        assert.isBelow(nmse(results[0], results[1]), 1e-10)
+      }))
+
+    it.scoped("in-place results from the allocator match the CPU", () =>
+      Effect.gen(function*() {
+        const d = yield* device
+        const g = Graph.make()
+        const x = yield* g.input("x", "f32", [33, 5])
+        const b = yield* g.input("b", "f32", [33, 1])
+        const pos = yield* g.input("pos", "i32", [5])
+        let t = yield* Ops.exp(Ops.scale(x, 0.5))
+        t = yield* Ops.add(t, b)
+        t = yield* Ops.mul(t, t)
+        t = yield* Ops.rmsNorm(t, 1e-6)
+        t = yield* Ops.softMax(Ops.silu(t))
+        const r = yield* Ops.reshape(Ops.cont(t), [33, 1, 5])
+        const y = yield* g.output(Ops.rope(Ops.cont(Ops.diagMaskInf(Ops.scale(r, 2), 40)), pos, { nDims: 32 }))
+        const results: Array<Array<number>> = []
+        for (const dev of [d, Cpu.make()]) {
+          const backend = yield* dev.makeBackend()
+          const plan = yield* backend.allocate(g)
+          assert.isAbove(plan.layout.inPlace.size, 3)
+          yield* plan.set(x, Generators.values(1, 165))
+          yield* plan.set(b, Generators.values(2, 33))
+          yield* plan.set(pos, [0, 3, 9, 27, 81])
+          yield* backend.compute(plan)
+          results.push(Array.from(yield* plan.get(y)))
+        }
+        assert.isBelow(nmse(results[0], results[1]), 1e-6)
+      }))
+  })
+})

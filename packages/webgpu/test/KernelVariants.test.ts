@@ -1,0 +1,274 @@
+/**
+ * Which kernel variant runs, on the adapter at hand, and that each matches the CPU: matrix-vector loads,
+ * register and subgroup-matrix tilings, vec4 rows on software adapters, and what the device supports.
+ */
+import { Cpu, Float16, Graph, Ops, Registry } from "@effect-gpu/core"
+import { Generators } from "@effect-gpu/testing"
+import { WebGpu, WebGpuDevice } from "@effect-gpu/webgpu"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { adapterAvailable, nmse } from "./utils.js"
+
+describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
+  it.layer(WebGpu.layer({ devices: 1 }), { timeout: "120 seconds" })("one device", (it) => {
+    const device = Registry.deviceByName("WebGPU0")
+
+    it.scoped("matrix-vector loads vec4 where K and the offsets are 4-aligned, scalars otherwise", () =>
+      Effect.gen(function*() {
+        const d = yield* device
+        // [K, view of b one element in (an offset that is not 4-aligned), the kernel expected on a GPU, on
+        // a software adapter]: short rows keep scalar loads (and the threads per row: one per 16 elements,
+        // 64 on a software adapter)
+        const software = WebGpuDevice.isSoftware(d)
+        const table: ReadonlyArray<readonly [number, boolean, string, string]> = [
+          [1100, false, "vec4", "vec4"],
+          [1024, true, "scalar 64", "scalar 16"],
+          [256, false, "scalar 16", "scalar 4"],
+          [100, false, "scalar 4", "scalar 1"],
+          [37, false, "scalar 2", "scalar 1"]
+        ]
+        const cases = table.map(([K, offset, gpu, cpu]) => [K, offset, software ? cpu : gpu] as const)
+        for (const [K, offset, kernel] of cases) {
+          const g = Graph.make()
+          const a = yield* g.param("a", "f32", [K, 19])
+          const b = yield* g.input("b", "f32", [2 * K + 1])
+          const y = yield* g.output(Ops.mulMat(a, Ops.view(b, [K, 2], [4 * K], offset ? 4 : 0)))
+          const results: Array<Array<number>> = []
+          for (const dev of [d, Cpu.make()]) {
+            const backend = yield* dev.makeBackend()
+            const plan = yield* backend.allocate(g.build())
+            yield* plan.set(a, Generators.values(5, 19 * K))
+            yield* plan.set(b, Generators.values(6, 2 * K + 1))
+            const trace = yield* backend.captureNext
+            yield* backend.compute(plan)
+            const entries = (yield* trace).entries.filter((e) => e.op === "mul_mat")
+            const v = entries[0].variant
+            const form = v === undefined ? "" : v.vec4 ? "vec4" : `scalar ${v.threadsPerRow}`
+            if (dev === d) assert.strictEqual(form, kernel, `K ${K}: ${entries[0].kernel}`)
+            results.push(Array.from(yield* plan.get(y)))
+          }
+          assert.isBelow(nmse(results[0], results[1]), 1e-6, `K ${K}`)
+        }
+      }))
+
+    it.scoped("a software adapter gets bigger register tiles for mid-sized products; results unchanged", () =>
+      Effect.gen(function*() {
+        const d = yield* device
+        const software = WebGpuDevice.isSoftware(d)
+        // [result rows, columns, kernel on a GPU, on a software adapter]: 64x64 per workgroup on a GPU at
+        // these sizes; 128x128 on a software adapter where both reach 128, else 128x64
+        const table: ReadonlyArray<readonly [number, number, string, string]> = [
+          [160, 136, "mm4 4x4:16", "mm4 8x8:8"],
+          [160, 40, "mm4 4x4:16", "mm4 8x4:16"]
+        ]
+        for (const [M, N, gpu, cpu] of table) {
+          const g = Graph.make()
+          const a = yield* g.param("a", "f32", [64, M])
+          const b = yield* g.input("b", "f32", [64, N])
+          const y = yield* g.output(Ops.mulMat(a, b))
+          const results: Array<Array<number>> = []
+          for (const dev of [d, Cpu.make()]) {
+            const backend = yield* dev.makeBackend()
+            const plan = yield* backend.allocate(g.build())
+            yield* plan.set(a, Generators.values(7, 64 * M))
+            yield* plan.set(b, Generators.values(8, 64 * N))
+            const trace = yield* backend.captureNext
+            yield* backend.compute(plan)
+            const v = (yield* trace).entries[0].variant
+            const kernel = v === undefined ? "" : `${v.family} ${v.m}x${v.n}:${v.depth}`
+            if (dev === d) assert.strictEqual(kernel, software ? cpu : gpu, `${M}x${N}`)
+            results.push(Array.from(yield* plan.get(y)))
+          }
+          assert.isBelow(nmse(results[0], results[1]), 1e-6, `${M}x${N}`)
+        }
+      }))
+
+    it.scoped("a software adapter runs soft_max over 4-aligned rows with vec4 loads; results unchanged", () =>
+      Effect.gen(function*() {
+        const d = yield* device
+        const software = WebGpuDevice.isSoftware(d)
+        // [row length, view offset in elements, with a mask, the vec4 kernel expected on a software adapter]:
+        // 1020 leaves the last vec4s of some threads outside the row; an offset of 2 binds misaligned, so
+        // the scalar kernel runs; rows of 1022 and masked rows are scalar from the start
+        const table: ReadonlyArray<readonly [number, number, boolean, boolean]> = [
+          [1024, 0, false, true],
+          [1020, 0, false, true],
+          [1024, 4, false, true],
+          [1024, 2, false, false],
+          [1022, 0, false, false],
+          [1024, 0, true, false]
+        ]
+        for (const [n, offset, masked, vec] of table) {
+          const g = Graph.make()
+          const x = yield* g.input("x", "f32", [n * 3 + 4])
+          const m = yield* g.input("m", "f32", [n, 3])
+          const rows = Ops.view(x, [n, 3], [4 * n], 4 * offset)
+          const y = yield* g.output(Ops.softMax(rows, masked ? { mask: m, scale: 0.5 } : { scale: 0.5 }))
+          const results: Array<Array<number>> = []
+          for (const dev of [d, Cpu.make()]) {
+            const backend = yield* dev.makeBackend()
+            const plan = yield* backend.allocate(g.build())
+            yield* plan.set(x, Generators.values(11, n * 3 + 4))
+            if (masked) yield* plan.set(m, Generators.values(12, n * 3))
+            const trace = yield* backend.captureNext
+            yield* backend.compute(plan)
+            const [entry] = (yield* trace).entries.filter((e) => e.op === "soft_max")
+            if (dev === d) {
+              const vec4 = String(entry.variant?.form).startsWith("v4")
+              assert.strictEqual(vec4, software && vec, `${n} ${offset}: ${entry.kernel}`)
+            }
+            results.push(Array.from(yield* plan.get(y)))
+          }
+          assert.isBelow(nmse(results[0], results[1]), 1e-10, `${n} ${offset} ${masked}`)
+        }
+      }))
+
+    it.scoped("f16 mul_mat runs on subgroup matrices exactly where the device offers them", () =>
+      Effect.gen(function*() {
+        const d = yield* device
+        const g = Graph.make()
+        const a = yield* g.param("a", "f16", [64, 48])
+        const b = yield* g.input("b", "f16", [64, 40])
+        const y = yield* g.output(Ops.mulMat(a, b))
+        // without shader-f16 there is no f16 kernel at all, and the device says so
+        if (!d.description.includes("shader-f16")) return assert.isFalse(d.supportsOp(y))
+        const backend = yield* d.makeBackend()
+        const plan = yield* backend.allocate(g.build())
+        yield* plan.set(a, Generators.values(1, 64 * 48))
+        yield* plan.set(b, Generators.values(2, 64 * 40))
+        const trace = yield* backend.captureNext
+        yield* backend.compute(plan)
+        const [entry] = (yield* trace).entries
+        assert.strictEqual(entry.variant?.family === "mmsg", WebGpuDevice.hasSubgroupMatrices(d), entry.kernel)
+        console.log(`f16 mul_mat kernel on ${d.description}: ${entry.kernel}`)
+        // and it computes the product (a's rows dotted with b's rows)
+        const out = yield* plan.get(y)
+        const [av, bv] = [Generators.values(1, 64 * 48), Generators.values(2, 64 * 40)]
+        let err = 0
+        let ref = 0
+        for (let n = 0; n < 40; n++) {
+          for (let m = 0; m < 48; m++) {
+            let s = 0
+            for (let k = 0; k < 64; k++) s += Float16.round(av[m * 64 + k]) * Float16.round(bv[n * 64 + k])
+            err += (out[n * 48 + m] - s) ** 2
+            ref += s * s
+          }
+        }
+        assert.isBelow(err / ref, 1e-6)
+      }))
+
+    it.scoped("supportsOp and offloadOp answer like ggml's", () =>
+      Effect.gen(function*() {
+        const d = yield* device
+        const g = Graph.make()
+        const a = yield* g.input("a", "f32", [64, 64])
+        const b32 = yield* g.input("b", "f32", [64, 32])
+        const b8 = yield* g.input("c", "f32", [64, 8])
+        assert.isTrue(d.offloadOp(yield* Ops.mulMat(a, b32)))
+        assert.isFalse(d.offloadOp(yield* Ops.mulMat(a, b8)))
+        assert.isTrue(d.supportsOp(yield* Ops.softMax(a)))
+        const q = yield* g.input("q", "q8_0", [64, 2])
+        assert.isFalse(d.supportsOp(yield* Ops.cont(q)))
+        assert.isTrue(d.supportsBufferType(d.bufferType))
+        assert.isFalse(d.supportsBufferType(Cpu.make().bufferType))
+      }))
+  })
+
+  // every mul_mat tiling the kernels may pick (by size, or for tuning) against the CPU: ragged edges in M,
+  // N and K, and whole blocks (loaded without bounds checks), a batch broadcast, f32 and f16 x f16
+  // (subgroup matrices where offered)
+  const tilings: ReadonlyArray<WebGpu.Options> = [
+    { registerTile: { m: 4, n: 4, depth: 16 } },
+    { registerTile: { m: 4, n: 8, depth: 16 } },
+    { registerTile: { m: 8, n: 4, depth: 16 } },
+    { registerTile: { m: 8, n: 8, depth: 16, unroll: true } },
+    {
+      registerTile: { m: 8, n: 8, depth: 8 },
+      matrixTile: { sgRows: 2, sgCols: 4, fragRows: 4, fragCols: 2, depth: 32 }
+    },
+    { matrixTile: { sgRows: 2, sgCols: 2, fragRows: 2, fragCols: 4, depth: 64 } },
+    { matrixTile: { sgRows: 2, sgCols: 4, fragRows: 4, fragCols: 2, depth: 64 } },
+    { matrixTile: { sgRows: 2, sgCols: 4, fragRows: 4, fragCols: 4, depth: 32 } },
+    { matrixTile: { sgRows: 4, sgCols: 2, fragRows: 4, fragCols: 4, depth: 32 } },
+    { matrixTile: { sgRows: 2, sgCols: 2, fragRows: 4, fragCols: 4, depth: 32 } },
+    { matrixTile: { sgRows: 2, sgCols: 2, fragRows: 4, fragCols: 4, depth: 64 } },
+    { matrixTile: { sgRows: 1, sgCols: 1, fragRows: 4, fragCols: 4, depth: 16 } }
+  ]
+  for (const options of tilings) {
+    it.scoped(`mul_mat with tiles ${JSON.stringify(options)} matches the CPU`, () =>
+      Effect.gen(function*() {
+        const [d] = yield* WebGpu.make({ devices: 1, ...options })
+        const f16 = d.description.includes("shader-f16")
+        // [K, M, N, the loads]: M = N = 256, K = 128 is whole blocks for every tiling listed
+        const shapes = [[136, 150, 141, "edges"], [128, 256, 256, "whole"]] as const
+        for (const dtype of f16 ? (["f32", "f16"] as const) : (["f32"] as const)) {
+          for (const [K, M, N, loads] of shapes) {
+            const g = Graph.make()
+            const a = yield* g.param("a", dtype, [K, M, 2])
+            const b = yield* g.input("b", dtype, [K, N, 4])
+            const y = yield* g.output(Ops.mulMat(a, b))
+            const results: Array<Array<number>> = []
+            for (const dev of [d, Cpu.make()]) {
+              const backend = yield* dev.makeBackend()
+              const plan = yield* backend.allocate(g.build())
+              yield* plan.set(a, Generators.values(1, K * M * 2))
+              yield* plan.set(b, Generators.values(2, K * N * 4))
+              const trace = yield* backend.captureNext
+              yield* backend.compute(plan)
+              const [entry] = (yield* trace).entries
+              const v = entry.variant
+              if (dev === d && dtype === "f32") {
+                assert.deepInclude(v, { family: "mm4", whole: loads === "whole" }, entry.kernel)
+              }
+              if (dev === d && dtype === "f16") {
+                assert.strictEqual(v?.family === "mmsg", WebGpuDevice.hasSubgroupMatrices(d), entry.kernel)
+                if (WebGpuDevice.hasSubgroupMatrices(d)) assert.strictEqual(v?.whole, loads === "whole", entry.kernel)
+              }
+              results.push(Array.from(yield* plan.get(y)))
+            }
+            assert.isBelow(nmse(results[0], results[1]), 5e-4, `${dtype} ${K}x${M}x${N}`)
+          }
+        }
+      }), 60_000)
+  }
+
+  it.scoped(
+    "f16 mul_mat on subgroup matrices loads 16 bytes where K and the offsets allow, else 8, else 2",
+    () =>
+      Effect.gen(function*() {
+        const [d] = yield* WebGpu.make({ devices: 1 })
+        if (!d.description.includes("shader-f16")) return
+        // [K, b viewed this many elements in, f16 per load on subgroup matrices]: an offset of 4 binds wide
+        // operands at the wrong alignment, so the 8-byte form runs
+        const table: ReadonlyArray<readonly [number, number, number]> = [
+          [136, 0, 8],
+          [136, 8, 8],
+          [136, 4, 4],
+          [132, 0, 4],
+          [130, 0, 1]
+        ]
+        for (const [K, offset, form] of table) {
+          const g = Graph.make()
+          const a = yield* g.param("a", "f16", [K, 48])
+          const b = yield* g.input("b", "f16", [K * 40 + 8])
+          const y = yield* g.output(Ops.mulMat(a, Ops.view(b, [K, 40], [2 * K], 2 * offset)))
+          const results: Array<Array<number>> = []
+          for (const dev of [d, Cpu.make()]) {
+            const backend = yield* dev.makeBackend()
+            const plan = yield* backend.allocate(g.build())
+            yield* plan.set(a, Generators.values(7, K * 48))
+            yield* plan.set(b, Generators.values(8, K * 40 + 8))
+            const trace = yield* backend.captureNext
+            yield* backend.compute(plan)
+            const [entry] = (yield* trace).entries.filter((e) => e.op === "mul_mat")
+            if (dev === d && WebGpuDevice.hasSubgroupMatrices(d)) {
+              assert.strictEqual(entry.variant?.load, form, `K ${K}, offset ${offset}: ${entry.kernel}`)
+            }
+            results.push(Array.from(yield* plan.get(y)))
+          }
+          assert.isBelow(nmse(results[0], results[1]), 5e-4, `K ${K}, offset ${offset}`)
+        }
+      }),
+    60_000
+  )
+})
