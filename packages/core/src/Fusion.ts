@@ -23,10 +23,8 @@ interface Fused {
  * @category rewrites
  */
 export const optimize = (g: Graph.Graph): Graph.Graph => {
-  const users = new Map<number, number>()
-  for (const n of g.nodes) for (const s of n.src) users.set(s.id, (users.get(s.id) ?? 0) + 1)
-  const outputs = new Set(g.outputs.map((t) => t.id))
-  for (const n of g.nodes) if ((n.flags & Tensor.Flags.output) !== 0) outputs.add(n.id)
+  const users = Graph.users(g)
+  const outputs = Graph.outputIds(g)
   const inner = (t: Tensor.Tensor) => users.get(t.id) === 1 && !outputs.has(t.id) && t.viewSrc === undefined
   const rowsOk = (t: Tensor.Tensor) => Tensor.hasContiguousRows(t)
 

@@ -155,22 +155,28 @@ export const from = (g: Graph | Builder): Graph => isGraph(g) ? g : g.build()
 export const computeNodes = (g: Graph): ReadonlyArray<Tensor.Tensor> => g.nodes.filter((t) => !Op.isView(t.op))
 
 /**
- * Users of each tensor, by id.
+ * How many source slots of the graph's nodes read each tensor, by id (a node that reads a tensor twice
+ * counts twice): a tensor read once may be fused into its one user.
  *
  * @since 0.1.0
  * @category getters
  */
-export const consumers = (g: Graph): ReadonlyMap<number, ReadonlyArray<Tensor.Tensor>> => {
-  const m = new Map<number, Array<Tensor.Tensor>>()
-  for (const n of g.nodes) {
-    for (const s of n.src) {
-      const list = m.get(s.id)
-      if (list) {
-        if (!list.includes(n)) list.push(n)
-      } else m.set(s.id, [n])
-    }
-  }
+export const users = (g: Graph): ReadonlyMap<number, number> => {
+  const m = new Map<number, number>()
+  for (const n of g.nodes) for (const s of n.src) m.set(s.id, (m.get(s.id) ?? 0) + 1)
   return m
+}
+
+/**
+ * The ids of the tensors whose values the graph must keep: its outputs and nodes flagged as outputs.
+ *
+ * @since 0.1.0
+ * @category getters
+ */
+export const outputIds = (g: Graph): ReadonlySet<number> => {
+  const ids = new Set(g.outputs.map((t) => t.id))
+  for (const n of g.nodes) if ((n.flags & Tensor.Flags.output) !== 0) ids.add(n.id)
+  return ids
 }
 
 /**

@@ -14,6 +14,7 @@ import type { Entry as TraceEntry, Trace } from "@effect-gpu/core/Trace"
 import * as Effect from "effect/Effect"
 import type { Context } from "./context.js"
 import * as GpuContext from "./context.js"
+import * as Memory from "./memory.js"
 import { nativeOf } from "./memory.js"
 import * as Program from "./program.js"
 
@@ -178,14 +179,43 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
     }),
     execute: (command) => {
       switch (command._tag) {
-        case "SetTensor":
-          return command.buffer.set(command.offset, command.data)
-        case "GetTensor":
-          return command.buffer.get(command.offset, command.size)
-        case "Memset":
-          return command.buffer.memset(command.offset, command.size, command.value)
-        case "CopyTensor":
-          return command.dst.copyFrom(command.src, command.srcOffset, command.dstOffset, command.size)
+        // bytes go straight to the device memory: the backend has checked the ranges already
+        case "SetTensor": {
+          const dst = nativeOf(command.buffer)
+          return dst?.ctx === ctx
+            ? Memory.write(ctx, dst.buffer, command.offset, command.data, dst.viaStaging)
+            : command.buffer.set(command.offset, command.data)
+        }
+        case "GetTensor": {
+          const src = nativeOf(command.buffer)
+          return src?.ctx === ctx
+            ? Memory.read(ctx, src.buffer, command.offset, command.size)
+            : command.buffer.get(command.offset, command.size)
+        }
+        case "Memset": {
+          const dst = nativeOf(command.buffer)
+          return dst?.ctx === ctx
+            ? Memory.memset(ctx, dst.buffer, command.offset, command.size, command.value & 0xff)
+            : command.buffer.memset(command.offset, command.size, command.value)
+        }
+        case "CopyTensor": {
+          const [src, dst] = [nativeOf(command.src), nativeOf(command.dst)]
+          if (src?.ctx !== ctx || dst?.ctx !== ctx || command.size === 0) {
+            return command.dst.copyFrom(command.src, command.srcOffset, command.dstOffset, command.size)
+          }
+          const { dstOffset, size, srcOffset } = command
+          // a kernel copy where it can; overlapping or unaligned ranges carry their bytes through the host
+          return Effect.flatMap(
+            Memory.copy(ctx, src.buffer, srcOffset, dst.buffer, dstOffset, size),
+            (done) =>
+              done
+                ? Effect.void
+                : Effect.flatMap(
+                  Memory.read(ctx, src.buffer, srcOffset, size),
+                  (bytes) => Memory.write(ctx, dst.buffer, dstOffset, bytes, dst.viaStaging)
+                )
+          )
+        }
         case "Compute": {
           const cached = programs.get(command.plan)
           if (cached !== undefined && !command.capture && (command.options.commandBuffers ?? 1) <= 1) {

@@ -18,6 +18,8 @@ const STORAGE = () => GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBuff
 export interface Native {
   readonly ctx: Context
   readonly buffer: GPUBuffer
+  /** shared buffers take writes through a mapped staging buffer */
+  readonly viaStaging: boolean
   /** called when the buffer is freed: programs bound to it let go */
   readonly onRelease: Set<() => void>
 }
@@ -48,7 +50,7 @@ export const read = (
   offset: number,
   size: number
 ): Effect.Effect<Uint8Array, BackendError> =>
-  promise(ctx, "read", async () => {
+  size === 0 ? Effect.succeed(new Uint8Array(0)) : promise(ctx, "read", async () => {
     const lo = Math.floor(offset / 4) * 4
     const hi = Math.ceil((offset + size) / 4) * 4
     const staging = GpuContext.createBuffer(ctx, {
@@ -74,6 +76,7 @@ export const write = (
   data: Uint8Array,
   viaStaging: boolean
 ): Effect.Effect<void, BackendError> => {
+  if (data.byteLength === 0) return Effect.void
   if (offset % 4 === 0 && data.byteLength % 4 === 0) {
     return Effect.flatMap(GpuContext.checkAlive(ctx), () =>
       Effect.sync(() => {
@@ -111,6 +114,7 @@ export const memset = (
   size: number,
   value: number
 ): Effect.Effect<void, BackendError> => {
+  if (size === 0) return Effect.void
   const lo = Math.ceil(offset / 4) * 4
   const hi = Math.floor((offset + size) / 4) * 4
   // within a word or two: one read-modify-write
@@ -235,9 +239,9 @@ export const allocate = (
       },
       catch: (e) => new KernelError({ op: "allocate", device: ctx.name, detail: `out of memory: ${e}`, cause: e })
     }).pipe(Effect.map((buffer): Primitives => {
-      const native: Native = { ctx, buffer, onRelease: new Set() }
-      natives.set(buffer, native)
       const viaStaging = kind === "shared"
+      const native: Native = { ctx, buffer, viaStaging, onRelease: new Set() }
+      natives.set(buffer, native)
       return {
         native: buffer,
         memset: (offset, n, value) => memset(ctx, buffer, offset, n, value),

@@ -8,6 +8,7 @@
  */
 import * as DType from "@effect-gpu/core/DType"
 import { KernelError, UnsupportedOp } from "@effect-gpu/core/GpuError"
+import * as Graph from "@effect-gpu/core/Graph"
 import * as Op from "@effect-gpu/core/Op"
 import type { Plan } from "@effect-gpu/core/Plan"
 import * as Tensor from "@effect-gpu/core/Tensor"
@@ -108,9 +109,8 @@ const bindOperands = (ctx: Context, kernel: Kernel, resolve: Resolve) => {
  * overlap an input at another offset (the fused kernel reads inputs while it writes the result).
  */
 const chains = (plan: Plan, nodes: ReadonlyArray<Tensor.Tensor>, resolve: Resolve): Array<Array<Tensor.Tensor>> => {
-  const users = new Map<number, number>()
-  for (const n of plan.graph.nodes) for (const s of n.src) users.set(s.id, (users.get(s.id) ?? 0) + 1)
-  const outputs = new Set(plan.graph.outputs.map((t) => t.id))
+  const users = Graph.users(plan.graph)
+  const outputs = Graph.outputIds(plan.graph)
   const range = (t: Tensor.Tensor) => {
     const loc = resolve(t)
     return loc === undefined ? undefined : { buffer: loc.buffer, start: loc.offset, end: loc.offset + Tensor.nbytes(t) }
@@ -137,7 +137,7 @@ const chains = (plan: Plan, nodes: ReadonlyArray<Tensor.Tensor>, resolve: Resolv
     const prev = run[run.length - 1]
     const extends_ = prev !== undefined && Elementwise.chainable(node) && node.src[0] === prev &&
       users.get(prev.id) === 1 &&
-      !outputs.has(prev.id) && (prev.flags & Tensor.Flags.output) === 0 && node.dtype === prev.dtype &&
+      !outputs.has(prev.id) && node.dtype === prev.dtype &&
       safe([...run, node])
     if (extends_) {
       run.push(node)
