@@ -1,0 +1,88 @@
+import type { Tensor } from "@effect-gpu/core"
+import { Cpu, Fusion, Graph, Ops } from "@effect-gpu/core"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { random } from "./utils.js"
+
+/** computes `graph` on the CPU with the given inputs and reads `outputs` back */
+const compute = (
+  graph: Graph.Graph,
+  inputs: ReadonlyMap<Tensor.Tensor, ReadonlyArray<number>>,
+  outputs: ReadonlyArray<Tensor.Tensor>
+) =>
+  Effect.scoped(Effect.gen(function*() {
+    const backend = yield* Cpu.make().makeBackend()
+    const plan = yield* backend.allocate(graph)
+    for (const [t, v] of inputs) yield* plan.set(t, v)
+    yield* backend.compute(plan)
+    const out: Array<Array<number>> = []
+    for (const t of outputs) out.push(Array.from(yield* plan.get(t)))
+    return out
+  }))
+
+const close = (a: ReadonlyArray<number>, b: ReadonlyArray<number>) =>
+  a.length === b.length && a.every((x, i) => Math.abs(x - b[i]) <= 1e-5 * Math.max(1, Math.abs(b[i])))
+
+describe("Fusion", () => {
+  it.effect("fuses add + rms_norm + mul, rms_norm + mul, mul_mat + bias and silu * gate; same results", () =>
+    Effect.gen(function*() {
+      const g = Graph.make()
+      const x = yield* g.input("x", "f32", [16, 3])
+      const r = yield* g.input("r", "f32", [16, 3])
+      const w = yield* g.param("w", "f32", [16])
+      const wq = yield* g.param("wq", "f32", [16, 8])
+      const bias = yield* g.param("bias", "f32", [8])
+      const wg = yield* g.param("wg", "f32", [8, 8])
+      const h = yield* Ops.mul(Ops.rmsNorm(Ops.add(x, r), 1e-6), w)
+      const n2 = yield* Ops.mul(Ops.rmsNorm(h, 1e-6), w)
+      const q = yield* Ops.add(Ops.mulMat(wq, n2), bias)
+      const y = yield* g.output(Ops.mul(Ops.silu(q), Ops.mulMat(wg, q)), "y")
+      const graph = g.build()
+      const fused = Fusion.optimize(graph)
+      assert.deepStrictEqual(
+        fused.nodes.map((n) => n.op._tag),
+        ["AddRmsNorm", "RmsNormMul", "MulMatAdd", "MulMat", "Glu"]
+      )
+      // the original output resolves to the tensor that now computes it
+      assert.strictEqual(Graph.resolve(fused, y), fused.outputs[0])
+      const next = random(3)
+      const inputs = new Map<Tensor.Tensor, ReadonlyArray<number>>([
+        [x, next(48)],
+        [r, next(48)],
+        [w, next(16)],
+        [wq, next(128)],
+        [bias, next(8)],
+        [wg, next(64)]
+      ])
+      const [plain] = yield* compute(graph, inputs, [y])
+      const [optimized] = yield* compute(fused, inputs, [y])
+      assert.isTrue(close(optimized, plain))
+    }))
+
+  it.effect("leaves a chain alone when an inner result has another user or is an output", () =>
+    Effect.gen(function*() {
+      const g = Graph.make()
+      const x = yield* g.input("x", "f32", [16, 3])
+      const w = yield* g.param("w", "f32", [16])
+      // the norm is read twice: fusing it into one user would lose it for the other
+      const norm = yield* Ops.rmsNorm(x, 1e-6)
+      yield* g.output(Ops.add(Ops.mul(norm, w), norm))
+      assert.isFalse(Fusion.optimize(g.build()).nodes.some((n) => n.op._tag === "RmsNormMul"))
+      // the norm is an output: it must be kept
+      const h = Graph.make()
+      const x2 = yield* h.input("x", "f32", [16, 3])
+      const norm2 = yield* h.output(Ops.rmsNorm(x2, 1e-6))
+      yield* h.output(Ops.mul(norm2, w))
+      const optimized = Fusion.optimize(h.build())
+      assert.deepStrictEqual(optimized.nodes.map((n) => n.op._tag), ["RmsNorm", "Mul"])
+    }))
+
+  it.effect("a graph with nothing to fuse comes back as it is", () =>
+    Effect.gen(function*() {
+      const g = Graph.make()
+      const x = yield* g.input("x", "f32", [4])
+      yield* g.output(Ops.exp(Ops.scale(x, 2)))
+      const graph = g.build()
+      assert.strictEqual(Fusion.optimize(graph), graph)
+    }))
+})
