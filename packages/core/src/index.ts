@@ -77,10 +77,6 @@ export * as TensorData from "./TensorData.js"
 /**
  * @since 0.1.0
  */
-export * as GgmlReference from "./GgmlReference.js"
-/**
- * @since 0.1.0
- */
 export * as Fusion from "./Fusion.js"
 /**
  * @since 0.1.0

@@ -11,7 +11,6 @@ import type { Backend } from "@effect-gpu/core/Backend"
 import type { Buffer } from "@effect-gpu/core/Buffer"
 import * as Cpu from "@effect-gpu/core/Cpu"
 import * as DType from "@effect-gpu/core/DType"
-import * as GgmlReference from "@effect-gpu/core/GgmlReference"
 import type { AllocationError, BackendError, OutOfBounds, ShapeError, UnsupportedOp } from "@effect-gpu/core/GpuError"
 import * as Graph from "@effect-gpu/core/Graph"
 import * as Op from "@effect-gpu/core/Op"
@@ -20,6 +19,7 @@ import type { Binding } from "@effect-gpu/core/Plan"
 import type { Tensor } from "@effect-gpu/core/Tensor"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
+import * as Compare from "./Compare.js"
 import * as Gen from "./Generators.js"
 
 /**
@@ -49,7 +49,7 @@ export interface Case {
   readonly op: string
   readonly inputs: ReadonlyArray<Input>
   readonly build: (ts: ReadonlyArray<Tensor>) => Effect.Effect<Tensor, ShapeError>
-  readonly compare: "nmse" | "exact" | "set_per_row"
+  readonly compare: Compare.Rule
   readonly nmse: number
 }
 
@@ -614,45 +614,18 @@ export const run = (
     if (ours.overwritten.length > 0) {
       return { name: c.name, passed: false, detail: `out-of-bounds write: ${ours.overwritten.join("; ")}` }
     }
-    const result = c.compare === "set_per_row"
-      ? compareSets(ours.output, ref.output, kOf(c, ref.output.length))
-      : GgmlReference.compare(
-        {
-          name: c.name,
-          inputs: [],
-          graph: [],
-          output: { name: "out", type: "f32", ne: [ref.output.length, 1, 1, 1], offset: 0, nbytes: 0 },
-          compare: c.compare,
-          nmse: c.nmse
-        },
-        ours.output,
-        ref.output
-      )
+    const result = Compare.compare(c.compare, ours.output, ref.output, {
+      bound: c.nmse,
+      rowLength: rowLength(c, ref.output.length)
+    })
     return { name: c.name, passed: result.passed, detail: result.detail }
   }).pipe(Effect.withSpan("Conformance.run", { attributes: { case: c.name } }))
 
-const kOf = (c: Case, outputLength: number) => {
+/** the length of the output's rows: the output's elements over the first input's rows (top_k's k) */
+const rowLength = (c: Case, outputLength: number) => {
   const rows = c.inputs[0].ne.slice(1).reduce((a, b) => a * b, 1)
   return outputLength / rows
 }
-
-const compareSets = (ours: ArrayLike<number>, ref: ArrayLike<number>, k: number) => {
-  let bad = 0
-  for (let r = 0; r < ref.length / k; r++) {
-    const a = Array.from({ length: k }, (_, i) => ours[r * k + i]).sort((x, y) => x - y)
-    const b = Array.from({ length: k }, (_, i) => ref[r * k + i]).sort((x, y) => x - y)
-    if (a.some((x, i) => x !== b[i])) bad++
-  }
-  return { passed: bad === 0, detail: `${bad} rows differ` }
-}
-
-/**
- * sum((a - b)^2) / sum(b^2)
- *
- * @since 0.1.0
- * @category comparison
- */
-export const nmse = (a: ArrayLike<number>, b: ArrayLike<number>): number => GgmlReference.nmse(a, b)
 
 /**
  * A CPU backend to compare against, independent of any registry.

@@ -14,6 +14,7 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import type * as Layer from "effect/Layer"
+import * as Compare from "./Compare.js"
 import * as Conformance from "./Conformance.js"
 import * as Gen from "./Generators.js"
 import * as LeakCheck from "./LeakCheck.js"
@@ -102,7 +103,7 @@ export const conformance = <E>(layer: Layer.Layer<Registry.Registry, E>, options
             yield* Fiber.interrupt(fiber)
             const reference = yield* computeOn((yield* Conformance.referenceBackend).device, 8, 2)
             const after = yield* computeOn(device, 8, 2)
-            assert.isBelow(Conformance.nmse(after, reference), 1e-6)
+            assert.isBelow(Compare.nmse(after, reference), 1e-6)
           }))
         }))
 

@@ -9,7 +9,15 @@ export * as ConformanceSuite from "./ConformanceSuite.js"
 /**
  * @since 0.1.0
  */
+export * as Compare from "./Compare.js"
+/**
+ * @since 0.1.0
+ */
 export * as Generators from "./Generators.js"
+/**
+ * @since 0.1.0
+ */
+export * as GgmlReference from "./GgmlReference.js"
 /**
  * @since 0.1.0
  */

@@ -1,5 +1,5 @@
-import { Cpu, GgmlReference, Graph, Ops, Registry } from "@effect-gpu/core"
-import { Generators, TestGpu } from "@effect-gpu/testing"
+import { Cpu, Graph, Ops, Registry } from "@effect-gpu/core"
+import { Compare, Generators, TestGpu } from "@effect-gpu/testing"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as fc from "fast-check"
@@ -37,7 +37,7 @@ describe("Generators", () => {
           yield* backend.compute(plan)
           outputs.push(yield* plan.get(y))
         }
-        assert.strictEqual(GgmlReference.nmse(outputs[0], outputs[1]), 0)
+        assert.strictEqual(Compare.nmse(outputs[0], outputs[1]), 0)
       }).pipe(Effect.scoped, Effect.provide(TestGpu.layer()), Effect.provide(Cpu.layer())),
     { fastCheck: { numRuns: 20 } }
   )

@@ -1,8 +1,9 @@
-import { GgmlReference, Registry } from "@effect-gpu/core"
+import { Registry } from "@effect-gpu/core"
+import { GgmlReference } from "@effect-gpu/testing"
 import { WebGpu } from "@effect-gpu/webgpu"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { loadReference } from "../../core/test/utils.js"
+import { loadReference } from "../../testing/test/reference.js"
 import { adapterAvailable } from "./utils.js"
 
 const suite = loadReference()

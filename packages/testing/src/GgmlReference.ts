@@ -5,18 +5,19 @@
  *
  * @since 0.1.0
  */
+import type { AllocateOptions, Backend } from "@effect-gpu/core/Backend"
+import type { DType } from "@effect-gpu/core/DType"
+import * as Float16 from "@effect-gpu/core/Float16"
+import type { AllocationError, BackendError, OutOfBounds, UnsupportedOp } from "@effect-gpu/core/GpuError"
+import { ShapeError } from "@effect-gpu/core/GpuError"
+import * as Graph from "@effect-gpu/core/Graph"
+import type { GluKind, RopeMode, UnaryKind } from "@effect-gpu/core/Op"
+import * as Ops from "@effect-gpu/core/Ops"
+import type { Tensor } from "@effect-gpu/core/Tensor"
+import type { HostArray } from "@effect-gpu/core/TensorData"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
-import type { AllocateOptions, Backend } from "./Backend.js"
-import type { DType } from "./DType.js"
-import * as Float16 from "./Float16.js"
-import type { AllocationError, BackendError, OutOfBounds, UnsupportedOp } from "./GpuError.js"
-import { ShapeError } from "./GpuError.js"
-import * as Graph from "./Graph.js"
-import type { GluKind, RopeMode, UnaryKind } from "./Op.js"
-import * as Ops from "./Ops.js"
-import type { Tensor } from "./Tensor.js"
-import type { HostArray } from "./TensorData.js"
+import * as Compare from "./Compare.js"
 
 /**
  * @since 0.1.0
@@ -50,7 +51,7 @@ export interface Case {
   readonly inputs: ReadonlyArray<TensorSpec>
   readonly graph: ReadonlyArray<Step>
   readonly output: TensorSpec
-  readonly compare: "nmse" | "exact" | "set_per_row"
+  readonly compare: Compare.Rule
   readonly nmse: number
 }
 
@@ -236,23 +237,6 @@ export const buildCase = (
   })
 
 /**
- * The normalized mean squared error of `ours` against `ref`: sum((ours - ref)^2) / sum(ref^2).
- *
- * @since 0.1.0
- * @category comparison
- */
-export const nmse = (ours: ArrayLike<number>, ref: ArrayLike<number>): number => {
-  let num = 0
-  let den = 0
-  for (let i = 0; i < ref.length; i++) {
-    const d = ours[i] - ref[i]
-    num += d * d
-    den += ref[i] * ref[i]
-  }
-  return den === 0 ? (num === 0 ? 0 : Infinity) : num / den
-}
-
-/**
  * @since 0.1.0
  * @category models
  */
@@ -271,39 +255,11 @@ export interface Outcome {
  * @since 0.1.0
  * @category comparison
  */
-export const compare = (c: Case, ours: ArrayLike<number>, ref: ArrayLike<number>): Outcome => {
-  if (ours.length !== ref.length) {
-    return { name: c.name, passed: false, error: Infinity, bound: 0, detail: `length ${ours.length} != ${ref.length}` }
-  }
-  switch (c.compare) {
-    case "nmse": {
-      const e = nmse(ours, ref)
-      const nan = Array.prototype.some.call(ours, (x: number) => Number.isNaN(x))
-      return {
-        name: c.name,
-        passed: !nan && e <= c.nmse,
-        error: e,
-        bound: c.nmse,
-        detail: `nmse ${e.toExponential(3)}`
-      }
-    }
-    case "exact": {
-      let bad = 0
-      for (let i = 0; i < ref.length; i++) if (!Object.is(ours[i], ref[i]) && ours[i] !== ref[i]) bad++
-      return { name: c.name, passed: bad === 0, error: bad, bound: 0, detail: `${bad} elements differ` }
-    }
-    case "set_per_row": {
-      const k = c.output.ne[0]
-      let bad = 0
-      for (let r = 0; r < ref.length / k; r++) {
-        const a = Array.from({ length: k }, (_, i) => ours[r * k + i]).sort((x, y) => x - y)
-        const b = Array.from({ length: k }, (_, i) => ref[r * k + i]).sort((x, y) => x - y)
-        if (a.some((x, i) => x !== b[i])) bad++
-      }
-      return { name: c.name, passed: bad === 0, error: bad, bound: 0, detail: `${bad} rows differ` }
-    }
-  }
-}
+export const compare = (c: Case, ours: ArrayLike<number>, ref: ArrayLike<number>): Outcome => ({
+  name: c.name,
+  bound: c.nmse,
+  ...Compare.compare(c.compare, ours, ref, { bound: c.nmse, rowLength: c.output.ne[0] })
+})
 
 /**
  * Runs a case on a backend and compares with ggml's output.

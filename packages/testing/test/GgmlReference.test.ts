@@ -1,7 +1,8 @@
-import { Cpu, GgmlReference, Registry } from "@effect-gpu/core"
+import { Cpu, Registry } from "@effect-gpu/core"
+import { GgmlReference } from "@effect-gpu/testing"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { loadReference } from "./utils.js"
+import { loadReference } from "./reference.js"
 
 const suite = loadReference()
 
