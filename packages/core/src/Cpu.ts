@@ -173,7 +173,6 @@ export const make = (options?: Options): Device.Device => {
     name,
     description: "the reference backend: pure TypeScript on the host",
     type: "CPU",
-    caps: { async: true, hostBuffer: false, bufferFromHostPtr: true, events: true },
     ledger,
     bufferType: hostType("host", (size) => new Uint8Array(Math.ceil(size / 4) * 4).subarray(0, size)),
     otherBufferTypes: [mappedType],

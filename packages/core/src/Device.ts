@@ -156,7 +156,8 @@ export interface MakeOptions {
   readonly name: string
   readonly description: string
   readonly type: DeviceType
-  readonly caps: Caps
+  /** default: asynchronous, events, buffers from host memory, no pinned host buffer type */
+  readonly caps?: Caps
   /** the device's account of buffers, bytes, events and backends */
   readonly ledger: Ledger.Ledger
   /** the preferred buffer type for tensors of this device */
@@ -190,19 +191,20 @@ export const make = (options: MakeOptions): Device => {
   const { bufferType, interpreter, ledger, name } = options
   const memory = Effect.sync((): Memory => ({ free: ledger.free(), total: ledger.totalMemory }))
   const minBatch = options.offloadMinBatch
+  const caps = options.caps ?? { async: true, hostBuffer: false, bufferFromHostPtr: true, events: true }
   const device: Device = {
     [TypeId]: TypeId,
     name,
     description: options.description,
     type: options.type,
-    caps: options.caps,
+    caps,
     memory,
     props: Effect.map(memory, (memory) => ({
       name,
       description: options.description,
       type: options.type,
       memory,
-      caps: options.caps
+      caps
     })),
     bufferType,
     bufferTypes: [bufferType, ...(options.otherBufferTypes ?? [])],

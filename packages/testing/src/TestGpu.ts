@@ -186,7 +186,6 @@ const makeDevice = (
     name,
     description: "a mock GPU computing with the CPU reference kernels",
     type: "GPU",
-    caps: { async: true, hostBuffer: false, bufferFromHostPtr: true, events: true },
     ledger,
     bufferType,
     bufferFromHost: (bytes, o) =>

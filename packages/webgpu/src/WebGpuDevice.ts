@@ -174,7 +174,6 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
     name,
     description: options.description ?? "WebGPU",
     type: "GPU",
-    caps: { async: true, hostBuffer: false, bufferFromHostPtr: true, events: true },
     ledger,
     bufferType: privateType,
     otherBufferTypes: [sharedType, mappedType(new Uint8Array(0))],
