@@ -508,7 +508,7 @@ const main = Effect.gen(function*() {
   for (const r of table) console.log(line(r))
 
   const date = new Date().toISOString().slice(0, 10)
-  const out = args.out ?? path.join(process.cwd(), "..", "benchmarks", `bench-${args.label}-${date}.json`)
+  const out = args.out ?? path.join(process.cwd(), "..", "benchmarks", "runs", date, `bench-${args.label}.json`)
   fs.mkdirSync(path.dirname(out), { recursive: true })
   fs.writeFileSync(
     out,
@@ -518,7 +518,7 @@ const main = Effect.gen(function*() {
       2
     )
   )
-  console.log(`\nwritten to ${out}`)
+  console.log(`\nwritten to ${path.relative(process.cwd(), out)}`)
 })
 
 Effect.runPromise(Effect.scoped(main)).then(

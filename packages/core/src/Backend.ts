@@ -53,8 +53,8 @@ export interface AllocateOptions {
    * The graph's leafs (inputs, weights, constants) not bound elsewhere go into a second buffer of the
    * plan instead of the compute buffer. Kernels only read them (set_rows into a cache is the exception,
    * and binds that buffer read_write), so a GPU backend binds them read-only, where they would otherwise
-   * share a read_write binding with the results: a 4096^3 f32 mul_mat ran at 45.2 TFLOP/s on the H200
-   * with read-only operands, 41.3 with them in the compute buffer. The cost is small: inputs and
+   * share a read_write binding with the results, which runs products faster on GPUs
+   * (benchmarks/RESULTS.md, "leaf buffer"). The cost is small: inputs and
    * weights are pinned for the plan's life either way; only other leafs (tensors made without
    * `input`/`param`) lose the reuse of their memory for intermediates after their last use. Default:
    * the backend's (`Device.BackendOptions.leafBuffer`, else on for WebGPU, off for the CPU).
@@ -125,8 +125,8 @@ export interface MakeOptions {
 
 /**
  * The span of an operation on the per-token path (compute, synchronize): recorded and ended like any
- * other, but not made the parent of what runs inside (nothing there opens spans), which halves its cost:
- * 4 us against withSpan's 8 us per call on the CI machine, where one compute + synchronize costs ~45 us.
+ * other, but not made the parent of what runs inside (nothing there opens spans), which halves its cost
+ * (bench/probes/effect-cost.ts).
  */
 const hotSpan = (name: string) => <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   Effect.useSpan(name, { captureStackTrace: false }, () => self)

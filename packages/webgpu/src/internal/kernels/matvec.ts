@@ -82,8 +82,8 @@ const scalarAccumulate = (N: number, tpr: number) =>
 /**
  * @internal: matrix-vector: threads split K, all N columns at once. `vec4`: for K-contiguous operands with
  * 4-aligned strides and K >= 1024, one workgroup per result row, each thread loading MV_LOADS vec4 of a's
- * row before it multiplies them with b (several wide loads in flight: on the H200 it reads a 4096-wide
- * product at the speed of a plain read of its bytes). Scalar form: rows shorter than MV_PER_THREAD x WG
+ * row before it multiplies them with b (several wide loads in flight, to read a's bytes at the speed of a
+ * plain read). Scalar form: rows shorter than MV_PER_THREAD x WG
  * share a workgroup, `tpr` threads each (a power of two, at least MV_PER_THREAD elements per thread), so
  * a short row does not leave most of 256 threads with one element or none; it also runs where an
  * operand's offset is not 4-aligned after all.

@@ -1,0 +1,256 @@
+// The WebGPU backend's f16 tensor-core mul_mat, written again in CUDA with warp matrices (WMMA, the
+// native counterpart of WGSL's subgroup matrices), to learn what the same design reaches without Dawn,
+// and what each feature that WGSL lacks would add. Not project code; it runs only on the GPU machine:
+//
+//   nvcc -O3 -arch=sm_90 -o /tmp/wmma-anchor bench/probes/wmma-anchor.cu && /tmp/wmma-anchor
+//
+// C[m][n] = sum_k A[m][k] B[n][k] (both operands K-contiguous, as ggml's mul_mat), f16 in, f32 out.
+// Tilings WRxWC:FRxFC (WR x WC warps of FR x FC fragments of 16 x 16, K steps of 32, shared rows padded by
+// 8 f16); the backend's was 8x2:2x4 (512 threads on 256 x 128 of C) when this was written, and is 2x2:4x4
+// since (RESULTS.md, runs ar-aw). Variants:
+//   wgsl-like  one shared stage, prefetch through registers, two barriers a step (WGSL has no async
+//              copy, and Dawn gives a workgroup at most 48 KiB)
+//   2 stages   two shared stages, prefetch through registers, one barrier a step
+//   async N    N shared stages filled by cp.async (no registers)
+#include <cuda_fp16.h>
+#include <mma.h>
+#include <cstdio>
+#include <cstdlib>
+#include <cmath>
+#include <vector>
+#include <algorithm>
+using namespace nvcuda;
+
+constexpr int BK = 32, LDS = BK + 8;
+
+/** a tiling: WR x WC warps, each FR x FC fragments of 16x16 */
+template <int WR, int WC, int FR, int FC>
+struct Tiling {
+  static constexpr int BM = WR * FR * 16, BN = WC * FC * 16, THREADS = WR * WC * 32;
+  static constexpr int A_TILE = BM * LDS, B_TILE = BN * LDS;  // halves per stage
+  static constexpr int C_FLOATS = WR * WC * 256;              // one 16x16 f32 tile per warp, for the stores
+  // uint4 (8 f16) each thread moves per K step
+  static constexpr int A_LOADS = BM * (BK / 8) / THREADS, B_LOADS = BN * (BK / 8) / THREADS;
+  static_assert(A_LOADS >= 1 && B_LOADS >= 1, "a tile too small for its threads");
+};
+
+__device__ inline void cp_async16(void* smem, const void* gmem) {
+  unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+}
+__device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ inline void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+template <int WR, int WC, int FR, int FC, int STAGES, bool ASYNC>
+__global__ void __launch_bounds__(WR * WC * 32) mm(const half* __restrict__ A, const half* __restrict__ B,
+                                                    float* __restrict__ C, int M, int N, int K) {
+  using T = Tiling<WR, WC, FR, FC>;
+  constexpr int BM = T::BM, BN = T::BN, THREADS = T::THREADS, A_TILE = T::A_TILE, B_TILE = T::B_TILE;
+  constexpr int AL = T::A_LOADS, BL = T::B_LOADS;
+  extern __shared__ __align__(128) unsigned char smem[];
+  half* As = reinterpret_cast<half*>(smem);
+  half* Bs = As + STAGES * A_TILE;
+  float* Cs = reinterpret_cast<float*>(Bs + STAGES * B_TILE);
+  const int t = threadIdx.x, w = t / 32, lane = t % 32, wr = w / WC, wc = w % WC;
+  const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN, KT = K / BK;
+  // load l of a thread: row (t + l THREADS) / 4 of the tile, 8 f16 at column ac
+  const int ac = (t % 4) * 8;
+  auto row = [&](int l) { return (t + l * THREADS) / 4; };
+
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[FR][FC];
+  for (int i = 0; i < FR; i++)
+    for (int j = 0; j < FC; j++) wmma::fill_fragment(acc[i][j], 0.0f);
+
+  auto compute = [&](const half* as, const half* bs) {
+#pragma unroll
+    for (int kk = 0; kk < BK; kk += 16) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> fa[FR];
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::col_major> fb[FC];
+#pragma unroll
+      for (int i = 0; i < FR; i++) wmma::load_matrix_sync(fa[i], as + (wr * FR * 16 + i * 16) * LDS + kk, LDS);
+#pragma unroll
+      for (int j = 0; j < FC; j++) wmma::load_matrix_sync(fb[j], bs + (wc * FC * 16 + j * 16) * LDS + kk, LDS);
+#pragma unroll
+      for (int i = 0; i < FR; i++)
+#pragma unroll
+        for (int j = 0; j < FC; j++) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
+    }
+  };
+
+  if constexpr (ASYNC) {
+    auto issue = [&](int kt, int s) {
+      const int k = kt * BK + ac;
+#pragma unroll
+      for (int l = 0; l < AL; l++) cp_async16(As + s * A_TILE + row(l) * LDS + ac, A + (size_t)(m0 + row(l)) * K + k);
+#pragma unroll
+      for (int l = 0; l < BL; l++) cp_async16(Bs + s * B_TILE + row(l) * LDS + ac, B + (size_t)(n0 + row(l)) * K + k);
+    };
+    for (int s = 0; s < STAGES - 1; s++) {
+      if (s < KT) issue(s, s);
+      cp_async_commit();
+    }
+    for (int kt = 0; kt < KT; kt++) {
+      cp_async_wait<STAGES - 2>();
+      __syncthreads();
+      const int next = kt + STAGES - 1;
+      if (next < KT) issue(next, next % STAGES);
+      cp_async_commit();
+      compute(As + (kt % STAGES) * A_TILE, Bs + (kt % STAGES) * B_TILE);
+    }
+  } else {
+    uint4 ra[AL], rb[BL];
+    auto stash = [&](int s) {
+#pragma unroll
+      for (int l = 0; l < AL; l++) *reinterpret_cast<uint4*>(As + s * A_TILE + row(l) * LDS + ac) = ra[l];
+#pragma unroll
+      for (int l = 0; l < BL; l++) *reinterpret_cast<uint4*>(Bs + s * B_TILE + row(l) * LDS + ac) = rb[l];
+    };
+    auto fetch = [&](int kt) {
+      const int k = kt * BK + ac;
+#pragma unroll
+      for (int l = 0; l < AL; l++) ra[l] = *reinterpret_cast<const uint4*>(A + (size_t)(m0 + row(l)) * K + k);
+#pragma unroll
+      for (int l = 0; l < BL; l++) rb[l] = *reinterpret_cast<const uint4*>(B + (size_t)(n0 + row(l)) * K + k);
+    };
+    fetch(0);
+    if constexpr (STAGES == 1) {
+      for (int kt = 0; kt < KT; kt++) {
+        __syncthreads();
+        stash(0);
+        __syncthreads();
+        if (kt + 1 < KT) fetch(kt + 1);
+        compute(As, Bs);
+      }
+    } else {
+      stash(0);
+      __syncthreads();
+      for (int kt = 0; kt < KT; kt++) {
+        if (kt + 1 < KT) fetch(kt + 1);
+        compute(As + (kt % 2) * A_TILE, Bs + (kt % 2) * B_TILE);
+        if (kt + 1 < KT) stash((kt + 1) % 2);
+        __syncthreads();
+      }
+    }
+  }
+
+  // results leave through a 16x16 shared tile per warp, as in the WGSL kernel
+  float* cw = Cs + w * 256;
+#pragma unroll
+  for (int i = 0; i < FR; i++)
+#pragma unroll
+    for (int j = 0; j < FC; j++) {
+      wmma::store_matrix_sync(cw, acc[i][j], 16, wmma::mem_row_major);
+      __syncwarp();
+      const int r = lane / 2, c = (lane % 2) * 8;
+      float* dst = C + (size_t)(m0 + wr * FR * 16 + i * 16 + r) * N + n0 + wc * FC * 16 + j * 16 + c;
+      reinterpret_cast<float4*>(dst)[0] = reinterpret_cast<float4*>(cw + r * 16 + c)[0];
+      reinterpret_cast<float4*>(dst)[1] = reinterpret_cast<float4*>(cw + r * 16 + c)[1];
+      __syncwarp();
+    }
+}
+
+#define CK(x)                                                                 \
+  do {                                                                        \
+    cudaError_t e = (x);                                                      \
+    if (e != cudaSuccess) {                                                   \
+      printf("%s: %s (line %d)\n", #x, cudaGetErrorString(e), __LINE__);      \
+      exit(1);                                                                \
+    }                                                                         \
+  } while (0)
+
+template <int WR, int WC, int FR, int FC, int STAGES, bool ASYNC>
+void run(const char* name, int n, const half* dA, const half* dB, float* dC, const std::vector<half>& hA,
+         const std::vector<half>& hB) {
+  using T = Tiling<WR, WC, FR, FC>;
+  constexpr int THREADS = T::THREADS;
+  auto mm = ::mm<WR, WC, FR, FC, STAGES, ASYNC>;
+  const size_t bytes = (size_t)STAGES * (T::A_TILE + T::B_TILE) * sizeof(half) + T::C_FLOATS * sizeof(float);
+  CK(cudaFuncSetAttribute(mm, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+  int perSM = 0;
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSM, mm, THREADS, bytes));
+  dim3 grid(n / T::BN, n / T::BM);
+  CK(cudaMemset(dC, 0, (size_t)n * n * sizeof(float)));
+  mm<<<grid, THREADS, bytes>>>(dA, dB, dC, n, n, n);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  // check 256 sampled entries against a double-precision sum on the host
+  std::vector<float> hC((size_t)n * n);
+  CK(cudaMemcpy(hC.data(), dC, hC.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  double err = 0, ref2 = 0;
+  srand(7);
+  for (int s = 0; s < 256; s++) {
+    const int m = rand() % n, c = rand() % n;
+    double ref = 0;
+    for (int k = 0; k < n; k++) ref += (double)__half2float(hA[(size_t)m * n + k]) * __half2float(hB[(size_t)c * n + k]);
+    const double d = hC[(size_t)m * n + c] - ref;
+    err += d * d;
+    ref2 += ref * ref;
+  }
+  // time: a warm-up of 2 s at full clocks, then the median of 15 launches timed one by one
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  float ms = 0;
+  CK(cudaEventRecord(e0));
+  int warm = 0;
+  do {
+    mm<<<grid, THREADS, bytes>>>(dA, dB, dC, n, n, n);
+    warm++;
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+  } while (ms < 2000);
+  std::vector<float> times;
+  for (int r = 0; r < 15; r++) {
+    CK(cudaEventRecord(e0));
+    mm<<<grid, THREADS, bytes>>>(dA, dB, dC, n, n, n);
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    times.push_back(ms);
+  }
+  std::sort(times.begin(), times.end());
+  const double med = times[times.size() / 2];
+  printf("%dx%d:%dx%d %-10s %5d^3  %7.3f ms  %6.1f TFLOP/s  shared %5.1f KiB  %d/SM  NMSE %.1e\n", WR, WC, FR,
+         FC, name, n, med, 2.0 * n * n * (double)n / (med * 1e-3) / 1e12, bytes / 1024.0, perSM, err / ref2);
+}
+
+int main() {
+  cudaDeviceProp p;
+  CK(cudaGetDeviceProperties(&p, 0));
+  printf("%s, %d SMs\n", p.name, p.multiProcessorCount);
+  for (int n : {4096}) {
+    std::vector<half> hA((size_t)n * n), hB((size_t)n * n);
+    srand(1);
+    for (auto& x : hA) x = __float2half((rand() / (float)RAND_MAX) - 0.5f);
+    for (auto& x : hB) x = __float2half((rand() / (float)RAND_MAX) - 0.5f);
+    half *dA, *dB;
+    float* dC;
+    CK(cudaMalloc(&dA, hA.size() * sizeof(half)));
+    CK(cudaMalloc(&dB, hB.size() * sizeof(half)));
+    CK(cudaMalloc(&dC, (size_t)n * n * sizeof(float)));
+    CK(cudaMemcpy(dA, hA.data(), hA.size() * sizeof(half), cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dB, hB.data(), hB.size() * sizeof(half), cudaMemcpyHostToDevice));
+    // the backend's tiling of the time, then others; "wgsl-like" keeps WGSL's limits (one stage, at most 48 KiB a block)
+    run<8, 2, 2, 4, 1, false>("wgsl-like", n, dA, dB, dC, hA, hB);
+    run<8, 2, 2, 4, 2, false>("2 stages", n, dA, dB, dC, hA, hB);
+    run<8, 2, 2, 4, 3, true>("async 3", n, dA, dB, dC, hA, hB);
+    run<4, 2, 4, 4, 1, false>("wgsl-like", n, dA, dB, dC, hA, hB);
+    run<4, 2, 4, 4, 2, false>("2 stages", n, dA, dB, dC, hA, hB);
+    run<4, 2, 4, 4, 3, true>("async 3", n, dA, dB, dC, hA, hB);
+    run<2, 4, 4, 4, 1, false>("wgsl-like", n, dA, dB, dC, hA, hB);
+    run<2, 4, 4, 4, 3, true>("async 3", n, dA, dB, dC, hA, hB);
+    run<4, 2, 2, 4, 1, false>("wgsl-like", n, dA, dB, dC, hA, hB);
+    run<4, 2, 2, 4, 3, true>("async 3", n, dA, dB, dC, hA, hB);
+    run<2, 2, 4, 4, 1, false>("wgsl-like", n, dA, dB, dC, hA, hB);
+    run<2, 2, 4, 4, 3, true>("async 3", n, dA, dB, dC, hA, hB);
+    run<4, 4, 2, 2, 1, false>("wgsl-like", n, dA, dB, dC, hA, hB);
+    run<4, 4, 4, 4, 2, false>("2 stages", n, dA, dB, dC, hA, hB);
+    run<4, 4, 4, 4, 3, true>("async 3", n, dA, dB, dC, hA, hB);
+    CK(cudaFree(dA));
+    CK(cudaFree(dB));
+    CK(cudaFree(dC));
+  }
+  return 0;
+}
