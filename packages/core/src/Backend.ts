@@ -20,8 +20,8 @@ import type { ComputeOptions, Interpreter } from "./Command.js"
 import { Command } from "./Command.js"
 import type { Device } from "./Device.js"
 import * as Event from "./Event.js"
-import type { AllocationError, BackendError, DeviceLost } from "./GpuError.js"
-import { OutOfBounds, UnsupportedOp } from "./GpuError.js"
+import type { BackendError, DeviceLost } from "./GpuError.js"
+import { AllocationError, OutOfBounds, Released, UnsupportedOp } from "./GpuError.js"
 import * as Graph from "./Graph.js"
 import * as GraphAllocator from "./GraphAllocator.js"
 import type * as Ledger from "./Ledger.js"
@@ -72,13 +72,17 @@ export interface Backend {
   readonly name: string
   readonly device: Device
   /** enqueues a write of `data` at `offset` bytes into the tensor at `dst` */
-  readonly setAsync: (dst: Plan.Location, data: Uint8Array, offset?: number) => Effect.Effect<void, OutOfBounds>
+  readonly setAsync: (
+    dst: Plan.Location,
+    data: Uint8Array,
+    offset?: number
+  ) => Effect.Effect<void, OutOfBounds | Released>
   /** enqueues a read; the returned effect waits for the bytes */
   readonly getAsync: (
     src: Plan.Location,
     offset?: number,
     size?: number
-  ) => Effect.Effect<Effect.Effect<Uint8Array, BackendError>, OutOfBounds>
+  ) => Effect.Effect<Effect.Effect<Uint8Array, BackendError>, OutOfBounds | Released>
   /**
    * Enqueues a copy of a tensor's bytes into `dst` (same byte size). With `from`, the copy waits for
    * the work queued on that backend first (ggml's cpy_tensor_async between backends).
@@ -87,18 +91,25 @@ export interface Backend {
     src: Plan.Location,
     dst: Plan.Location,
     from?: Backend
-  ) => Effect.Effect<void, OutOfBounds>
+  ) => Effect.Effect<void, OutOfBounds | Released>
   /** waits until all queued work has finished; reports a failure of work nobody awaited */
   readonly synchronize: Effect.Effect<void, BackendError>
-  /** places a graph's tensors in one compute buffer (scoped) */
+  /**
+   * places a graph's tensors in one compute buffer (scoped); a tensor larger than one buffer of the device
+   * can hold fails with AllocationError before anything is allocated
+   */
   readonly allocate: (
     graph: Graph.Graph | Graph.Builder,
     options?: AllocateOptions
-  ) => Effect.Effect<Plan.Plan, AllocationError | UnsupportedOp | DeviceLost, Scope.Scope>
-  /** enqueues a compute of the plan and waits for it; interruption aborts it cleanly */
+  ) => Effect.Effect<Plan.Plan, AllocationError | UnsupportedOp | DeviceLost | Released, Scope.Scope>
+  /**
+   * computes the plan and returns once its results are ready; interruption aborts it: work not yet handed
+   * to the device is dropped, work in flight (bounded by the device's chunking) finishes, and the backend
+   * stays usable
+   */
   readonly compute: (plan: Plan.Plan, options?: ComputeOptions) => Effect.Effect<void, BackendError>
-  /** enqueues a compute and returns at once; failures surface at `synchronize` */
-  readonly computeAsync: (plan: Plan.Plan, options?: ComputeOptions) => Effect.Effect<void, UnsupportedOp>
+  /** hands a compute to the device and returns without waiting for it; failures surface at `synchronize` */
+  readonly computeAsync: (plan: Plan.Plan, options?: ComputeOptions) => Effect.Effect<void, UnsupportedOp | Released>
   /** a rewrite of the graph this backend computes faster (fusions); same results */
   readonly optimize: (graph: Graph.Graph) => Graph.Graph
   readonly recordEvent: (event: Event.Event) => Effect.Effect<void>
@@ -219,14 +230,23 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
       )
 
     options.ledger.addBackend(1)
+    // set when the backend's scope closes: every later use fails at once with Released
+    let released = false
     // let submitted work finish before the scope's other resources go, bounded in time
     yield* Effect.addFinalizer(() =>
       run(Command.Synchronize(), false).pipe(
         Effect.ignore,
         Effect.timeoutOption("10 seconds"),
-        Effect.ensuring(Effect.sync(() => options.ledger.addBackend(-1)))
+        Effect.ensuring(Effect.sync(() => {
+          released = true
+          options.ledger.addBackend(-1)
+        }))
       )
     )
+    const alive = (operation: string): Effect.Effect<void, Released> =>
+      Effect.suspend(() =>
+        released ? Effect.fail(new Released({ resource: `backend ${options.name}`, operation })) : Effect.void
+      )
 
     const checkTensorRange = (loc: Plan.Location, offset: number, size: number) =>
       Buffer.checkRange(loc.tensor.name || `tensor #${loc.tensor.id}`, offset, size, Tensor.nbytes(loc.tensor))
@@ -245,14 +265,41 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
     const computeCommand = (
       plan: Plan.Plan,
       computeOptions: ComputeOptions | undefined,
-      abort: { aborted: boolean }
+      abort: { aborted: boolean },
+      wait: boolean
     ) => {
       const capture = captureRequest
       captureRequest = undefined
       return {
         capture,
-        command: Command.Compute({ plan, options: computeOptions ?? {}, abort, capture: capture !== undefined })
+        command: Command.Compute({ plan, options: computeOptions ?? {}, abort, capture: capture !== undefined, wait })
       }
+    }
+
+    /** why a compute of `plan` cannot run here now, if it cannot */
+    const computeError = (plan: Plan.Plan, operation: string): Released | UnsupportedOp | undefined =>
+      released
+        ? new Released({ resource: `backend ${options.name}`, operation })
+        : plan.released
+        ? new Released({ resource: "the plan", operation })
+        : planError(plan)
+
+    /** the tensors of a graph too large for one buffer of `bufferType`, as the allocation error they give */
+    const oversized = (g: Graph.Graph, bufferType: Device["bufferType"]): AllocationError | undefined => {
+      for (const t of [...g.leafs, ...g.nodes]) {
+        if (t.viewSrc !== undefined) continue
+        const bytes = bufferType.allocSize(t)
+        if (bytes > bufferType.maxSize) {
+          return new AllocationError({
+            bufferType: bufferType.name,
+            requested: bytes,
+            available: bufferType.maxSize,
+            reason: `${t.name || `tensor #${t.id}`} (${Op.name(t.op)}, ${t.dtype}[${t.ne.join(", ")}]) needs ` +
+              `${bytes} bytes, more than one buffer of ${device.name} holds (${bufferType.maxSize})`
+          })
+        }
+      }
+      return undefined
     }
 
     // plans move their bytes through this backend's queue
@@ -267,21 +314,32 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
       name: options.name,
       device,
       setAsync: (dst, data, offset = 0) =>
-        Effect.zipRight(
-          checkTensorRange(dst, offset, data.byteLength),
+        alive("setAsync").pipe(
+          Effect.zipRight(Buffer.checkAlive(dst.buffer, "setAsync")),
+          Effect.zipRight(checkTensorRange(dst, offset, data.byteLength)),
           // copied: the caller may reuse its array at once, as ggml's set_tensor_async allows
-          detach(Command.SetTensor({ buffer: dst.buffer, offset: dst.offset + offset, data: data.slice() }))
-        ).pipe(Effect.asVoid, Effect.withSpan("Backend.setAsync", { captureStackTrace: false })),
+          Effect.zipRight(
+            detach(Command.SetTensor({ buffer: dst.buffer, offset: dst.offset + offset, data: data.slice() }))
+          ),
+          Effect.withSpan("Backend.setAsync", { captureStackTrace: false })
+        ),
       getAsync: (src, offset = 0, size) => {
         const n = size ?? Tensor.nbytes(src.tensor) - offset
         // the read is ordered now; the returned effect hands over its bytes (or its failure)
-        return Effect.zipRight(
-          checkTensorRange(src, offset, n),
-          Effect.exit(run(Command.GetTensor({ buffer: src.buffer, offset: src.offset + offset, size: n }), false))
-        ).pipe(Effect.map((exit) => exit as Effect.Effect<Uint8Array, BackendError>))
+        return alive("getAsync").pipe(
+          Effect.zipRight(Buffer.checkAlive(src.buffer, "getAsync")),
+          Effect.zipRight(checkTensorRange(src, offset, n)),
+          Effect.zipRight(
+            Effect.exit(run(Command.GetTensor({ buffer: src.buffer, offset: src.offset + offset, size: n }), false))
+          ),
+          Effect.map((exit) => exit as Effect.Effect<Uint8Array, BackendError>)
+        )
       },
       copyAsync: (src, dst, from) =>
         Effect.gen(function*() {
+          yield* alive("copyAsync")
+          yield* Buffer.checkAlive(src.buffer, "copyAsync")
+          yield* Buffer.checkAlive(dst.buffer, "copyAsync")
           const size = Tensor.nbytes(src.tensor)
           if (size !== Tensor.nbytes(dst.tensor)) {
             return yield* new OutOfBounds({
@@ -300,10 +358,16 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
             Command.CopyTensor({ src: src.buffer, srcOffset: src.offset, dst: dst.buffer, dstOffset: dst.offset, size })
           )
         }).pipe(Effect.withSpan("Backend.copyAsync", { captureStackTrace: false })),
-      synchronize: run(Command.Synchronize(), false).pipe(Effect.asVoid, hotSpan("Backend.synchronize")),
+      synchronize: Effect.zipRight(alive("synchronize"), run(Command.Synchronize(), false)).pipe(
+        Effect.asVoid,
+        hotSpan("Backend.synchronize")
+      ),
       allocate: (graph, allocOptions) =>
         Effect.gen(function*() {
+          yield* alive("allocate")
           const g = Graph.from(graph)
+          const tooLarge = oversized(g, device.bufferType)
+          if (tooLarge !== undefined) return yield* tooLarge
           for (const n of g.nodes) {
             if (!Op.isView(n.op) && !device.supportsOp(n)) {
               return yield* new UnsupportedOp({
@@ -331,10 +395,10 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
         }).pipe(Effect.withSpan("Backend.allocate", { captureStackTrace: false })),
       compute: (plan, computeOptions) =>
         Effect.suspend(() => {
-          const unusable = planError(plan)
+          const unusable = computeError(plan, "compute")
           if (unusable !== undefined) return Effect.fail(unusable)
           const abort = { aborted: false }
-          const { capture, command } = computeCommand(plan, computeOptions, abort)
+          const { capture, command } = computeCommand(plan, computeOptions, abort, true)
           // interruption (ggml's abort) stops the interpreter at its next node or chunk; work already
           // submitted is waited for before the interruption completes
           const ran = run(command, false).pipe(
@@ -353,9 +417,9 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
         }).pipe(hotSpan("Backend.compute")),
       computeAsync: (plan, computeOptions) =>
         Effect.gen(function*() {
-          const unusable = planError(plan)
+          const unusable = computeError(plan, "computeAsync")
           if (unusable !== undefined) return yield* unusable
-          const { capture, command } = computeCommand(plan, computeOptions, { aborted: false })
+          const { capture, command } = computeCommand(plan, computeOptions, { aborted: false }, false)
           if (capture === undefined) return yield* detach(command)
           const trace = yield* Effect.exit(run(command, false))
           if (Exit.isSuccess(trace) && trace.value !== undefined) yield* Deferred.succeed(capture, trace.value as Trace)

@@ -7,7 +7,7 @@
 import * as Effect from "effect/Effect"
 import * as Predicate from "effect/Predicate"
 import type { BackendError } from "./GpuError.js"
-import { OutOfBounds } from "./GpuError.js"
+import { OutOfBounds, Released } from "./GpuError.js"
 
 /**
  * @since 0.1.0
@@ -71,6 +71,8 @@ export interface Buffer {
   readonly host: Uint8Array | undefined
   /** the provider's handle (a GPUBuffer for WebGPU) */
   readonly native: unknown
+  /** whether the scope that allocated the buffer has closed: every operation then fails with Released */
+  readonly released: boolean
   /** fills `size` bytes at `offset` with the byte `value` */
   readonly memset: (offset: number, size: number, value: number) => Effect.Effect<void, OutOfBounds | BackendError>
   readonly set: (offset: number, data: Uint8Array) => Effect.Effect<void, OutOfBounds | BackendError>
@@ -126,6 +128,29 @@ export const checkRange = (
     : Effect.fail(new OutOfBounds({ target, offset, size, limit }))
 
 /**
+ * Fails with Released when `buffer`'s scope has closed: `operation` names what was attempted.
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const checkAlive = (buffer: Buffer, operation: string): Effect.Effect<void, Released> =>
+  Effect.suspend(() =>
+    buffer.released ? Effect.fail(new Released({ resource: `buffer ${buffer.name}`, operation })) : Effect.void
+  )
+
+const released = new WeakSet<Buffer>()
+
+/**
+ * Marks a buffer released (its buffer type does this when the allocating scope closes).
+ *
+ * @since 0.1.0
+ * @category lifecycle
+ */
+export const markReleased = (buffer: Buffer): void => {
+  released.add(buffer)
+}
+
+/**
  * Builds the checked buffer from a provider's primitives.
  *
  * @since 0.1.0
@@ -134,6 +159,8 @@ export const checkRange = (
 export const make = (bufferType: Memory, size: number, usage: Usage, primitives: Primitives): Buffer => {
   const id = nextId++
   const name = `${bufferType.name}#${id}`
+  // every operation checks first that the buffer is alive: its memory may be gone
+  const alive = (operation: string) => checkAlive(self, operation)
   const self: Buffer = {
     [TypeId]: TypeId,
     id,
@@ -143,30 +170,36 @@ export const make = (bufferType: Memory, size: number, usage: Usage, primitives:
     usage,
     host: primitives.host,
     native: primitives.native,
+    get released() {
+      return released.has(self)
+    },
     memset: (offset, n, value) =>
-      Effect.zipRight(
-        checkRange(name, offset, n, size),
-        n === 0 ? Effect.void : primitives.memset(offset, n, value & 0xff)
+      alive("buffer.memset").pipe(
+        Effect.zipRight(checkRange(name, offset, n, size)),
+        Effect.zipRight(n === 0 ? Effect.void : primitives.memset(offset, n, value & 0xff))
       ),
     set: (offset, data) =>
-      Effect.zipRight(
-        checkRange(name, offset, data.byteLength, size),
-        data.byteLength === 0 ? Effect.void : primitives.write(offset, data)
+      alive("buffer.set").pipe(
+        Effect.zipRight(checkRange(name, offset, data.byteLength, size)),
+        Effect.zipRight(data.byteLength === 0 ? Effect.void : primitives.write(offset, data))
       ),
     get: (offset, n) =>
-      Effect.zipRight(
-        checkRange(name, offset, n, size),
-        n === 0 ? Effect.succeed(new Uint8Array(0)) : primitives.read(offset, n)
+      alive("buffer.get").pipe(
+        Effect.zipRight(checkRange(name, offset, n, size)),
+        Effect.zipRight(n === 0 ? Effect.succeed(new Uint8Array(0)) : primitives.read(offset, n))
       ),
     copyFrom: (src, srcOffset, dstOffset, n) =>
       Effect.gen(function*() {
+        yield* alive("buffer.copyFrom")
+        yield* checkAlive(src, "buffer.copyFrom")
         yield* checkRange(src.name, srcOffset, n, src.size)
         yield* checkRange(name, dstOffset, n, size)
         if (n === 0) return
         const done = primitives.copyFrom ? yield* primitives.copyFrom(src, srcOffset, dstOffset, n) : false
         if (!done) yield* Effect.flatMap(src.get(srcOffset, n), (bytes) => primitives.write(dstOffset, bytes))
       }),
-    clear: (value) => size === 0 ? Effect.void : primitives.memset(0, size, value & 0xff)
+    clear: (value) =>
+      Effect.zipRight(alive("buffer.clear"), size === 0 ? Effect.void : primitives.memset(0, size, value & 0xff))
   }
   return self
 }

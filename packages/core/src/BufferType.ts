@@ -104,7 +104,11 @@ export const make = (options: MakeOptions): BufferType => {
             Effect.map((p) => ({ p, buffer: Buffer.make(self, size, allocOptions?.usage ?? "any", p) }))
           )
         }),
-        ({ p }) => Effect.ensuring(options.destroy(p), Effect.sync(() => options.ledger.release(size)))
+        ({ buffer, p }) =>
+          Effect.sync(() => Buffer.markReleased(buffer)).pipe(
+            Effect.zipRight(options.destroy(p)),
+            Effect.ensuring(Effect.sync(() => options.ledger.release(size)))
+          )
       ).pipe(Effect.map(({ buffer }) => buffer))
     }
   }

@@ -52,6 +52,8 @@ export type Command = Data.TaggedEnum<{
     readonly options: ComputeOptions
     readonly abort: AbortFlag
     readonly capture: boolean
+    /** carried out once the results are ready (compute), or once the work is handed over (computeAsync) */
+    readonly wait: boolean
   }
   /** completes `done` once all work before it has finished on the device */
   RecordEvent: { readonly eventId: number; readonly done: Deferred.Deferred<void, BackendError> }

@@ -201,7 +201,13 @@ export const make = (options?: Options): Device.Device => {
  * @category layers
  */
 export const register = (options?: Options): Layer.Layer<never, never, Registry.Registry> =>
-  Layer.scopedDiscard(Effect.flatMap(Registry.Registry, (r) => r.register(make(options))))
+  Layer.scopedDiscard(Effect.gen(function*() {
+    const registry = yield* Registry.Registry
+    const device = make(options)
+    // closing the layer closes the device: later uses fail with Released
+    yield* Effect.addFinalizer(() => Device.markReleased(device))
+    yield* registry.register(device)
+  }))
 
 /**
  * A registry holding the CPU device.

@@ -13,6 +13,7 @@ import type { BufferType } from "./BufferType.js"
 import type { Interpreter } from "./Command.js"
 import * as Event from "./Event.js"
 import type { AllocationError, BackendError } from "./GpuError.js"
+import { Released } from "./GpuError.js"
 import type { Graph } from "./Graph.js"
 import type * as Ledger from "./Ledger.js"
 import type { Tensor } from "./Tensor.js"
@@ -112,8 +113,10 @@ export interface Device {
   readonly supportsBufferType: (memory: Buffer.Memory) => boolean
   /** should this op run here even though its weights live in host memory (ggml's offload_op) */
   readonly offloadOp: (t: Tensor) => boolean
-  readonly makeBackend: (options?: BackendOptions) => Effect.Effect<Backend.Backend, never, Scope.Scope>
-  readonly makeEvent: Effect.Effect<Event.Event, never, Scope.Scope>
+  readonly makeBackend: (options?: BackendOptions) => Effect.Effect<Backend.Backend, Released, Scope.Scope>
+  readonly makeEvent: Effect.Effect<Event.Event, Released, Scope.Scope>
+  /** whether the provider that made the device has closed it (its layer's scope closed) */
+  readonly released: boolean
   /** live buffers, events and backends of this device */
   readonly ledger: Ledger.Ledger
 }
@@ -181,6 +184,17 @@ export interface MakeOptions {
   readonly leafBuffer: boolean
 }
 
+const released = new WeakSet<Device>()
+
+/**
+ * Marks a device closed by its provider (when the layer that opened it closes): making backends and
+ * events on it then fails with Released.
+ *
+ * @since 0.1.0
+ * @category lifecycle
+ */
+export const markReleased = (device: Device): Effect.Effect<void> => Effect.sync(() => released.add(device))
+
 /**
  * Builds a device from a provider's primitives.
  *
@@ -188,6 +202,12 @@ export interface MakeOptions {
  * @category constructors
  */
 export const make = (options: MakeOptions): Device => {
+  const alive = (operation: string): Effect.Effect<void, Released> =>
+    Effect.suspend(() =>
+      released.has(device)
+        ? Effect.fail(new Released({ resource: `device ${options.name}`, operation }))
+        : Effect.void
+    )
   const { bufferType, interpreter, ledger, name } = options
   const memory = Effect.sync((): Memory => ({ free: ledger.free(), total: ledger.totalMemory }))
   const minBatch = options.offloadMinBatch
@@ -216,15 +236,21 @@ export const make = (options: MakeOptions): Device => {
       ? () => false
       : (t) => TensorModule.nelements(t) > 0 && batchSize(t) >= minBatch && options.supportsOp(t),
     makeBackend: (backendOptions) =>
-      Backend.make({
-        name: backendOptions?.name ?? name,
-        device,
-        interpreter,
-        ledger,
-        leafBuffer: backendOptions?.leafBuffer ?? options.leafBuffer,
-        ...(options.optimize === undefined ? {} : { optimize: options.optimize })
-      }),
-    makeEvent: Event.make(name, ledger),
+      Effect.zipRight(
+        alive("makeBackend"),
+        Backend.make({
+          name: backendOptions?.name ?? name,
+          device,
+          interpreter,
+          ledger,
+          leafBuffer: backendOptions?.leafBuffer ?? options.leafBuffer,
+          ...(options.optimize === undefined ? {} : { optimize: options.optimize })
+        })
+      ),
+    makeEvent: Effect.zipRight(alive("makeEvent"), Event.make(name, ledger)),
+    get released() {
+      return released.has(device)
+    },
     ledger
   }
   return device

@@ -91,7 +91,7 @@ export class AllocationError
 }
 
 /**
- * A read, write or copy outside a buffer or a tensor.
+ * A read, write or copy outside a buffer or a tensor, or an index that picks a row a table does not have.
  *
  * @since 0.1.0
  * @category errors
@@ -100,13 +100,17 @@ export class OutOfBounds extends Schema.TaggedError<OutOfBounds>("@effect-gpu/co
   target: Schema.String,
   offset: Schema.Number,
   size: Schema.Number,
-  limit: Schema.Number
+  limit: Schema.Number,
+  /** what offset, size and limit count; default bytes */
+  unit: Schema.optional(Schema.String)
 }) {
   /** @since 0.1.0 */
   readonly [TypeId]: TypeId = TypeId
   /** @since 0.1.0 */
   override get message(): string {
-    return `${this.target}: bytes [${this.offset}, ${this.offset + this.size}) are outside [0, ${this.limit})`
+    return `${this.target}: ${this.unit ?? "bytes"} [${this.offset}, ${
+      this.offset + this.size
+    }) are outside [0, ${this.limit})`
   }
 }
 
@@ -167,10 +171,57 @@ export class NoAdapter extends Schema.TaggedError<NoAdapter>("@effect-gpu/core/N
 }
 
 /**
+ * An operation on a resource (a buffer, a plan, a backend, a device) whose scope has closed: its memory is
+ * gone, so the operation fails at once instead of reading zeros or failing a later, unrelated call.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class Released extends Schema.TaggedError<Released>("@effect-gpu/core/Released")("Released", {
+  resource: Schema.String,
+  operation: Schema.String
+}) {
+  /** @since 0.1.0 */
+  readonly [TypeId]: TypeId = TypeId
+  /** @since 0.1.0 */
+  override get message(): string {
+    return `${this.operation}: ${this.resource} was released when its scope closed`
+  }
+}
+
+/**
+ * A read of a tensor whose memory the plan did not keep: an intermediate result, whose bytes were reused
+ * for later results of the graph. Mark it as an output (`graph.output(t)`) to read it.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class NotAnOutput extends Schema.TaggedError<NotAnOutput>("@effect-gpu/core/NotAnOutput")("NotAnOutput", {
+  tensor: Schema.String
+}) {
+  /** @since 0.1.0 */
+  readonly [TypeId]: TypeId = TypeId
+  /** @since 0.1.0 */
+  override get message(): string {
+    return `${this.tensor} is an intermediate result whose memory the plan reuses: mark it with graph.output(...) ` +
+      "to read it"
+  }
+}
+
+/**
  * @since 0.1.0
  * @category models
  */
-export type GpuError = ShapeError | UnsupportedOp | AllocationError | OutOfBounds | DeviceLost | KernelError | NoAdapter
+export type GpuError =
+  | ShapeError
+  | UnsupportedOp
+  | AllocationError
+  | OutOfBounds
+  | DeviceLost
+  | KernelError
+  | NoAdapter
+  | Released
+  | NotAnOutput
 
 /**
  * The errors that running commands on a backend can produce.
@@ -178,7 +229,7 @@ export type GpuError = ShapeError | UnsupportedOp | AllocationError | OutOfBound
  * @since 0.1.0
  * @category models
  */
-export type BackendError = DeviceLost | KernelError | UnsupportedOp | OutOfBounds
+export type BackendError = DeviceLost | KernelError | UnsupportedOp | OutOfBounds | Released
 
 /**
  * @since 0.1.0
@@ -191,7 +242,9 @@ export const GpuError = Schema.Union(
   OutOfBounds,
   DeviceLost,
   KernelError,
-  NoAdapter
+  NoAdapter,
+  Released,
+  NotAnOutput
 )
 
 /**

@@ -36,6 +36,11 @@ export interface Plan {
   readonly sizes: ReadonlyMap<number, number>
   /** node id -> id of the source whose memory it took over */
   readonly inPlace: ReadonlyMap<number, number>
+  /**
+   * ids of the tensors whose memory is never reused while the graph runs (outputs, inputs, weights), so
+   * their bytes can be read after a compute
+   */
+  readonly kept: ReadonlySet<number>
   /** the buffer size needed: the high-water mark */
   readonly size: number
   /** what a plan without reuse would need */
@@ -210,5 +215,7 @@ export const plan = (graph: Graph, options: Options): Plan => {
       } else release(node)
     }
   }
-  return { offsets, sizes, inPlace, size: Math.max(free.high, alignment), naiveSize }
+  const kept = new Set<number>()
+  for (const t of [...graph.leafs, ...graph.nodes]) if (owns(t) && pinned(t)) kept.add(t.id)
+  return { offsets, sizes, inPlace, kept, size: Math.max(free.high, alignment), naiveSize }
 }

@@ -1,7 +1,8 @@
 /**
  * The op builders: each checks ggml's shape and type rules and returns the result tensor, or fails with
  * a `ShapeError` naming the op and the operands. Arguments may be tensors or effects that build them,
- * so calls nest: `Ops.softMax(Ops.mulMat(a, b))`.
+ * so calls nest: `Ops.softMax(Ops.mulMat(a, b))`. A builder's effect makes its tensor once: yielding
+ * the same effect again (or passing it to two ops) gives the same tensor, as a value would.
  *
  * @since 0.1.0
  */

@@ -6,12 +6,13 @@
  * @since 0.1.0
  */
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Predicate from "effect/Predicate"
 import type * as Scope from "effect/Scope"
 import type { Buffer } from "./Buffer.js"
 import type { BufferType } from "./BufferType.js"
-import type { AllocationError, BackendError, DeviceLost, OutOfBounds } from "./GpuError.js"
-import { ShapeError } from "./GpuError.js"
+import type { AllocationError, BackendError, DeviceLost } from "./GpuError.js"
+import { NotAnOutput, OutOfBounds, Released, ShapeError } from "./GpuError.js"
 import type { Graph } from "./Graph.js"
 import * as GraphNs from "./Graph.js"
 import * as GraphAllocator from "./GraphAllocator.js"
@@ -64,24 +65,38 @@ export interface Plan {
   /** the compute buffer */
   readonly buffer: Buffer
   readonly layout: GraphAllocator.Plan
+  /** whether the plan's memory is gone (its scope closed): every use then fails with Released */
+  readonly released: boolean
   /** the memory of a tensor of the graph (views resolve to their owner), or undefined */
   readonly location: (t: Tensor.Tensor) => Location | undefined
-  /** writes host data into a tensor (numbers are converted to its dtype) */
+  /**
+   * Writes values into a tensor, converted to its type (`TensorData.HostData`: a quantized tensor takes its
+   * raw blocks). Indices of get_rows and set_rows are checked against the rows they pick from.
+   */
   readonly set: (
     t: Tensor.Tensor,
     data: TensorData.HostData
-  ) => Effect.Effect<void, ShapeError | OutOfBounds | BackendError>
-  /** reads a tensor back, views gathered element by element */
-  readonly get: (t: Tensor.Tensor) => Effect.Effect<TensorData.HostArray, ShapeError | OutOfBounds | BackendError>
+  ) => Effect.Effect<void, ShapeError | OutOfBounds | Released>
+  /** writes raw bytes (the tensor's type, little-endian, all of it) */
+  readonly setBytes: (t: Tensor.Tensor, bytes: Uint8Array) => Effect.Effect<void, ShapeError | OutOfBounds | Released>
+  /**
+   * Reads a tensor back as values (raw blocks for a quantized one), views gathered element by element.
+   * Only tensors whose memory the plan keeps can be read: outputs, inputs, weights; an intermediate fails
+   * with NotAnOutput.
+   */
+  readonly get: (
+    t: Tensor.Tensor
+  ) => Effect.Effect<TensorData.HostArray, ShapeError | NotAnOutput | OutOfBounds | BackendError>
+  /** reads the raw bytes of a contiguous tensor */
+  readonly getBytes: (
+    t: Tensor.Tensor
+  ) => Effect.Effect<Uint8Array, ShapeError | NotAnOutput | OutOfBounds | BackendError>
 }
 
-const notInPlan = (op: string, t: Tensor.Tensor) =>
-  new ShapeError({
-    op,
-    shapes: [[...t.ne]],
-    dtypes: [t.dtype],
-    reason: `tensor ${t.name || `#${t.id}`} is not part of this plan`
-  })
+const nameOf = (t: Tensor.Tensor) => t.name || `tensor #${t.id}`
+
+const shapeError = (op: string, t: Tensor.Tensor, reason: string) =>
+  new ShapeError({ op, shapes: [[...t.ne]], dtypes: [t.dtype], reason })
 
 /**
  * How a plan moves bytes: the queue of the backend that made it (`Backend.setAsync` / `getAsync`).
@@ -90,7 +105,7 @@ const notInPlan = (op: string, t: Tensor.Tensor) =>
  * @category models
  */
 export interface Transfer {
-  readonly write: (dst: Location, data: Uint8Array) => Effect.Effect<void, OutOfBounds>
+  readonly write: (dst: Location, data: Uint8Array) => Effect.Effect<void, OutOfBounds | Released>
   readonly read: (src: Location) => Effect.Effect<Uint8Array, OutOfBounds | BackendError>
 }
 
@@ -108,6 +123,29 @@ export interface MakeOptions {
 }
 
 /**
+ * The index operands of a graph and the rows each may pick: src1 of get_rows, src2 of set_rows, by tensor
+ * id (the smallest bound where a tensor indexes several tables).
+ */
+const indexBounds = (graph: Graph): Map<number, number> => {
+  const bounds = new Map<number, number>()
+  const add = (idx: Tensor.Tensor, rows: number) => bounds.set(idx.id, Math.min(rows, bounds.get(idx.id) ?? rows))
+  for (const n of graph.nodes) {
+    if (n.op._tag === "GetRows") add(n.src[1], n.src[0].ne[1])
+    else if (n.op._tag === "SetRows") add(n.src[2], n.src[0].ne[1])
+  }
+  return bounds
+}
+
+/**
+ * Fails with Released when the memory of `plan` is gone.
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const checkAlive = (plan: Plan, operation: string): Effect.Effect<void, Released> =>
+  Effect.suspend(() => (plan.released ? Effect.fail(new Released({ resource: "a plan", operation })) : Effect.void))
+
+/**
  * @since 0.1.0
  * @category constructors
  */
@@ -115,6 +153,8 @@ export const make = (options: MakeOptions): Plan => {
   const { bindings, buffer, graph, layout, transfer } = options
   const bound = new Map(bindings.map((b) => [b.tensor.id, b]))
   const members = new Set<number>([...graph.nodes, ...graph.leafs].map((t) => t.id))
+  const buffers = [buffer, ...new Set(bindings.map((b) => b.buffer))]
+  const bounds = indexBounds(graph)
   const location = (original: Tensor.Tensor): Location | undefined => {
     const t = GraphNs.resolve(graph, original)
     if (!members.has(t.id)) return undefined
@@ -124,49 +164,87 @@ export const make = (options: MakeOptions): Plan => {
     const offset = layout.offsets.get(owner.id)
     return offset === undefined ? undefined : { tensor: t, buffer, offset: offset + t.viewOffset }
   }
-  return {
+  /** where `t` lives, once the plan is known alive and `t` a member */
+  const place = (op: string, t: Tensor.Tensor): Effect.Effect<Location, ShapeError | Released> =>
+    Effect.suspend((): Effect.Effect<Location, ShapeError | Released> => {
+      const gone = buffers.find((b) => b.released)
+      if (gone !== undefined) return Effect.fail(new Released({ resource: `the plan (${gone.name})`, operation: op }))
+      const loc = location(t)
+      return loc === undefined
+        ? Effect.fail(shapeError(op, t, `${nameOf(t)} is not part of this plan`))
+        : Effect.succeed(loc)
+    })
+  const contiguous = (op: string, t: Tensor.Tensor): Effect.Effect<void, ShapeError> =>
+    Tensor.isContiguous(t) ? Effect.void : Effect.fail(shapeError(op, t, `${op} needs a contiguous tensor`))
+  /** the indices written into an index operand pick existing rows */
+  const checkIndices = (t: Tensor.Tensor, data: TensorData.HostData): Effect.Effect<void, OutOfBounds> => {
+    const rows = bounds.get(t.id)
+    if (rows === undefined) return Effect.void
+    for (let i = 0; i < data.length; i++) {
+      const r = data[i]
+      if (!(r >= 0 && r < rows)) {
+        return Effect.fail(
+          new OutOfBounds({ target: `${nameOf(t)}[${i}] (an index)`, offset: r, size: 1, limit: rows, unit: "rows" })
+        )
+      }
+    }
+    return Effect.void
+  }
+  /** a read: only of memory the plan keeps for the whole compute */
+  const readable = (op: string, t: Tensor.Tensor) =>
+    Effect.flatMap(place(op, t), (loc) => {
+      const owner = loc.tensor.viewSrc ?? loc.tensor
+      return bound.has(owner.id) || layout.kept.has(owner.id)
+        ? Effect.succeed(loc)
+        : Effect.fail(new NotAnOutput({ tensor: nameOf(t) }))
+    })
+  const self: Plan = {
     [TypeId]: TypeId,
     graph,
     buffer,
     layout,
+    get released() {
+      return buffers.some((b) => b.released)
+    },
     location,
     set: (t, data) =>
-      Effect.suspend((): Effect.Effect<void, ShapeError | OutOfBounds | BackendError> => {
-        const loc = location(t)
-        if (loc === undefined) return Effect.fail(notInPlan("plan.set", t))
-        t = loc.tensor
-        if (!Tensor.isContiguous(t)) {
-          return Effect.fail(
-            new ShapeError({
-              op: "plan.set",
-              shapes: [[...t.ne]],
-              dtypes: [t.dtype],
-              reason: "set needs a contiguous tensor"
-            })
-          )
-        }
-        const expected = TensorData.expectedLength(t, data)
-        if (data.length !== expected) {
-          return Effect.fail(
-            new ShapeError({
-              op: "plan.set",
-              shapes: [[...t.ne]],
-              dtypes: [t.dtype],
-              reason: `expected ${expected} values for ${t.name || `#${t.id}`}, got ${data.length}`
-            })
-          )
-        }
-        return transfer.write(loc, TensorData.encode(t.dtype, data))
-      }),
-    get: (original) =>
       Effect.gen(function*() {
-        const loc = location(original)
-        if (loc === undefined) return yield* Effect.fail(notInPlan("plan.get", original))
-        const t = loc.tensor
+        const loc = yield* place("plan.set", t)
+        yield* contiguous("plan.set", loc.tensor)
+        const bytes = TensorData.encode(loc.tensor, data)
+        if (Either.isLeft(bytes)) return yield* shapeError("plan.set", loc.tensor, bytes.left)
+        yield* checkIndices(loc.tensor, data)
+        yield* transfer.write(loc, bytes.right)
+      }),
+    setBytes: (t, bytes) =>
+      Effect.gen(function*() {
+        const loc = yield* place("plan.setBytes", t)
+        yield* contiguous("plan.setBytes", loc.tensor)
+        const n = Tensor.nbytes(loc.tensor)
+        if (bytes.byteLength !== n) {
+          return yield* shapeError(
+            "plan.setBytes",
+            loc.tensor,
+            `expected ${n} bytes for ${nameOf(t)}, got ${bytes.byteLength}`
+          )
+        }
+        yield* transfer.write(loc, bytes)
+      }),
+    get: (t) =>
+      Effect.gen(function*() {
+        const loc = yield* readable("plan.get", t)
         const bytes = yield* transfer.read(loc)
-        return Tensor.isContiguous(t) ? TensorData.decode(t.dtype, bytes) : TensorData.gather(t, bytes, t.viewOffset)
+        const v = loc.tensor
+        return Tensor.isContiguous(v) ? TensorData.decode(v.dtype, bytes) : TensorData.gather(v, bytes, v.viewOffset)
+      }),
+    getBytes: (t) =>
+      Effect.gen(function*() {
+        const loc = yield* readable("plan.getBytes", t)
+        yield* contiguous("plan.getBytes", loc.tensor)
+        return yield* transfer.read(loc)
       })
   }
+  return self
 }
 
 /**

@@ -6,6 +6,7 @@
  * @since 0.1.0
  */
 import * as Effect from "effect/Effect"
+import type * as Exit from "effect/Exit"
 import * as Predicate from "effect/Predicate"
 import * as DType from "./DType.js"
 import { ShapeError } from "./GpuError.js"
@@ -121,16 +122,30 @@ export const fail = (op: string, operands: ReadonlyArray<Tensor>, reason: string
   )
 }
 
+/**
+ * @internal: an effect that runs `self` once and gives that outcome on every later run: a builder's
+ * effect makes one tensor however often it is yielded, so an effect can be reused like the value it makes
+ */
+export const once = <A, E>(self: Effect.Effect<A, E>): Effect.Effect<A, E> => {
+  let outcome: Exit.Exit<A, E> | undefined
+  return Effect.suspend(() =>
+    outcome ?? Effect.flatMap(Effect.exit(self), (exit) => {
+      outcome = exit
+      return exit
+    })
+  )
+}
+
 /** @internal */
 export const guard = <A>(thunk: () => A): Effect.Effect<A, ShapeError> =>
-  Effect.suspend(() => {
+  once(Effect.suspend(() => {
     try {
       return Effect.succeed(thunk())
     } catch (e) {
       if (e instanceof ShapeFailure) return Effect.fail(e.error)
       throw e
     }
-  })
+  }))
 
 /** @internal */
 export const resolve = (t: TensorLike): Effect.Effect<Tensor, ShapeError> => isTensor(t) ? Effect.succeed(t) : t
@@ -139,7 +154,7 @@ export const resolve = (t: TensorLike): Effect.Effect<Tensor, ShapeError> => isT
 export const lift1 =
   <P extends ReadonlyArray<unknown>>(impl: (a: Tensor, ...p: P) => Tensor) =>
   (a: TensorLike, ...p: P): Effect.Effect<Tensor, ShapeError> =>
-    isTensor(a) ? guard(() => impl(a, ...p)) : Effect.flatMap(a, (a) => guard(() => impl(a, ...p)))
+    isTensor(a) ? guard(() => impl(a, ...p)) : once(Effect.flatMap(a, (a) => guard(() => impl(a, ...p))))
 
 /** @internal: lifts a throwing builder of two tensor arguments */
 export const lift2 =
@@ -147,13 +162,13 @@ export const lift2 =
   (a: TensorLike, b: TensorLike, ...p: P): Effect.Effect<Tensor, ShapeError> =>
     isTensor(a) && isTensor(b)
       ? guard(() => impl(a, b, ...p))
-      : Effect.flatMap(Effect.all([resolve(a), resolve(b)]), ([a, b]) => guard(() => impl(a, b, ...p)))
+      : once(Effect.flatMap(Effect.all([resolve(a), resolve(b)]), ([a, b]) => guard(() => impl(a, b, ...p))))
 
 /** @internal: lifts a throwing builder of three tensor arguments */
 export const lift3 =
   (impl: (a: Tensor, b: Tensor, c: Tensor) => Tensor) =>
   (a: TensorLike, b: TensorLike, c: TensorLike): Effect.Effect<Tensor, ShapeError> =>
-    Effect.flatMap(Effect.all([resolve(a), resolve(b), resolve(c)]), ([a, b, c]) => guard(() => impl(a, b, c)))
+    once(Effect.flatMap(Effect.all([resolve(a), resolve(b), resolve(c)]), ([a, b, c]) => guard(() => impl(a, b, c))))
 
 const checkShape = (op: string, ne: ReadonlyArray<number>, dtype: DType.DType): Shape => {
   if (!DType.isDType(dtype)) {
@@ -309,14 +324,16 @@ export const sameLayout = (a: Tensor, b: Tensor): boolean =>
   a.nb[3] === b.nb[3]
 
 /**
- * `b` tiles `a`: every dimension of `a` is a multiple of `b`'s (ggml_can_repeat(b, a)).
+ * `b` tiles `a`: every dimension of `a` is a multiple of `b`'s (ggml_can_repeat(b, a)); an empty `b`
+ * tiles only an empty `a`.
  *
  * @since 0.1.0
  * @category predicates
  */
 export const canRepeat = (b: Tensor, a: Tensor): boolean =>
-  nelements(b) > 0 && a.ne[0] % b.ne[0] === 0 && a.ne[1] % b.ne[1] === 0 && a.ne[2] % b.ne[2] === 0 &&
-  a.ne[3] % b.ne[3] === 0
+  nelements(b) === 0
+    ? nelements(a) === 0
+    : a.ne[0] % b.ne[0] === 0 && a.ne[1] % b.ne[1] === 0 && a.ne[2] % b.ne[2] === 0 && a.ne[3] % b.ne[3] === 0
 
 /**
  * Byte offset of element (i0, i1, i2, i3) from the start of the tensor's memory owner.

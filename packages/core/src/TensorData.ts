@@ -4,60 +4,77 @@
  *
  * @since 0.1.0
  */
-import type * as DType from "./DType.js"
+import * as Either from "effect/Either"
+import * as DType from "./DType.js"
 import * as Float16 from "./Float16.js"
 import * as Tensor from "./Tensor.js"
 
 /**
- * What `get` returns: f32 and f16 tensors decode to Float32Array, i32 to Int32Array.
+ * What `get` returns: f32 and f16 tensors decode to Float32Array, i32 to Int32Array, and quantized
+ * tensors give their raw blocks (Uint8Array).
  *
  * @since 0.1.0
  * @category models
  */
-export type HostArray = Float32Array | Int32Array
+export type HostArray = Float32Array | Int32Array | Uint8Array
 
 /**
- * What `set` takes: numbers (converted to the tensor's dtype), or raw bytes of that dtype.
+ * What `set` takes: values, converted to the tensor's type (any typed array or array of numbers: a
+ * Uint8Array of pixels sets those pixel values). A quantized tensor takes its raw blocks (a Uint8Array
+ * of its bytes). Raw bytes of any type go through `setBytes`.
  *
  * @since 0.1.0
  * @category models
  */
-export type HostData = ArrayLike<number> | Float32Array | Int32Array | Uint16Array | Uint8Array
+export type HostData = ArrayLike<number>
+
+const nameOf = (t: Tensor.Tensor) => t.name || `tensor #${t.id}`
 
 /**
- * Bytes of `data` in `dtype`. A Uint8Array is taken as raw bytes, a Uint16Array as f16 bits.
+ * The bytes of `data` as values of `t`'s type, or why they cannot be: a wrong count, a non-integer for
+ * an i32 tensor, anything but raw blocks for a quantized one.
  *
  * @since 0.1.0
  * @category conversions
  */
-export const encode = (dtype: DType.DType, data: HostData): Uint8Array => {
-  if (data instanceof Uint8Array) return data
-  switch (dtype) {
+export const encode = (t: Tensor.Tensor, data: HostData): Either.Either<Uint8Array, string> => {
+  if (DType.traits(t.dtype).isQuantized) {
+    return data instanceof Uint8Array && data.byteLength === Tensor.nbytes(t)
+      ? Either.right(data)
+      : Either.left(
+        `${t.dtype} tensor ${nameOf(t)} takes its raw blocks: a Uint8Array of ${Tensor.nbytes(t)} bytes ` +
+          "(Quant.quantize makes them from values)"
+      )
+  }
+  const n = Tensor.nelements(t)
+  if (data.length !== n) {
+    return Either.left(
+      `expected ${n} values for ${nameOf(t)}, got ${data.length} (raw bytes of any type go through setBytes)`
+    )
+  }
+  switch (t.dtype) {
     case "f32": {
-      const out = data instanceof Float32Array ? data : Float32Array.from(data as ArrayLike<number>)
-      return new Uint8Array(out.buffer, out.byteOffset, out.byteLength)
+      const out = data instanceof Float32Array ? data : Float32Array.from(data)
+      return Either.right(new Uint8Array(out.buffer, out.byteOffset, out.byteLength))
     }
     case "f16": {
-      const out = data instanceof Uint16Array ? data : Float16.encodeArray(data as ArrayLike<number>)
-      return new Uint8Array(out.buffer, out.byteOffset, out.byteLength)
+      const out = Float16.encodeArray(data)
+      return Either.right(new Uint8Array(out.buffer, out.byteOffset, out.byteLength))
     }
-    case "i32": {
-      const out = data instanceof Int32Array ? data : Int32Array.from(data as ArrayLike<number>)
-      return new Uint8Array(out.buffer, out.byteOffset, out.byteLength)
+    default: {
+      if (!(data instanceof Int32Array)) {
+        for (let i = 0; i < n; i++) {
+          const v = data[i]
+          if (!Number.isInteger(v) || v < -2147483648 || v > 2147483647) {
+            return Either.left(`i32 tensor ${nameOf(t)} takes 32-bit integers: value ${v} at index ${i}`)
+          }
+        }
+      }
+      const out = data instanceof Int32Array ? data : Int32Array.from(data)
+      return Either.right(new Uint8Array(out.buffer, out.byteOffset, out.byteLength))
     }
-    default:
-      throw new Error(`encode: ${dtype} data must be given as raw bytes (Uint8Array)`)
   }
 }
-
-/**
- * Elements a host array must have to fill a tensor (bytes for raw data).
- *
- * @since 0.1.0
- * @category getters
- */
-export const expectedLength = (t: Tensor.Tensor, data: HostData): number =>
-  data instanceof Uint8Array ? Tensor.nbytes(t) : Tensor.nelements(t)
 
 /**
  * Reads element (i0..i3) of `t` from `bytes`, where `bytes` starts at the tensor's memory owner.
@@ -88,7 +105,8 @@ export const gather = (t: Tensor.Tensor, bytes: Uint8Array, ownerOffset: number)
 }
 
 /**
- * Decodes the bytes of a contiguous tensor.
+ * Decodes the bytes of a contiguous tensor (a copy): values for f32, f16 and i32, raw blocks for
+ * quantized types.
  *
  * @since 0.1.0
  * @category conversions
@@ -103,6 +121,6 @@ export const decode = (dtype: DType.DType, bytes: Uint8Array): HostArray => {
     case "i32":
       return new Int32Array(copy.buffer, 0, copy.byteLength / 4)
     default:
-      throw new Error(`decode: ${dtype} has no host decoding yet`)
+      return copy
   }
 }

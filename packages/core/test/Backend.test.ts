@@ -141,9 +141,9 @@ describe("Backend", () => {
   it.effect("leafBuffer: inputs and weights in a second buffer of the plan, released with its scope", () =>
     Effect.gen(function*() {
       const device = yield* Registry.bestDevice
-      const backend = yield* Effect.scoped(device.makeBackend())
       const before = device.ledger.snapshot().buffers
       yield* Effect.scoped(Effect.gen(function*() {
+        const backend = yield* device.makeBackend()
         const g = Graph.make()
         const w = yield* g.param("w", "f32", [3, 2])
         const x = yield* g.input("x", "f32", [3, 2])

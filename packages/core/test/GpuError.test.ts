@@ -68,6 +68,7 @@ describe("typed errors", () => {
       const backend = yield* device.makeBackend()
       const plan = yield* backend.allocate(g)
       const e2 = yield* Effect.flip(backend.setAsync(plan.location(x)!, new Uint8Array(8), 12))
+      assert.instanceOf(e2, GpuError.OutOfBounds)
       assert.strictEqual(e2.target, "x")
       const e3 = yield* Effect.flip(plan.set(x, [1, 2, 3]))
       assert.strictEqual(e3._tag, "ShapeError")

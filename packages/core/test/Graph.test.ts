@@ -32,3 +32,24 @@ describe("Graph", () => {
       for (let i = 1; i < graph.nodes.length; i++) assert.strictEqual(graph.nodes[i].src[0], graph.nodes[i - 1])
     }), 60_000)
 })
+
+describe("op effects", () => {
+  it.effect("an op's effect makes one tensor however often it is yielded or passed on", () =>
+    Effect.gen(function*() {
+      const g = Graph.make()
+      const w = yield* g.param("w", "f32", [4, 4])
+      const x = yield* g.input("x", "f32", [4, 2])
+      const b = yield* g.param("b", "f32", [4])
+      const pre = Ops.add(Ops.mulMat(w, x), b)
+      const gelu = yield* Ops.gelu(pre)
+      const silu = yield* Ops.silu(pre)
+      assert.strictEqual(gelu.src[0], silu.src[0])
+      assert.strictEqual(yield* pre, yield* pre)
+      yield* g.output(Ops.add(gelu, silu))
+      // one mul_mat, one add for the bias, gelu, silu and their sum
+      assert.deepStrictEqual(g.build().nodes.map((n) => n.op._tag), ["MulMat", "Add", "Unary", "Unary", "Add"])
+      // a failing builder fails the same way each time
+      const bad = Ops.add(w, yield* g.input("y", "f32", [3]))
+      assert.strictEqual(yield* Effect.flip(bad), yield* Effect.flip(bad))
+    }))
+})

@@ -10,7 +10,14 @@
 import type { Backend } from "@effect-gpu/core/Backend"
 import type { Buffer } from "@effect-gpu/core/Buffer"
 import * as Cpu from "@effect-gpu/core/Cpu"
-import type { AllocationError, BackendError, OutOfBounds, ShapeError, UnsupportedOp } from "@effect-gpu/core/GpuError"
+import type {
+  AllocationError,
+  BackendError,
+  NotAnOutput,
+  OutOfBounds,
+  ShapeError,
+  UnsupportedOp
+} from "@effect-gpu/core/GpuError"
 import * as Graph from "@effect-gpu/core/Graph"
 import * as Op from "@effect-gpu/core/Op"
 import type { Binding } from "@effect-gpu/core/Plan"
@@ -110,7 +117,7 @@ export const runGuarded = (
   seed: number
 ): Effect.Effect<
   { readonly output: ArrayLike<number>; readonly overwritten: ReadonlyArray<string> },
-  ShapeError | AllocationError | UnsupportedOp | OutOfBounds | BackendError,
+  ShapeError | AllocationError | UnsupportedOp | OutOfBounds | BackendError | NotAnOutput,
   Scope.Scope
 > =>
   Effect.gen(function*() {
@@ -163,7 +170,11 @@ export const run = (
   tested: Backend,
   reference: Backend,
   seed = 1
-): Effect.Effect<Outcome, ShapeError | AllocationError | UnsupportedOp | OutOfBounds | BackendError, Scope.Scope> =>
+): Effect.Effect<
+  Outcome,
+  ShapeError | AllocationError | UnsupportedOp | OutOfBounds | BackendError | NotAnOutput,
+  Scope.Scope
+> =>
   Effect.gen(function*() {
     const ours = yield* runGuarded(c, tested, seed)
     const ref = yield* runGuarded(c, reference, seed)
@@ -190,5 +201,6 @@ const rowLength = (c: Case, outputLength: number) => {
  * @category constructors
  */
 export const referenceBackend: Effect.Effect<Backend, never, Scope.Scope> = Effect.suspend(() =>
-  Cpu.make({ name: "CPU-reference" }).makeBackend()
+  // a fresh device: it cannot be released yet
+  Effect.orDie(Cpu.make({ name: "CPU-reference" }).makeBackend())
 )

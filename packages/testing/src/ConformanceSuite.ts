@@ -5,11 +5,7 @@
  *
  * @since 0.1.0
  */
-import type { Device } from "@effect-gpu/core/Device"
-import * as Graph from "@effect-gpu/core/Graph"
-import * as Ops from "@effect-gpu/core/Ops"
 import * as Registry from "@effect-gpu/core/Registry"
-import type { Tensor } from "@effect-gpu/core/Tensor"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
@@ -17,31 +13,8 @@ import type * as Layer from "effect/Layer"
 import * as Compare from "./Compare.js"
 import * as Conformance from "./Conformance.js"
 import * as Gen from "./Generators.js"
+import { chain, computeOn, realSleep, tests as contractTests } from "./internal/contract.js"
 import * as LeakCheck from "./LeakCheck.js"
-
-/** a chain of matmul + softmax layers: long enough to interrupt, small enough for a CPU */
-const chain = (n: number, layers: number) =>
-  Effect.gen(function*() {
-    const g = Graph.make()
-    const x = yield* g.input("x", "f32", [n, n])
-    let h: Tensor = x
-    for (let i = 0; i < layers; i++) h = yield* Ops.softMax(Ops.mulMat(h, x), { scale: 0.2 })
-    const y = yield* g.output(h)
-    return { g, x, y }
-  })
-
-const computeOn = (device: Device, n: number, layers: number) =>
-  Effect.gen(function*() {
-    const backend = yield* device.makeBackend()
-    const { g, x, y } = yield* chain(n, layers)
-    const plan = yield* backend.allocate(g)
-    yield* plan.set(x, Gen.values(11, n * n))
-    yield* backend.compute(plan)
-    return Array.from(yield* plan.get(y))
-  })
-
-/** wall-clock sleep: tests run under the TestClock */
-const realSleep = (ms: number) => Effect.promise(() => new Promise((r) => setTimeout(r, ms)))
 
 /**
  * @since 0.1.0
@@ -66,6 +39,7 @@ export interface Options {
 export const conformance = <E>(layer: Layer.Layer<Registry.Registry, E>, options: Options): void => {
   const cases = Conformance.cases({ f16: options.f16 }).filter((c) => options.filter?.test(c.name) ?? true)
   describe.skipIf(options.skip ?? false)(`conformance of ${options.device} against the CPU reference`, () => {
+    contract(layer, { device: options.device })
     it.layer(layer, { timeout: "120 seconds" })((it) => {
       for (const c of cases) {
         it.scoped(c.name, () =>
@@ -123,6 +97,28 @@ export const conformance = <E>(layer: Layer.Layer<Registry.Registry, E>, options
           yield* b1.copyAsync(p0.location(y)!, p1.location(x)!)
           assert.deepStrictEqual(Array.from(yield* p1.get(x)), Array.from(yield* p0.get(y)))
         }))
+    })
+  })
+}
+
+/**
+ * Registers the contract every backend owes its users with vitest, beyond the numbers of each op: reads
+ * of intermediates fail with NotAnOutput, released resources with Released, compute waits for its results
+ * and stops within a second when interrupted, indices out of range fail at set or read zeros, empty and
+ * oversized tensors, and how `plan.set` takes host data. `conformance` includes it.
+ *
+ * @since 0.1.0
+ * @category suites
+ */
+export const contract = <E>(
+  layer: Layer.Layer<Registry.Registry, E>,
+  options: { readonly device: string; readonly skip?: boolean }
+): void => {
+  describe.skipIf(options.skip ?? false)(`the contract of ${options.device}`, () => {
+    it.layer(layer, { timeout: "120 seconds" })((it) => {
+      for (const t of contractTests) {
+        it.effect(t.name, () => Effect.flatMap(Registry.deviceByName(options.device), (device) => t.run(device, layer)))
+      }
     })
   })
 }

@@ -8,7 +8,7 @@
 import type { AllocateOptions, Backend } from "@effect-gpu/core/Backend"
 import type { DType } from "@effect-gpu/core/DType"
 import * as Float16 from "@effect-gpu/core/Float16"
-import type { AllocationError, BackendError, OutOfBounds, UnsupportedOp } from "@effect-gpu/core/GpuError"
+import type { AllocationError, BackendError, NotAnOutput, OutOfBounds, UnsupportedOp } from "@effect-gpu/core/GpuError"
 import { ShapeError } from "@effect-gpu/core/GpuError"
 import * as Graph from "@effect-gpu/core/Graph"
 import type { GluKind, RopeMode, UnaryKind } from "@effect-gpu/core/Op"
@@ -272,7 +272,11 @@ export const run = (
   c: Case,
   backend: Backend,
   options?: AllocateOptions
-): Effect.Effect<Outcome, ShapeError | AllocationError | UnsupportedOp | OutOfBounds | BackendError, Scope.Scope> =>
+): Effect.Effect<
+  Outcome,
+  ShapeError | AllocationError | UnsupportedOp | OutOfBounds | BackendError | NotAnOutput,
+  Scope.Scope
+> =>
   Effect.gen(function*() {
     const built = yield* buildCase(c)
     const plan = yield* backend.allocate(built.graph, options)

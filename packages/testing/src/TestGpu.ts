@@ -47,6 +47,13 @@ export interface Options {
   /** added to every compute (uses the Clock, so TestClock controls it) */
   readonly latency?: Duration.DurationInput
   readonly faults?: Faults
+  /**
+   * the most bytes one buffer (and so one tensor) may hold, as a GPU's max binding size: WebGPU on lavapipe
+   * allows 128 MiB; default 2 GiB. A larger tensor fails allocation with AllocationError, as on WebGPU
+   */
+  readonly maxBufferSize?: number
+  /** the most commands the log keeps (the oldest go first); default 10 000 */
+  readonly logLimit?: number
 }
 
 /**
@@ -67,7 +74,7 @@ export interface Recorded {
  * @category models
  */
 export interface Service {
-  /** every command carried out so far, in order */
+  /** the commands carried out so far, in order (the last `logLimit` of them) */
   readonly commands: Effect.Effect<ReadonlyArray<Recorded>>
   readonly clear: Effect.Effect<void>
   /** the devices of the current build */
@@ -87,8 +94,24 @@ export class TestGpu extends Context.Tag("@effect-gpu/testing/TestGpu")<TestGpu,
 interface Shared {
   allocations: number
   submits: number
+  /** a ring of the last `limit` commands: `log[(start + i) % limit]` is the i-th kept */
   readonly log: Array<Recorded>
+  start: number
+  readonly limit: number
 }
+
+const record = (shared: Shared, entry: Recorded) => {
+  if (shared.log.length < shared.limit) shared.log.push(entry)
+  else {
+    shared.log[shared.start] = entry
+    shared.start = (shared.start + 1) % shared.limit
+  }
+}
+
+const recorded = (shared: Shared): Array<Recorded> => [
+  ...shared.log.slice(shared.start),
+  ...shared.log.slice(0, shared.start)
+]
 
 const makeDevice = (
   name: string,
@@ -121,7 +144,7 @@ const makeDevice = (
     device: name,
     fence: Effect.suspend(() => (state.lost !== undefined ? Effect.fail(lost()) : Effect.void)),
     observe: (command) => {
-      shared.log.push({ device: name, command: command._tag, detail: detail(command) })
+      record(shared, { device: name, command: command._tag, detail: detail(command) })
     },
     execute: (command) =>
       Effect.gen(function*() {
@@ -154,7 +177,7 @@ const makeDevice = (
     device: name,
     kind: "private",
     alignment: 256,
-    maxSize: 2 ** 31,
+    maxSize: options.maxBufferSize ?? 2 ** 31,
     isHost: false,
     ledger,
     create: (size) =>
@@ -205,17 +228,27 @@ const makeDevice = (
  */
 export const layer = (options: Options = {}): Layer.Layer<Registry.Registry | TestGpu> => {
   // lives in the layer value: counts carry over when a program rebuilds the layer
-  const shared: Shared = { allocations: 0, submits: 0, log: [] }
+  const shared: Shared = {
+    allocations: 0,
+    submits: 0,
+    log: [],
+    start: 0,
+    limit: Math.max(1, options.logLimit ?? 10_000)
+  }
   const build = Layer.scopedContext(Effect.gen(function*() {
     const registry = yield* Registry.Registry
     const state = { lost: undefined as string | undefined }
     const n = options.devices ?? 1
     const devices = Array.from({ length: n }, (_, i) => makeDevice(`Test${i}`, options, shared, state))
-    for (const d of devices) yield* registry.register(d)
+    for (const d of devices) {
+      yield* Effect.addFinalizer(() => Device.markReleased(d))
+      yield* registry.register(d)
+    }
     return Context.make(TestGpu, {
-      commands: Effect.sync(() => [...shared.log]),
+      commands: Effect.sync(() => recorded(shared)),
       clear: Effect.sync(() => {
         shared.log.length = 0
+        shared.start = 0
       }),
       devices: Effect.succeed(devices),
       loseDevices: (reason) =>

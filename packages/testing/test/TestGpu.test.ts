@@ -121,6 +121,31 @@ describe("TestGpu", () => {
 })
 
 describe("LeakCheck", () => {
+  it.scoped("keeps the last logLimit commands: the log does not grow without bound", () =>
+    Effect.gen(function*() {
+      const gpu = yield* TestGpu.TestGpu
+      const { backend, plan, y } = yield* computeOnce
+      for (let i = 0; i < 30; i++) yield* backend.compute(plan)
+      yield* plan.get(y)
+      const log = yield* gpu.commands
+      assert.strictEqual(log.length, 8)
+      assert.deepStrictEqual(log.map((c) => c.command), [...new Array(7).fill("Compute"), "GetTensor"])
+    }).pipe(Effect.provide(TestGpu.layer({ logLimit: 8 }))))
+
+  it.scoped("maxBufferSize: a tensor over a GPU's binding limit fails allocation as on WebGPU", () =>
+    Effect.gen(function*() {
+      const device = yield* Registry.deviceByName("Test0")
+      const backend = yield* device.makeBackend()
+      const g = Graph.make()
+      // 256 MiB of weights against lavapipe's 128 MiB binding limit
+      const w = yield* g.param("w", "f32", [64 * 1024 * 1024])
+      yield* g.output(Ops.scale(w, 2))
+      const e = yield* Effect.flip(backend.allocate(g))
+      assert.instanceOf(e, GpuError.AllocationError)
+      assert.strictEqual(e.requested, 256 * 1024 * 1024)
+      assert.strictEqual(e.available, 128 * 1024 * 1024)
+    }).pipe(Effect.provide(TestGpu.layer({ maxBufferSize: 128 * 1024 * 1024 }))))
+
   it.scoped("passes when everything is released and catches a deliberate leak", () =>
     Effect.gen(function*() {
       const d = yield* Registry.deviceByName("Test0")

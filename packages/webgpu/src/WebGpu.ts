@@ -7,7 +7,7 @@
  * @since 0.1.0
  */
 import * as Cpu from "@effect-gpu/core/Cpu"
-import type { Device } from "@effect-gpu/core/Device"
+import * as Device from "@effect-gpu/core/Device"
 import { NoAdapter } from "@effect-gpu/core/GpuError"
 import * as Registry from "@effect-gpu/core/Registry"
 import * as Config from "effect/Config"
@@ -89,7 +89,7 @@ const describeAdapter = (a: GPUAdapter): string => {
   return [i.vendor, i.architecture, i.device, i.description].filter((s) => s !== undefined && s !== "").join(" ")
 }
 
-const openDevice = (gpu: GPU, options: Options, index: number): Effect.Effect<Device, NoAdapter, Scope.Scope> =>
+const openDevice = (gpu: GPU, options: Options, index: number): Effect.Effect<Device.Device, NoAdapter, Scope.Scope> =>
   Effect.gen(function*() {
     // a fresh adapter per device: Dawn hands out a lost device from an adapter used before
     const adapter = yield* Effect.tryPromise({
@@ -119,7 +119,7 @@ const openDevice = (gpu: GPU, options: Options, index: number): Effect.Effect<De
       }),
       (d) => Effect.sync(() => d.destroy())
     )
-    return WebGpuDevice.make(gpuDevice, {
+    const device = WebGpuDevice.make(gpuDevice, {
       name: `WebGPU${index}`,
       description: `${description} (${requiredFeatures.join(", ") || "no optional features"})`,
       memory: options.memory,
@@ -128,6 +128,9 @@ const openDevice = (gpu: GPU, options: Options, index: number): Effect.Effect<De
       matrixTile: options.matrixTile,
       registerTile: options.registerTile
     })
+    // runs before the GPUDevice is destroyed: from then on the device refuses new backends and events
+    yield* Effect.addFinalizer(() => Device.markReleased(device))
+    return device
   })
 
 /**
@@ -138,14 +141,14 @@ const openDevice = (gpu: GPU, options: Options, index: number): Effect.Effect<De
  */
 export const make = (
   options: Options = {}
-): Effect.Effect<ReadonlyArray<Device>, NoAdapter | ConfigError.ConfigError, Scope.Scope> =>
+): Effect.Effect<ReadonlyArray<Device.Device>, NoAdapter | ConfigError.ConfigError, Scope.Scope> =>
   Effect.gen(function*() {
     const n = options.devices ?? (yield* Config.integer("EFFECT_GPU_WEBGPU_DEVICES").pipe(Config.withDefault(1)))
     if (!Number.isInteger(n) || n < 1 || n > 16) {
       return yield* new NoAdapter({ reason: `devices must be an integer in [1, 16], got ${n}` })
     }
     const gpu = yield* Gpu.acquire(dawnFlags(options.toggles, options.disabledToggles))
-    const devices: Array<Device> = []
+    const devices: Array<Device.Device> = []
     for (let i = 0; i < n; i++) devices.push(yield* openDevice(gpu, options, i))
     return devices
   }).pipe(Effect.withSpan("WebGpu.make", { captureStackTrace: false }))

@@ -313,16 +313,21 @@ export const run = (node: Tensor, acc: (t: Tensor) => Acc): void => {
     case "GetRows": {
       const a = src(0)
       const idx = src(1)
+      // an index outside the table (computed on the device: the host's are checked at set) reads zeros,
+      // as on every backend
       return eachRow(dst, (i1, i2, i3) => {
         const r = idx.get(i1, i2, i3, 0)
-        for (let i = 0; i < dst.ne0; i++) dst.set(i, i1, i2, i3, a.get(i, r, i2, i3))
+        const inside = r >= 0 && r < a.ne1
+        for (let i = 0; i < dst.ne0; i++) dst.set(i, i1, i2, i3, inside ? a.get(i, r, i2, i3) : 0)
       })
     }
     case "SetRows": {
       const s = src(1)
       const idx = src(2)
+      // a row written outside the destination is dropped, as on every backend
       return eachRow(s, (i1, i2, i3) => {
         const r = idx.get(i1, i2 % idx.ne1, i3 % idx.ne2, 0)
+        if (r < 0 || r >= dst.ne1) return
         for (let i = 0; i < s.ne0; i++) dst.set(i, r, i2, i3, s.get(i, i1, i2, i3))
       })
     }

@@ -26,6 +26,27 @@ export interface Context {
   lost: string | undefined
   /** an uncaptured error (validation, out of memory) not yet reported */
   uncaptured: string | undefined
+  /** how fast the device works through dispatch cost, learned from finished command buffers */
+  readonly pace: Pace
+}
+
+/**
+ * @internal: nanoseconds of GPU time per unit of dispatch cost (a flop or a byte moved), and when the
+ * queue last ran dry
+ */
+export interface Pace {
+  nsPerCost: number
+  lastDoneAt: number
+}
+
+/**
+ * @internal: a command buffer of `cost` kept the GPU busy `ms`: blend it into the pace. Short ones are
+ * ignored (their time is mostly submission and wake-up, not work)
+ */
+export const learnPace = (ctx: Context, cost: number, ms: number): void => {
+  if (ms < 2 || cost <= 0) return
+  const measured = (ms * 1e6) / cost
+  ctx.pace.nsPerCost = 0.5 * ctx.pace.nsPerCost + 0.5 * measured
 }
 
 /** @internal */
@@ -41,7 +62,9 @@ export const make = (name: string, device: GPUDevice, target: KernelTarget): Con
     layouts: new Map(),
     live: 0,
     lost: undefined,
-    uncaptured: undefined
+    uncaptured: undefined,
+    // a first guess on the slow side (more, shorter command buffers), corrected by the first computes
+    pace: { nsPerCost: target.software === true ? 0.5 : 0.005, lastDoneAt: 0 }
   }
   device.lost.then((info) => {
     ctx.lost = info.message || info.reason || "lost"

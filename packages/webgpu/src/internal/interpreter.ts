@@ -1,7 +1,8 @@
 /**
  * The WebGPU kernel layer: carries out the command algebra on one GPUDevice. Computes replay a program
- * cached per plan: one compute pass per command buffer, at most `chunk` dispatches per command buffer,
- * at most two command buffers in flight, so an abort (interruption) stops within one chunk.
+ * cached per plan, split into command buffers of about CHUNK_MS of GPU work each (estimated from each
+ * dispatch's cost and a pace the device learns from finished command buffers) and of at most `chunk`
+ * dispatches, with at most two in flight: an abort (interruption) waits for two of them at most.
  *
  * @internal
  */
@@ -23,6 +24,9 @@ export interface Options {
   /** dispatches per command buffer at most */
   readonly chunk?: number
 }
+
+/** GPU time one command buffer should take: an abort waits for two at most */
+const CHUNK_MS = 25
 
 /** waits for a promise of the device, then for the device to be alive and without a new error */
 const await_ = (ctx: Context, p: Promise<unknown>): Effect.Effect<void, BackendError> =>
@@ -138,38 +142,78 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
     ctx.device.queue.submit([enc.finish()])
   }
 
-  /** a program that fits one command buffer: encoded and submitted at once */
-  const submitAll = (
-    program: Program.Program,
-    command: { readonly abort: { readonly aborted: boolean } }
-  ): Effect.Effect<void, BackendError> => {
-    if (!command.abort.aborted) encode(program, 0, program.dispatches.length)
-    return GpuContext.checkAlive(ctx)
+  /** the command buffers of a compute: [start, end) of the program's dispatches each */
+  const split = (program: Program.Program, commandBuffers: number | undefined): Array<readonly [number, number]> => {
+    const n = program.dispatches.length
+    const ranges: Array<readonly [number, number]> = []
+    if (commandBuffers !== undefined && commandBuffers > 1) {
+      // the split asked for (ggml's n_cb)
+      const per = Math.max(1, Math.ceil(n / Math.floor(commandBuffers)))
+      for (let start = 0; start < n; start += per) ranges.push([start, Math.min(n, start + per)])
+      return ranges
+    }
+    const budget = (CHUNK_MS * 1e6) / ctx.pace.nsPerCost
+    let start = 0
+    let cost = 0
+    for (let k = 0; k < n; k++) {
+      cost += program.dispatches[k].cost
+      if (k + 1 - start >= chunkLimit || cost >= budget || k + 1 === n) {
+        ranges.push([start, k + 1])
+        start = k + 1
+        cost = 0
+      }
+    }
+    return ranges
   }
 
-  /** a long program: chunks of at most `chunkLimit` dispatches (or the split asked for), two in flight */
-  const submitChunked = (
+  /**
+   * submits dispatches [start, end) and returns a promise of their completion, which also teaches the
+   * device's pace: the time from the later of their submission and the previous completion, over their cost
+   */
+  const submit = (program: Program.Program, start: number, end: number): Promise<void> => {
+    const submittedAt = performance.now()
+    encode(program, start, end)
+    let cost = 0
+    for (let k = start; k < end; k++) cost += program.dispatches[k].cost
+    return ctx.device.queue.onSubmittedWorkDone().then(() => {
+      const now = performance.now()
+      GpuContext.learnPace(ctx, cost, now - Math.max(submittedAt, ctx.pace.lastDoneAt))
+      ctx.pace.lastDoneAt = now
+    })
+  }
+
+  /**
+   * a compute: its command buffers submitted in turn, two in flight; a compute returns once its results are
+   * ready, a computeAsync once all is submitted; an abort stops submitting and waits for what is in flight
+   */
+  const run = (
     program: Program.Program,
-    command: { readonly abort: { readonly aborted: boolean }; readonly options: { readonly commandBuffers?: number } }
-  ): Effect.Effect<void, BackendError> =>
-    Effect.gen(function*() {
-      const n = program.dispatches.length
-      const nCb = Math.max(1, Math.floor(command.options.commandBuffers ?? 1))
-      const per = Math.max(1, Math.min(chunkLimit, Math.ceil(n / nCb)))
-      let inFlight: Promise<unknown> | undefined
-      for (let start = 0; start < n; start += per) {
+    command: {
+      readonly abort: { readonly aborted: boolean }
+      readonly wait: boolean
+      readonly options: { readonly commandBuffers?: number }
+    }
+  ): Effect.Effect<void, BackendError> => {
+    const ranges = split(program, command.options.commandBuffers)
+    if (ranges.length === 1) {
+      // one command buffer (the common case): no generator
+      if (command.abort.aborted) return GpuContext.checkAlive(ctx)
+      const done = submit(program, 0, program.dispatches.length)
+      return command.wait ? await_(ctx, done) : GpuContext.checkAlive(ctx)
+    }
+    return Effect.gen(function*() {
+      let inFlight: Promise<void> | undefined
+      for (const [start, end] of ranges) {
         if (command.abort.aborted) break
-        encode(program, start, Math.min(n, start + per))
-        if (start + per < n) {
-          // keep two command buffers in flight: the GPU stays busy, an abort waits for little
-          const done = ctx.device.queue.onSubmittedWorkDone()
-          if (inFlight !== undefined) yield* await_(ctx, inFlight)
-          inFlight = done
-        }
+        const done = submit(program, start, end)
+        // two command buffers in flight: the GPU stays busy, an abort waits for little
+        if (inFlight !== undefined) yield* await_(ctx, inFlight)
+        inFlight = done
       }
-      if (command.abort.aborted) yield* await_(ctx, ctx.device.queue.onSubmittedWorkDone())
+      if (inFlight !== undefined && (command.wait || command.abort.aborted)) yield* await_(ctx, inFlight)
       yield* GpuContext.checkAlive(ctx)
     })
+  }
 
   return {
     device: ctx.name,
@@ -218,14 +262,11 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
         }
         case "Compute": {
           const cached = programs.get(command.plan)
-          if (cached !== undefined && !command.capture && (command.options.commandBuffers ?? 1) <= 1) {
-            // the common case, a plan compiled before: checks, encoding and submission without a generator
+          if (cached !== undefined && !command.capture) {
+            // the common case, a plan compiled before: checks, encoding and submission
             return Effect.suspend(() => {
               const dead = GpuContext.deadOrFailed(ctx)
-              if (dead !== undefined) return Effect.fail(dead)
-              return cached.dispatches.length <= chunkLimit
-                ? submitAll(cached, command)
-                : submitChunked(cached, command)
+              return dead !== undefined ? Effect.fail(dead) : run(cached, command)
             })
           }
           return Effect.gen(function*() {
@@ -236,7 +277,7 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
               const trace: Trace = { device: ctx.name, backend: ctx.name, entries }
               return trace
             }
-            yield* submitChunked(program, command)
+            yield* run(program, command)
           })
         }
       }

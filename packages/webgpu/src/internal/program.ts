@@ -29,6 +29,8 @@ export interface Dispatch {
   readonly variant: Variant
   /** per binding: "r" read-only, "w" read-write */
   readonly access: string
+  /** an estimate of the work: flops of a product, else bytes moved (command buffers are cut by it) */
+  readonly cost: number
   readonly pipeline: GPUComputePipeline
   readonly bindGroup: GPUBindGroup
   readonly workgroups: readonly [number, number, number]
@@ -74,8 +76,11 @@ const bindOperands = (ctx: Context, kernel: Kernel, resolve: Resolve) => {
     const members = ranges.filter((_, i) => find(i) === root)
     const dtypes = new Set(members.map((m) => m.o.tensor.dtype))
     if (dtypes.size > 1) throw new Error(`overlapping operands of different types: ${[...dtypes].join(", ")}`)
+    const size = members[0].buffer.size
     const start = Math.floor(Math.min(...members.map((m) => m.start)) / align) * align
-    const end = Math.min(Math.ceil(Math.max(...members.map((m) => m.end)) / 16) * 16, members[0].buffer.size)
+    // a binding is never empty (WebGPU rejects size 0): an operand without elements (K = 0) gets 16 bytes
+    // its kernel never reads
+    const end = Math.min(Math.max(Math.ceil(Math.max(...members.map((m) => m.end)) / 16) * 16, start + 16), size)
     return { slot, buffer: members[0].buffer, start, end, dtype: members[0].o.tensor.dtype }
   })
   const operands = ranges.map((r, i) => {
@@ -149,6 +154,15 @@ const chains = (plan: Plan, nodes: ReadonlyArray<Tensor.Tensor>, resolve: Resolv
   }
   flush()
   return units
+}
+
+/** the work of a node: 2 M N K flops for a product, else the bytes it reads and writes */
+const costOf = (node: Tensor.Tensor): number => {
+  const bytes = Tensor.nbytes(node) + node.src.reduce((sum, s) => sum + Tensor.nbytes(s), 0)
+  if (node.op._tag === "MulMat" || node.op._tag === "MulMatAdd") {
+    return Math.max(bytes, 2 * Tensor.nelements(node) * node.src[0].ne[0])
+  }
+  return bytes
 }
 
 /** @internal */
@@ -239,6 +253,7 @@ export const build = (
         key: p.key,
         variant: p.kernel.variant,
         access: p.access,
+        cost: costOf(p.node),
         pipeline: pipelines[k],
         bindGroup,
         workgroups: p.kernel.workgroups
