@@ -16,9 +16,9 @@ import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
 import type * as Scope from "effect/Scope"
 import * as Buffer from "./Buffer.js"
+import type { BufferType } from "./BufferType.js"
 import type { ComputeOptions, Interpreter } from "./Command.js"
 import { Command } from "./Command.js"
-import type { Device } from "./Device.js"
 import * as Event from "./Event.js"
 import type { BackendError, DeviceLost } from "./GpuError.js"
 import { AllocationError, OutOfBounds, Released, UnsupportedOp } from "./GpuError.js"
@@ -63,6 +63,27 @@ export interface AllocateOptions {
 }
 
 /**
+ * What a backend knows of its device: its name, its memory and its answers about ops, the facts a
+ * scheduler places nodes by. Every `Device` is one (a device also makes backends and events, which is
+ * why the backend holds only these).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface DeviceInfo {
+  readonly name: string
+  /** the preferred buffer type for tensors of this device */
+  readonly bufferType: BufferType
+  readonly supportsOp: (t: Tensor.Tensor) => boolean
+  /** whether this device's backends can compute on memory of that buffer type */
+  readonly supportsBufferType: (memory: Buffer.Memory) => boolean
+  /** should this op run here even though its weights live in host memory (ggml's offload_op) */
+  readonly offloadOp: (t: Tensor.Tensor) => boolean
+  /** live buffers, events and backends of this device */
+  readonly ledger: Ledger.Ledger
+}
+
+/**
  * @since 0.1.0
  * @category models
  */
@@ -70,7 +91,7 @@ export interface Backend {
   readonly [TypeId]: TypeId
   readonly id: number
   readonly name: string
-  readonly device: Device
+  readonly device: DeviceInfo
   /** enqueues a write of `data` at `offset` bytes into the tensor at `dst` */
   readonly setAsync: (
     dst: Plan.Location,
@@ -126,7 +147,7 @@ let nextId = 0
  */
 export interface MakeOptions {
   readonly name: string
-  readonly device: Device
+  readonly device: DeviceInfo
   readonly interpreter: Interpreter
   readonly ledger: Ledger.Ledger
   readonly optimize?: (graph: Graph.Graph) => Graph.Graph
@@ -285,7 +306,7 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
         : planError(plan)
 
     /** the tensors of a graph too large for one buffer of `bufferType`, as the allocation error they give */
-    const oversized = (g: Graph.Graph, bufferType: Device["bufferType"]): AllocationError | undefined => {
+    const oversized = (g: Graph.Graph, bufferType: BufferType): AllocationError | undefined => {
       for (const t of [...g.leafs, ...g.nodes]) {
         if (t.viewSrc !== undefined) continue
         const bytes = bufferType.allocSize(t)

@@ -91,7 +91,7 @@ export interface BackendOptions {
  * @since 0.1.0
  * @category models
  */
-export interface Device {
+export interface Device extends Backend.DeviceInfo {
   readonly [TypeId]: TypeId
   readonly name: string
   readonly description: string

@@ -10,6 +10,7 @@
 import type { Backend } from "@effect-gpu/core/Backend"
 import type { Buffer } from "@effect-gpu/core/Buffer"
 import * as Cpu from "@effect-gpu/core/Cpu"
+import type { Device } from "@effect-gpu/core/Device"
 import type {
   AllocationError,
   BackendError,
@@ -195,12 +196,21 @@ const rowLength = (c: Case, outputLength: number) => {
 }
 
 /**
- * A CPU backend to compare against, independent of any registry.
+ * A CPU device to compare against, independent of any registry.
  *
  * @since 0.1.0
  * @category constructors
  */
-export const referenceBackend: Effect.Effect<Backend, never, Scope.Scope> = Effect.suspend(() =>
+export const referenceDevice: Effect.Effect<Device> = Effect.sync(() => Cpu.make({ name: "CPU-reference" }))
+
+/**
+ * A backend of a fresh reference device.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const referenceBackend: Effect.Effect<Backend, never, Scope.Scope> = Effect.flatMap(
+  referenceDevice,
   // a fresh device: it cannot be released yet
-  Effect.orDie(Cpu.make({ name: "CPU-reference" }).makeBackend())
+  (device) => Effect.orDie(device.makeBackend())
 )

@@ -75,7 +75,7 @@ export const conformance = <E>(layer: Layer.Layer<Registry.Registry, E>, options
             const fiber = yield* Effect.fork(backend.compute(plan))
             yield* realSleep(10)
             yield* Fiber.interrupt(fiber)
-            const reference = yield* computeOn((yield* Conformance.referenceBackend).device, 8, 2)
+            const reference = yield* computeOn(yield* Conformance.referenceDevice, 8, 2)
             const after = yield* computeOn(device, 8, 2)
             assert.isBelow(Compare.nmse(after, reference), 1e-6)
           }))

@@ -55,7 +55,7 @@ const timed = <A, E, R>(self: Effect.Effect<A, E, R>) =>
 /** the result of a small chain on `device` equals the CPU's */
 const stillComputes = (device: Device) =>
   Effect.gen(function*() {
-    const reference = yield* computeOn((yield* Conformance.referenceBackend).device, 8, 2)
+    const reference = yield* computeOn(yield* Conformance.referenceDevice, 8, 2)
     const after = yield* computeOn(device, 8, 2)
     assert.isBelow(Compare.nmse(after, reference), 1e-6)
   })
