@@ -16,6 +16,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import * as Gpu from "./internal/gpu.js"
+import { captureStderr } from "./internal/nativeLog.js"
 import * as WebGpuDevice from "./WebGpuDevice.js"
 
 /**
@@ -92,10 +93,11 @@ const describeAdapter = (a: GPUAdapter): string => {
 const openDevice = (gpu: GPU, options: Options, index: number): Effect.Effect<Device.Device, NoAdapter, Scope.Scope> =>
   Effect.gen(function*() {
     // a fresh adapter per device: Dawn hands out a lost device from an adapter used before
-    const adapter = yield* Effect.tryPromise({
-      try: () => gpu.requestAdapter(options.powerPreference ? { powerPreference: options.powerPreference } : {}),
-      catch: (cause) => new NoAdapter({ reason: `requestAdapter failed: ${cause}`, cause })
-    })
+    // Dawn's native messages (limits it lowered, the Vulkan loader's complaints) go to the debug log
+    const adapter = yield* captureStderr(
+      () => gpu.requestAdapter(options.powerPreference ? { powerPreference: options.powerPreference } : {}),
+      (cause) => new NoAdapter({ reason: `requestAdapter failed: ${cause}`, cause })
+    )
     if (adapter === null) return yield* new NoAdapter({ reason: "no WebGPU adapter is available" })
     const description = describeAdapter(adapter)
     if (options.adapter !== undefined && !description.toLowerCase().includes(options.adapter.toLowerCase())) {
@@ -113,10 +115,10 @@ const openDevice = (gpu: GPU, options: Options, index: number): Effect.Effect<De
       maxComputeWorkgroupSizeY: l.maxComputeWorkgroupSizeY
     }
     const gpuDevice = yield* Effect.acquireRelease(
-      Effect.tryPromise({
-        try: () => adapter.requestDevice({ requiredFeatures, requiredLimits, label: `WebGPU${index}` }),
-        catch: (cause) => new NoAdapter({ reason: `requestDevice failed on ${description}: ${cause}`, cause })
-      }),
+      captureStderr(
+        () => adapter.requestDevice({ requiredFeatures, requiredLimits, label: `WebGPU${index}` }),
+        (cause) => new NoAdapter({ reason: `requestDevice failed on ${description}: ${cause}`, cause })
+      ),
       (d) => Effect.sync(() => d.destroy())
     )
     const device = WebGpuDevice.make(gpuDevice, {

@@ -7,7 +7,12 @@ import { Generators } from "@effect-gpu/testing"
 import { WebGpu, WebGpuDevice } from "@effect-gpu/webgpu"
 import { assert, describe, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Layer, Option } from "effect"
+import { spawnSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as path from "node:path"
 import { adapterAvailable, mlp, nmse, realSleep, runOn } from "./utils.js"
+
+const root = path.resolve(__dirname, "../../..")
 
 const gpu2 = WebGpu.layer({ devices: 2 })
 
@@ -129,6 +134,59 @@ describe.skipIf(!adapterAvailable)("WebGPU devices", () => {
     Effect.gen(function*() {
       const e = yield* Effect.flip(Layer.build(WebGpu.layer({ adapter: "no such adapter" })).pipe(Effect.scoped))
       assert.strictEqual(e._tag, "NoAdapter")
+    }))
+})
+
+describe.skipIf(!adapterAvailable)("Dawn's own messages", () => {
+  it("go to Effect's logger at debug level, not to stderr", () => {
+    // a process of its own: what Dawn prints natively can only be seen from outside
+    const script = path.join(root, "packages/webgpu", `.noise-${process.pid}.ts`)
+    fs.writeFileSync(
+      script,
+      `import { WebGpu } from "@effect-gpu/webgpu"
+import { Effect, Logger, LogLevel } from "effect"
+const main = Effect.scoped(WebGpu.make({ devices: 1 })).pipe(Logger.withMinimumLogLevel(LogLevel.Debug))
+Effect.runPromise(main).then(() => process.exit(0))
+`
+    )
+    // the child's stderr is a file, as in a terminal or a redirect (a socket cannot be reopened)
+    const errFile = `${script}.err`
+    const errFd = fs.openSync(errFile, "w")
+    try {
+      const run = spawnSync(path.join(root, "node_modules/.bin/tsx"), [script], {
+        cwd: path.join(root, "packages/webgpu"),
+        encoding: "utf8",
+        timeout: 60_000,
+        stdio: ["ignore", "pipe", errFd]
+      })
+      const stderr = fs.readFileSync(errFile, "utf8")
+      assert.strictEqual(run.status, 0, stderr)
+      assert.strictEqual(stderr, "", "nothing reaches stderr")
+      // on lavapipe Dawn lowers two limits and says so; the messages come as debug log lines
+      for (const line of run.stdout.split("\n").filter((l) => l.includes("dawn:"))) assert.include(line, "DEBUG")
+    } finally {
+      fs.closeSync(errFd)
+      fs.rmSync(script, { force: true })
+      fs.rmSync(errFile, { force: true })
+    }
+  })
+
+  it.scoped("a validation error nobody caught fails the next operation with KernelError carrying Dawn's message", () =>
+    Effect.gen(function*() {
+      const [d] = yield* WebGpu.make({ devices: 1 })
+      const backend = yield* d.makeBackend()
+      const { g, x } = yield* mlp(8, 1)
+      const plan = yield* backend.allocate(g)
+      yield* plan.set(x, Generators.values(1, 64))
+      // an invalid buffer made behind the backend's back
+      const gpu = Option.getOrThrow(WebGpuDevice.gpuDevice(d))
+      gpu.createBuffer({ size: 4, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.STORAGE })
+      yield* realSleep(50)
+      const e = yield* Effect.flip(backend.compute(plan))
+      assert.instanceOf(e, GpuError.KernelError)
+      assert.include(e.message, "MapRead")
+      // reported once: the backend works again
+      yield* backend.compute(plan)
     }))
 })
 

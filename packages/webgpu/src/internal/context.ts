@@ -69,9 +69,12 @@ export const make = (name: string, device: GPUDevice, target: KernelTarget): Con
   device.lost.then((info) => {
     ctx.lost = info.message || info.reason || "lost"
   })
-  device.onuncapturederror = (e) => {
-    ctx.uncaptured ??= e.error.message
-  }
+  // an error no scope caught becomes the KernelError of the next operation; handled here, so Dawn does
+  // not also print it
+  device.addEventListener("uncapturederror", (e) => {
+    e.preventDefault()
+    ctx.uncaptured ??= (e as GPUUncapturedErrorEvent).error.message
+  })
   return ctx
 }
 
