@@ -1,7 +1,8 @@
 /**
  * Starts the inference service: `pnpm --filter @effect-gpu/example-http-inference start`
- * PORT (default 8080) picks the port, EFFECT_GPU_BACKEND=cpu forces the CPU (default: WebGPU if an
- * adapter exists, else the CPU).
+ * PORT (default 8080) and HOST (default 127.0.0.1) say where it listens, BODY_LIMIT (bytes, default 64 KiB)
+ * the largest body it reads, EFFECT_GPU_BACKEND=cpu forces the CPU (default: WebGPU if an adapter exists,
+ * else the CPU).
  */
 import { Cpu } from "@effect-gpu/core"
 import { WebGpu } from "@effect-gpu/webgpu"
@@ -21,7 +22,14 @@ const devices = Layer.unwrapEffect(
 const main = Server.app.pipe(
   Layer.provide(Inference.layer(devices)),
   Layer.provide(
-    NodeHttpServer.layerConfig(createServer, { port: Config.integer("PORT").pipe(Config.withDefault(8080)) })
+    NodeHttpServer.layerConfig(
+      createServer,
+      Config.all({
+        port: Config.integer("PORT").pipe(Config.withDefault(8080)),
+        // loopback unless asked: HOST=0.0.0.0 serves every interface
+        host: Config.string("HOST").pipe(Config.withDefault("127.0.0.1"))
+      })
+    )
   )
 )
 

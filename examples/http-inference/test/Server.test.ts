@@ -42,12 +42,16 @@ const expected = (input: ReadonlyArray<ReadonlyArray<number>>) => {
   })
 }
 
+/** a mock whose computes take 20 ms of real time (the test runs on the live clock); its counters are shared by
+ * every build of the layer value, the service's and the test's */
+const slowGpu = TestGpu.layer({ latency: "20 millis" })
+
 describe("http-inference", () => {
   it.scoped("answers class probabilities that match the model", () =>
     Effect.gen(function*() {
       const input = rows(5, 1)
       const { json, status } = yield* post({ inputs: input })
-      assert.strictEqual(status, 200)
+      assert.strictEqual(status, 200, JSON.stringify(json))
       assert.strictEqual(json.device, "Test0")
       const probs = json.probabilities as Array<Array<number>>
       const want = expected(input)
@@ -69,6 +73,58 @@ describe("http-inference", () => {
       const wrongShape = yield* post({ rows: [] })
       assert.strictEqual(wrongShape.status, 400)
     }).pipe(Effect.provide(serve(TestGpu.layer()))))
+
+  it.scoped("values finite as doubles but not as f32 get 400; so does malformed JSON, saying where", () =>
+    Effect.gen(function*() {
+      for (const v of [1e39, -3.5e38]) {
+        const row = new Array(Mlp.INPUT).fill(0.5)
+        row[3] = v
+        const res = yield* post({ inputs: [row] })
+        assert.strictEqual(res.status, 400, String(v))
+        assert.match(String(res.json.error), /inputs\.0\.3: .*f32/)
+      }
+      const client = yield* HttpClient.HttpClient
+      const bad = yield* client.post("/infer", { body: HttpBody.text("{\"inputs\": [[1, 2,]]}", "application/json") })
+      assert.strictEqual(bad.status, 400)
+      assert.match(
+        String(((yield* bad.json) as Record<string, unknown>).error),
+        /malformed JSON: unexpected "]" at line 1, column 19/
+      )
+      // a schema failure says what is expected, not the schema's description
+      const shape = yield* post({ rows: [] })
+      assert.strictEqual(shape.status, 400)
+      assert.notInclude(String(shape.json.error), "readonly")
+    }).pipe(Effect.provide(serve(TestGpu.layer()))))
+
+  it.scoped("a body over the limit gets 413; a wrong method 405 with Allow", () =>
+    Effect.gen(function*() {
+      const client = yield* HttpClient.HttpClient
+      const big = yield* client.post("/infer", { body: HttpBody.text(" ".repeat(2 * 1024 * 1024), "application/json") })
+      assert.strictEqual(big.status, 413)
+      const get = yield* client.get("/infer")
+      assert.strictEqual(get.status, 405)
+      assert.strictEqual(get.headers["allow"], "POST")
+      const put = yield* client.put("/health")
+      assert.strictEqual(put.status, 405)
+      assert.strictEqual(put.headers["allow"], "GET")
+    }).pipe(Effect.provide(serve(TestGpu.layer()))))
+
+  it.live("concurrent requests are answered by fewer computes, each its own rows", () =>
+    Effect.gen(function*() {
+      const gpu = yield* TestGpu.TestGpu
+      const before = (yield* gpu.counters).submits
+      const inputs = Array.from({ length: 40 }, (_, i) => rows(1 + (i % 3), 100 + i))
+      const answers = yield* Effect.forEach(inputs, (input) => post({ inputs: input }), { concurrency: "unbounded" })
+      const submits = (yield* gpu.counters).submits - before
+      assert.isBelow(submits, inputs.length, `${submits} computes for ${inputs.length} requests`)
+      answers.forEach((a, i) => {
+        assert.strictEqual(a.status, 200)
+        const want = expected(inputs[i])
+        const got = a.json.probabilities as Array<Array<number>>
+        assert.strictEqual(got.length, want.length)
+        got.forEach((p, j) => p.forEach((v, c) => assert.closeTo(v, want[j][c], 1e-5)))
+      })
+    }).pipe(Effect.provide(Layer.merge(serve(slowGpu), slowGpu)), Effect.scoped))
 
   it.scoped("a simulated out-of-memory at startup fails the service with AllocationError", () =>
     Effect.gen(function*() {
