@@ -133,8 +133,10 @@ export interface Backend {
   readonly computeAsync: (plan: Plan.Plan, options?: ComputeOptions) => Effect.Effect<void, UnsupportedOp | Released>
   /** a rewrite of the graph this backend computes faster (fusions); same results */
   readonly optimize: (graph: Graph.Graph) => Graph.Graph
-  readonly recordEvent: (event: Event.Event) => Effect.Effect<void>
-  readonly waitEvent: (event: Event.Event) => Effect.Effect<void>
+  /** records `event` at the current end of this backend's queue (ggml_backend_event_record) */
+  readonly recordEvent: (event: Event.Event) => Effect.Effect<void, Released>
+  /** makes this backend's later commands wait for the event's last record (ggml_backend_event_wait) */
+  readonly waitEvent: (event: Event.Event) => Effect.Effect<void, Released>
   /** the next compute records a trace; the returned effect waits for it */
   readonly captureNext: Effect.Effect<Effect.Effect<Trace>>
 }
@@ -452,12 +454,19 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
         }),
       optimize: options.optimize ?? ((g) => g),
       recordEvent: (event) =>
-        Effect.flatMap(Event.record(event), (done) => detach(Command.RecordEvent({ eventId: event.id, done }))),
+        alive("recordEvent").pipe(
+          Effect.zipRight(Event.checkAlive(event, "recordEvent")),
+          Effect.zipRight(Event.record(event)),
+          Effect.flatMap((done) => detach(Command.RecordEvent({ eventId: event.id, done })))
+        ),
       waitEvent: (event) =>
-        Effect.suspend(() => {
-          const on = Event.lastRecord(event)
-          return on === undefined ? Effect.void : detach(Command.WaitEvent({ eventId: event.id, on }))
-        }),
+        alive("waitEvent").pipe(
+          Effect.zipRight(Event.checkAlive(event, "waitEvent")),
+          Effect.zipRight(Effect.suspend(() => {
+            const on = Event.lastRecord(event)
+            return on === undefined ? Effect.void : detach(Command.WaitEvent({ eventId: event.id, on }))
+          }))
+        ),
       captureNext: Effect.gen(function*() {
         const d = yield* Deferred.make<Trace>()
         captureRequest = d

@@ -10,7 +10,7 @@ import * as Predicate from "effect/Predicate"
 import type * as Scope from "effect/Scope"
 import * as Buffer from "./Buffer.js"
 import type { BackendError } from "./GpuError.js"
-import type { DeviceLost } from "./GpuError.js"
+import type { DeviceLost, Released } from "./GpuError.js"
 import { AllocationError } from "./GpuError.js"
 import type * as Ledger from "./Ledger.js"
 import * as Tensor from "./Tensor.js"
@@ -42,11 +42,11 @@ export interface BufferType extends Buffer.Memory {
   readonly maxSize: number
   /** bytes to reserve for a tensor (its size, plus any scratch its op needs on this device) */
   readonly allocSize: (t: Tensor.Tensor) => number
-  /** fails with AllocationError when refused, DeviceLost when the device is gone */
+  /** fails with AllocationError when refused, DeviceLost when the device is gone, Released once it is closed */
   readonly allocate: (
     size: number,
     options?: { readonly usage?: Buffer.Usage }
-  ) => Effect.Effect<Buffer.Buffer, AllocationError | DeviceLost, Scope.Scope>
+  ) => Effect.Effect<Buffer.Buffer, AllocationError | DeviceLost | Released, Scope.Scope>
 }
 
 /**

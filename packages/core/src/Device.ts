@@ -208,9 +208,15 @@ export const make = (options: MakeOptions): Device => {
         ? Effect.fail(new Released({ resource: `device ${options.name}`, operation }))
         : Effect.void
     )
-  const { bufferType, interpreter, ledger, name } = options
+  const { interpreter, ledger, name } = options
   const memory = Effect.sync((): Memory => ({ free: ledger.free(), total: ledger.totalMemory }))
   const minBatch = options.offloadMinBatch
+  // the device's buffer types refuse to allocate once the device is closed
+  const guarded = (bt: BufferType): BufferType => ({
+    ...bt,
+    allocate: (size, allocOptions) => Effect.zipRight(alive("allocate"), bt.allocate(size, allocOptions))
+  })
+  const bufferType = guarded(options.bufferType)
   const caps = options.caps ?? { async: true, hostBuffer: false, bufferFromHostPtr: true, events: true }
   const device: Device = {
     [TypeId]: TypeId,
@@ -227,8 +233,9 @@ export const make = (options: MakeOptions): Device => {
       caps
     })),
     bufferType,
-    bufferTypes: [bufferType, ...(options.otherBufferTypes ?? [])],
-    bufferFromHost: options.bufferFromHost,
+    bufferTypes: [bufferType, ...(options.otherBufferTypes ?? []).map(guarded)],
+    bufferFromHost: (bytes, bufferOptions) =>
+      Effect.zipRight(alive("bufferFromHost"), options.bufferFromHost(bytes, bufferOptions)),
     supportsOp: options.supportsOp,
     supportsBufferType: options.supportsBufferType ??
       ((memory) => memory.device === name && memory.isHost === bufferType.isHost),

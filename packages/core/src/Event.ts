@@ -10,6 +10,7 @@ import * as Effect from "effect/Effect"
 import * as Predicate from "effect/Predicate"
 import type * as Scope from "effect/Scope"
 import type { BackendError } from "./GpuError.js"
+import { Released } from "./GpuError.js"
 import type * as Ledger from "./Ledger.js"
 
 /**
@@ -48,11 +49,32 @@ class EventImpl implements Event {
   readonly [TypeId]: TypeId = TypeId
   /** the last record's signal; undefined until recorded */
   signal: Signal | undefined = undefined
+  /** set when the event's scope closes */
+  released = false
   constructor(readonly id: number, readonly device: string) {}
   get synchronize(): Effect.Effect<void, BackendError> {
-    return Effect.suspend(() => this.signal === undefined ? Effect.void : Deferred.await(this.signal))
+    return Effect.suspend(() =>
+      this.released
+        ? Effect.fail(new Released({ resource: `event ${this.id} of ${this.device}`, operation: "synchronize" }))
+        : this.signal === undefined
+        ? Effect.void
+        : Deferred.await(this.signal)
+    )
   }
 }
+
+/**
+ * Fails with Released when `event`'s scope has closed.
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const checkAlive = (event: Event, operation: string): Effect.Effect<void, Released> =>
+  Effect.suspend(() =>
+    (event as EventImpl).released
+      ? Effect.fail(new Released({ resource: `event ${event.id} of ${event.device}`, operation }))
+      : Effect.void
+  )
 
 let nextId = 0
 
@@ -97,7 +119,11 @@ export const make = (device: string, ledger: Ledger.Ledger): Effect.Effect<Event
       ledger.addEvent(1)
       return unsafeMake(device)
     }),
-    () => Effect.sync(() => ledger.addEvent(-1))
+    (event) =>
+      Effect.sync(() => {
+        ;(event as EventImpl).released = true
+        ledger.addEvent(-1)
+      })
   )
 
 /**

@@ -265,7 +265,7 @@ export const bind = (
   bufferType: BufferType,
   tensors: ReadonlyArray<Tensor.Tensor>,
   options?: { readonly usage?: Buffer["usage"] }
-): Effect.Effect<Array<Binding>, AllocationError | DeviceLost, Scope.Scope> =>
+): Effect.Effect<Array<Binding>, AllocationError | DeviceLost | Released, Scope.Scope> =>
   Effect.gen(function*() {
     if (tensors.length === 0) return []
     const offsets: Array<number> = []

@@ -122,8 +122,12 @@ export const tests: ReadonlyArray<Test> = [
       ) {
         assert.instanceOf(e, GpuError.Released, String(e))
       }
-      // a plan released while its backend lives
+      // a plan or an event released while its backend lives
       const live = yield* device.makeBackend()
+      const event = yield* Effect.scoped(device.makeEvent)
+      assert.instanceOf(yield* Effect.flip(live.recordEvent(event)), GpuError.Released)
+      assert.instanceOf(yield* Effect.flip(live.waitEvent(event)), GpuError.Released)
+      assert.instanceOf(yield* Effect.flip(event.synchronize), GpuError.Released)
       const gone = yield* Effect.scoped(live.allocate(g))
       assert.instanceOf(yield* Effect.flip(live.compute(gone)), GpuError.Released)
       assert.instanceOf(yield* Effect.flip(live.computeAsync(gone)), GpuError.Released)
@@ -136,7 +140,16 @@ export const tests: ReadonlyArray<Test> = [
         return yield* Effect.provide(Registry.deviceByName(device.name), context)
       }))
       assert.isTrue(closed.released)
-      assert.instanceOf(yield* Effect.flip(Effect.scoped(closed.makeBackend())), GpuError.Released)
+      for (
+        const e of [
+          yield* Effect.flip(Effect.scoped(closed.makeBackend())),
+          yield* Effect.flip(Effect.scoped(closed.makeEvent)),
+          yield* Effect.flip(Effect.scoped(closed.bufferType.allocate(16))),
+          yield* Effect.flip(Effect.scoped(closed.bufferFromHost(new Uint8Array(16))))
+        ]
+      ) {
+        assert.instanceOf(e, GpuError.Released, String(e))
+      }
     }))),
 
   test("compute returns once its results are ready; a long compute interrupted stops within a second", (device) =>
