@@ -13,7 +13,8 @@ import type { Interpreter } from "./Command.js"
 import * as Device from "./Device.js"
 import * as DType from "./DType.js"
 import { AllocationError } from "./GpuError.js"
-import * as cpu from "./internal/cpuKernels.js"
+import { Acc, memoryOf } from "./internal/cpu/acc.js"
+import { run } from "./internal/cpu/run.js"
 import * as Ledger from "./Ledger.js"
 import * as Op from "./Op.js"
 import * as Registry from "./Registry.js"
@@ -90,8 +91,8 @@ export const interpreter = (deviceName: string): Interpreter => ({
       case "Compute":
         return Effect.gen(function*() {
           const { abort, plan } = command
-          const accs = new Map<number, cpu.Acc>()
-          const acc = (t: Tensor): cpu.Acc => {
+          const accs = new Map<number, Acc>()
+          const acc = (t: Tensor): Acc => {
             let a = accs.get(t.id)
             if (a === undefined) {
               const loc = plan.location(t)
@@ -99,7 +100,7 @@ export const interpreter = (deviceName: string): Interpreter => ({
               if (loc === undefined || host === undefined) {
                 throw new Error(`cpu: tensor ${t.name || `#${t.id}`} has no host memory in this plan`)
               }
-              a = new cpu.Acc(t, cpu.memoryOf(host), host.byteOffset + loc.offset)
+              a = new Acc(t, memoryOf(host), host.byteOffset + loc.offset)
               accs.set(t.id, a)
             }
             return a
@@ -111,7 +112,7 @@ export const interpreter = (deviceName: string): Interpreter => ({
             const node = nodes[i]
             if (Op.isView(node.op)) continue
             const t0 = performance.now()
-            cpu.run(node, acc)
+            run(node, acc)
             const t1 = performance.now()
             if (command.capture) {
               entries.push({
@@ -138,13 +139,15 @@ export const interpreter = (deviceName: string): Interpreter => ({
 })
 
 /**
- * Every op with f32, f16 and i32 tensors (quantized types have no CPU kernels yet).
+ * Every op with f32, f16 and i32 tensors, and quantized ones where the op takes them (weights of
+ * products, tables of get_rows, copies that quantize or dequantize).
  *
  * @since 0.1.0
  * @category predicates
  */
 export const supportsOp = (t: Tensor): boolean =>
-  DType.isComputable(t.dtype) && t.src.every((s) => DType.isComputable(s.dtype))
+  (DType.isComputable(t.dtype) || Op.writesQuantized(t.op)) &&
+  t.src.every((s, i) => DType.isComputable(s.dtype) || Op.readsQuantized(t.op, i))
 
 /**
  * Builds a CPU device.

@@ -20,12 +20,13 @@ export type UnaryKind = "relu" | "gelu" | "gelu_quick" | "silu" | "tanh" | "sigm
 export type GluKind = "swiglu" | "geglu"
 
 /**
- * rope modes as ggml numbers them: 0 rotates adjacent pairs, 2 (neox) rotates the two halves.
+ * rope modes as ggml numbers them: 0 rotates adjacent pairs, 2 (neox) the two halves; 8 (mrope, Qwen2-VL)
+ * and 40 (imrope, Qwen3-VL) rotate neox-style with a position per section.
  *
  * @since 0.1.0
  * @category models
  */
-export type RopeMode = 0 | 2
+export type RopeMode = 0 | 2 | 8 | 40
 
 /**
  * @since 0.1.0
@@ -46,14 +47,44 @@ export type Op = Data.TaggedEnum<{
   Unary: { readonly kind: UnaryKind }
   Clamp: { readonly min: number; readonly max: number }
   MulMat: {}
-  SoftMax: { readonly scale: number; readonly maxBias: number }
+  /** src: a, then the mask (f32 or f16) when `hasMask`, then the sinks when `hasSinks` */
+  SoftMax: { readonly scale: number; readonly maxBias: number; readonly hasMask: boolean; readonly hasSinks: boolean }
   RmsNorm: { readonly eps: number }
   Norm: { readonly eps: number }
+  /** x / max(|x|, eps) over each row */
+  L2Norm: { readonly eps: number }
+  /** normalization over groups of channels (dimension 2) */
+  GroupNorm: { readonly nGroups: number; readonly eps: number }
+  /**
+   * fused attention: src q [D, n_q, H], k [D, n_kv, H_kv], v [D, n_kv, H_kv], then the mask [n_kv, rows]
+   * when `hasMask`, then the sinks [H] when `hasSinks`; the result is [D, H, n_q]
+   */
+  FlashAttnExt: {
+    readonly scale: number
+    readonly maxBias: number
+    readonly logitSoftcap: number
+    readonly hasMask: boolean
+    readonly hasSinks: boolean
+  }
+  /** one product per chosen expert: src as [K, N, n_expert], b [K, b1, n_tokens], ids i32 [n_used, n_tokens] */
+  MulMatId: {}
+  /** a + b's row chosen by ids: src a [n, n_used, n_tokens], b [n, rows], ids i32 [n_used, n_tokens] */
+  AddId: {}
+  /** src: a, positions (i32), and frequency factors (f32) when `hasFreqFactors` */
   Rope: {
     readonly nDims: number
     readonly mode: RopeMode
     readonly freqBase: number
     readonly freqScale: number
+    /** YaRN: 0 turns it off */
+    readonly extFactor: number
+    readonly attnFactor: number
+    readonly betaFast: number
+    readonly betaSlow: number
+    readonly nCtxOrig: number
+    /** modes 8 and 40: pairs per section (t, h, w, e) */
+    readonly sections: readonly [number, number, number, number]
+    readonly hasFreqFactors: boolean
   }
   GetRows: {}
   /** writes rows of src1 into src0 at the indices src2; the result is a view of src0 */
@@ -114,6 +145,11 @@ const names: Record<Tag, string> = {
   SoftMax: "soft_max",
   RmsNorm: "rms_norm",
   Norm: "norm",
+  L2Norm: "l2_norm",
+  GroupNorm: "group_norm",
+  FlashAttnExt: "flash_attn_ext",
+  MulMatId: "mul_mat_id",
+  AddId: "add_id",
   Rope: "rope",
   GetRows: "get_rows",
   SetRows: "set_rows",
@@ -184,3 +220,32 @@ export const canInPlace = (op: Op): boolean => {
       return false
   }
 }
+
+/**
+ * Whether an op takes operand `index` quantized: the weights of products (mul_mat, mul_mat_id), a
+ * table of get_rows, the source of a copy. Elsewhere quantized tensors have no meaning as values.
+ *
+ * @since 0.1.0
+ * @category predicates
+ */
+export const readsQuantized = (op: Op, index: number): boolean => {
+  switch (op._tag) {
+    case "MulMat":
+    case "MulMatAdd":
+    case "MulMatId":
+    case "GetRows":
+    case "Cpy":
+    case "Cont":
+      return index === 0
+    default:
+      return isView(op)
+  }
+}
+
+/**
+ * Whether an op writes a quantized result: a copy that quantizes, or a view of quantized memory.
+ *
+ * @since 0.1.0
+ * @category predicates
+ */
+export const writesQuantized = (op: Op): boolean => op._tag === "Cpy" || op._tag === "Cont" || isView(op)

@@ -11,6 +11,7 @@ import type { ShapeError } from "./GpuError.js"
 import { requireContiguousRows, requireFloat } from "./internal/ops/checks.js"
 import * as Copies from "./internal/ops/copies.js"
 import * as Gated from "./internal/ops/gated.js"
+import * as Matrix from "./internal/ops/matrix.js"
 import * as Normalization from "./internal/ops/normalization.js"
 import * as Reductions from "./internal/ops/reductions.js"
 import * as Rows from "./internal/ops/rows.js"
@@ -172,28 +173,49 @@ export const abs = (a: TensorLike): Built => unary(a, "abs")
 // ---------------------------------------------------------------------------------------------------------------
 
 /** @internal */
-export const checkMulMat = (a: Tensor.Tensor, b: Tensor.Tensor): Tensor.Shape => {
-  requireFloat("mul_mat", a, b)
-  if (a.ne[0] !== b.ne[0]) Tensor.fail("mul_mat", [a, b], "src0 and src1 need the same ne[0] (the shared dimension K)")
-  if (b.ne[2] % a.ne[2] !== 0 || b.ne[3] % a.ne[3] !== 0) {
-    Tensor.fail("mul_mat", [a, b], "src0's batch dimensions must divide src1's (ne[2], ne[3])")
-  }
-  if (a.nb[0] > a.nb[1] && a.ne[1] > 1 && a.ne[0] > 1) {
-    Tensor.fail("mul_mat", [a, b], "src0 must not be transposed (make it contiguous first)")
-  }
-  return [a.ne[1], b.ne[1], b.ne[2], b.ne[3]]
-}
+export const checkMulMat: (a: Tensor.Tensor, b: Tensor.Tensor) => Tensor.Shape = Matrix.checkMulMat
 
 /**
  * y[i, j] = sum_k a[k, i] * b[k, j] for each batch; a's batch dimensions broadcast over b's (ggml_mul_mat).
- * The result is f32.
+ * `a` (the weights) may be f32, f16 or quantized, `b` f32 or f16. The result is f32.
  *
  * @since 0.1.0
  * @category matrix
  */
-export const mulMat: (a: TensorLike, b: TensorLike) => Built = Tensor.lift2((a, b) =>
-  Tensor.unsafeMake("", "f32", checkMulMat(a, b), Op.MulMat(), [a, b])
-)
+export const mulMat: (a: TensorLike, b: TensorLike) => Built = Matrix.mulMat
+
+/**
+ * A product per chosen expert (ggml_mul_mat_id): experts `as` [K, N, n_expert] of any weight type, `b`
+ * f32 [K, b1, n_tokens] (b1 = n_used, one activation per chosen expert, or 1, shared), `ids` i32
+ * [n_used, n_tokens]; y[:, e, t] = as[:, :, ids[e, t]]^T . b[:, e % b1, t], f32 [N, n_used, n_tokens].
+ *
+ * @since 0.1.0
+ * @category matrix
+ */
+export const mulMatId: (as: TensorLike, b: TensorLike, ids: TensorLike) => Built = Matrix.mulMatId
+
+/**
+ * y[:, e, t] = a[:, e, t] + b[:, ids[e, t]] (ggml_add_id: a bias per chosen expert).
+ *
+ * @since 0.1.0
+ * @category matrix
+ */
+export const addId: (a: TensorLike, b: TensorLike, ids: TensorLike) => Built = Matrix.addId
+
+/**
+ * Fused attention (ggml_flash_attn_ext): q f32 [D, n_q, H], k and v (f16 or f32) [D, n_kv, H_kv] with H
+ * a multiple of H_kv (query head h reads KV head h / (H / H_kv)); softmax(scale * q.k [soft-capped] +
+ * slope * mask [+ a sink]) . v, f32 [D, H, n_q] (heads in dimension 1, as ggml permutes it).
+ *
+ * @since 0.1.0
+ * @category matrix
+ */
+export const flashAttnExt: (
+  q: TensorLike,
+  k: TensorLike,
+  v: TensorLike,
+  options: Matrix.AttentionOptions
+) => Built = Matrix.flashAttnExt
 
 // ---------------------------------------------------------------------------------------------------------------
 // normalization
@@ -202,6 +224,7 @@ export const mulMat: (a: TensorLike, b: TensorLike) => Built = Tensor.lift2((a, 
 /**
  * softmax(a * scale + slope * mask) over each row; the mask (f32 or f16) has a's ne[0], at least a's rows,
  * and broadcasts over dimensions 2 and 3. `maxBias` > 0 gives ALiBi slopes per head (dimension 2).
+ * `sinks` (f32, one per a.ne[2]) join each row's max and denominator, and no output.
  *
  * @since 0.1.0
  * @category normalization
@@ -225,13 +248,32 @@ export const rmsNorm: typeof Normalization.rmsNorm = Normalization.rmsNorm
 export const normalize: typeof Normalization.normalize = Normalization.normalize
 
 /**
- * Rotary position embedding. `pos` is i32 with one position per a.ne[2]. Mode 0 rotates adjacent pairs,
- * mode 2 (neox) rotates (i, i + nDims/2); only the first `nDims` of each row rotate.
+ * Rotary position embedding. `pos` is i32 with one position per a.ne[2] (four per a.ne[2] in modes 8 and
+ * 40: t, h, w and e positions one after another). Mode 0 rotates adjacent pairs, mode 2 (neox) rotates
+ * (i, i + nDims/2); only the first `nDims` of each row rotate. Frequency factors divide each pair's
+ * frequency; YaRN (extFactor > 0) blends interpolated and extrapolated angles as ggml's rope_ext.
  *
  * @since 0.1.0
  * @category normalization
  */
 export const rope: typeof Normalization.rope = Normalization.rope
+
+/**
+ * x / max(sqrt(sum x^2), eps) over each row.
+ *
+ * @since 0.1.0
+ * @category normalization
+ */
+export const l2Norm: typeof Normalization.l2Norm = Normalization.l2Norm
+
+/**
+ * Normalization over groups of channels (ggml_group_norm): channels are dimension 2, in groups of
+ * ceil(ne2 / nGroups); each group's mean and variance are over ne0 x ne1 x its channels.
+ *
+ * @since 0.1.0
+ * @category normalization
+ */
+export const groupNorm: typeof Normalization.groupNorm = Normalization.groupNorm
 // ---------------------------------------------------------------------------------------------------------------
 // rows
 // ---------------------------------------------------------------------------------------------------------------

@@ -164,6 +164,11 @@ export const lift2 =
       ? guard(() => impl(a, b, ...p))
       : once(Effect.flatMap(Effect.all([resolve(a), resolve(b)]), ([a, b]) => guard(() => impl(a, b, ...p))))
 
+/** @internal: lifts a throwing builder of any number of tensor arguments */
+export const liftN =
+  (impl: (ts: ReadonlyArray<Tensor>) => Tensor) => (ts: ReadonlyArray<TensorLike>): Effect.Effect<Tensor, ShapeError> =>
+    once(Effect.flatMap(Effect.all(ts.map(resolve)), (ts) => guard(() => impl(ts))))
+
 /** @internal: lifts a throwing builder of three tensor arguments */
 export const lift3 =
   (impl: (a: Tensor, b: Tensor, c: Tensor) => Tensor) =>

@@ -65,6 +65,10 @@ export * as Plan from "./Plan.js"
 /**
  * @since 0.1.0
  */
+export * as Quant from "./Quant.js"
+/**
+ * @since 0.1.0
+ */
 export * as Registry from "./Registry.js"
 /**
  * @since 0.1.0

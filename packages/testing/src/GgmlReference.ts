@@ -7,12 +7,14 @@
  */
 import type { AllocateOptions, Backend } from "@effect-gpu/core/Backend"
 import type { DType } from "@effect-gpu/core/DType"
+import * as DTypeModule from "@effect-gpu/core/DType"
 import * as Float16 from "@effect-gpu/core/Float16"
 import type { AllocationError, BackendError, NotAnOutput, OutOfBounds, UnsupportedOp } from "@effect-gpu/core/GpuError"
 import { ShapeError } from "@effect-gpu/core/GpuError"
 import * as Graph from "@effect-gpu/core/Graph"
 import type { GluKind, RopeMode, UnaryKind } from "@effect-gpu/core/Op"
 import * as Ops from "@effect-gpu/core/Ops"
+import * as Quant from "@effect-gpu/core/Quant"
 import type { Tensor } from "@effect-gpu/core/Tensor"
 import type { HostArray } from "@effect-gpu/core/TensorData"
 import * as Effect from "effect/Effect"
@@ -25,7 +27,7 @@ import * as Compare from "./Compare.js"
  */
 export interface TensorSpec {
   readonly name: string
-  readonly type: "f32" | "f16" | "i32"
+  readonly type: DType
   readonly ne: ReadonlyArray<number>
   readonly offset: number
   readonly nbytes: number
@@ -75,7 +77,8 @@ export const parse = (casesJson: string, data: Uint8Array): Suite => {
 }
 
 /**
- * The values of a tensor of the data file: numbers for f32/f16 (f16 decoded), integers for i32.
+ * A tensor of the data file as `plan.set` takes it: numbers for f32/f16 (f16 decoded), integers for i32,
+ * the raw blocks of a quantized type.
  *
  * @since 0.1.0
  * @category getters
@@ -89,13 +92,20 @@ export const values = (suite: Suite, spec: TensorSpec): HostArray => {
       return Float16.decodeArray(new Uint16Array(bytes.buffer))
     case "i32":
       return new Int32Array(bytes.buffer)
+    default:
+      return bytes
   }
 }
 
+/** a tensor's values to compare: quantized blocks dequantized (both sides, as the cases' README says) */
+const comparable = (type: DType, data: HostArray): ArrayLike<number> =>
+  DTypeModule.isQuantized(type) && data instanceof Uint8Array ? Quant.unsafeDequantize(type, data) : data
+
+/** a float parameter: written with 9 significant digits, read as the f32 it was */
 const num = (p: Record<string, unknown> | undefined, key: string, fallback?: number): number => {
   const v = p?.[key] ?? fallback
   if (typeof v !== "number") throw new Error(`param ${key} missing`)
-  return v
+  return Math.fround(v)
 }
 
 const unaryOps: ReadonlyArray<string> = ["relu", "gelu", "gelu_quick", "silu", "tanh", "sigmoid", "neg", "abs"]
@@ -133,7 +143,23 @@ export const buildStep = (step: Step, src: ReadonlyArray<Tensor>): Effect.Effect
     case "mul_mat":
       return Ops.mulMat(a, b)
     case "soft_max":
-      return Ops.softMax(a, { mask: b, scale: num(p, "scale", 1), maxBias: num(p, "max_bias", 0) })
+      return Ops.softMax(a, { mask: b, sinks: c, scale: num(p, "scale", 1), maxBias: num(p, "max_bias", 0) })
+    case "flash_attn_ext":
+      return Ops.flashAttnExt(a, b, c, {
+        mask: src[3],
+        sinks: src[4],
+        scale: num(p, "scale"),
+        maxBias: num(p, "max_bias", 0),
+        logitSoftcap: num(p, "logit_softcap", 0)
+      })
+    case "mul_mat_id":
+      return Ops.mulMatId(a, b, c)
+    case "add_id":
+      return Ops.addId(a, b, c)
+    case "l2_norm":
+      return Ops.l2Norm(a, num(p, "eps"))
+    case "group_norm":
+      return Ops.groupNorm(a, num(p, "n_groups"), num(p, "eps"))
     case "rms_norm":
       return Ops.rmsNorm(a, num(p, "eps"))
     case "norm":
@@ -143,7 +169,14 @@ export const buildStep = (step: Step, src: ReadonlyArray<Tensor>): Effect.Effect
         nDims: num(p, "n_dims"),
         mode: num(p, "mode", 0) as RopeMode,
         freqBase: num(p, "freq_base", 10000),
-        freqScale: num(p, "freq_scale", 1)
+        freqScale: num(p, "freq_scale", 1),
+        extFactor: num(p, "ext_factor", 0),
+        attnFactor: num(p, "attn_factor", 1),
+        betaFast: num(p, "beta_fast", 0),
+        betaSlow: num(p, "beta_slow", 0),
+        nCtxOrig: num(p, "n_ctx_orig", 0),
+        ...(p?.sections === undefined ? {} : { sections: p.sections as [number, number, number, number] }),
+        freqFactors: c
       })
     case "get_rows":
       return Ops.getRows(a, b)
@@ -255,10 +288,13 @@ export interface Outcome {
  * @since 0.1.0
  * @category comparison
  */
-export const compare = (c: Case, ours: ArrayLike<number>, ref: ArrayLike<number>): Outcome => ({
+export const compare = (c: Case, ours: HostArray, ref: HostArray): Outcome => ({
   name: c.name,
   bound: c.nmse,
-  ...Compare.compare(c.compare, ours, ref, { bound: c.nmse, rowLength: c.output.ne[0] })
+  ...Compare.compare(c.compare, comparable(c.output.type, ours), comparable(c.output.type, ref), {
+    bound: c.nmse,
+    rowLength: c.output.ne[0]
+  })
 })
 
 /**

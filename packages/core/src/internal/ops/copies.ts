@@ -16,9 +16,19 @@ type Built = Effect.Effect<Tensor.Tensor, ShapeError>
 /** @internal */
 export const cpy = (a: TensorLike, dtype: DType.DType): Built =>
   Tensor.lift1((a: Tensor.Tensor) => {
-    if (!DType.isDType(dtype) || !DType.isComputable(dtype)) Tensor.fail("cpy", [a], `cannot convert to ${dtype}`)
-    if (a.dtype !== dtype && !(isFloat(a) && (dtype === "f32" || dtype === "f16"))) {
+    if (!DType.isDType(dtype)) Tensor.fail("cpy", [a], `cannot convert to ${dtype}`)
+    // f32 and f16 convert both ways; f32 quantizes to q8_0 and q4_0; every quantized type dequantizes to f32
+    const floats = isFloat(a) && (dtype === "f32" || dtype === "f16")
+    const quantizes = a.dtype === "f32" && (dtype === "q8_0" || dtype === "q4_0")
+    const dequantizes = DType.isQuantized(a.dtype) && dtype === "f32"
+    if (a.dtype !== dtype && !floats && !quantizes && !dequantizes) {
       Tensor.fail("cpy", [a], `cannot convert ${a.dtype} to ${dtype}`)
+    }
+    if (DType.isQuantized(a.dtype) || DType.isQuantized(dtype)) {
+      if (!Tensor.hasContiguousRows(a)) Tensor.fail("cpy", [a], "quantized copies need contiguous rows")
+      if (a.ne[0] % DType.blockSize(dtype) !== 0) {
+        Tensor.fail("cpy", [a], `rows of ${a.ne[0]} are not whole ${dtype} blocks of ${DType.blockSize(dtype)}`)
+      }
     }
     return Tensor.unsafeMake("", dtype, a.ne, Op.Cpy({ dtype }), [a])
   })(a)

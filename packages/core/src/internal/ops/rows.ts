@@ -4,6 +4,7 @@
  * @internal
  */
 import type * as Effect from "effect/Effect"
+import * as DType from "../../DType.js"
 import type { ShapeError } from "../../GpuError.js"
 import { Op } from "../../Op.js"
 import type { TensorLike } from "../../Tensor.js"
@@ -15,8 +16,8 @@ type Built = Effect.Effect<Tensor.Tensor, ShapeError>
 /** @internal */
 export const getRows: (a: TensorLike, idx: TensorLike) => Built = Tensor.lift2((a, idx) => {
   if (idx.dtype !== "i32") Tensor.fail("get_rows", [a, idx], "indices must be i32")
-  if (a.dtype !== "f32" && a.dtype !== "f16" && a.dtype !== "i32") {
-    Tensor.fail("get_rows", [a, idx], "rows must be f32, f16 or i32")
+  if (DType.isQuantized(a.dtype) && !Tensor.hasContiguousRows(a)) {
+    Tensor.fail("get_rows", [a, idx], `${a.dtype} rows must be contiguous blocks`)
   }
   if (a.ne[2] !== idx.ne[1] || a.ne[3] !== idx.ne[2] || idx.ne[3] !== 1) {
     Tensor.fail("get_rows", [a, idx], "indices must be [n, a.ne[2], a.ne[3]]")

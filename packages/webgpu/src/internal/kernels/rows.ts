@@ -157,7 +157,7 @@ export const softMax = (
   target: KernelTarget
 ): Kernel => {
   const a = node.src[0]
-  const mask = node.src[1]
+  const mask = op.hasMask ? node.src[1] : undefined
   const operands: Array<Operand> = [{ name: "a", tensor: a }, { name: "d", tensor: node }]
   if (mask) operands.push({ name: "m", tensor: mask })
   const nHead = a.ne[2]

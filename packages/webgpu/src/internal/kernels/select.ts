@@ -82,8 +82,23 @@ export const kernelFor = (node: Tensor.Tensor, target: KernelTarget): Kernel | u
     case "Permute":
     case "Transpose":
       return undefined
+    case "L2Norm":
+    case "GroupNorm":
+    case "FlashAttnExt":
+    case "MulMatId":
+    case "AddId":
+      return undefined
+    default:
+      return unreachable(op)
   }
 }
+
+const unreachable = (op: never): never => {
+  throw new Error(`webgpu: no kernel for ${(op as Op.Op)._tag}`)
+}
+
+/** ops this backend has no kernel for yet */
+const missing = new Set<Op.Tag>(["L2Norm", "GroupNorm", "FlashAttnExt", "MulMatId", "AddId"])
 
 /**
  * @internal: whether the target has a kernel for a node with these types and sizes: every op that is
@@ -92,6 +107,9 @@ export const kernelFor = (node: Tensor.Tensor, target: KernelTarget): Kernel | u
  */
 export const supports = (node: Tensor.Tensor, target: KernelTarget, maxBinding: number): boolean => {
   if (Op.isView(node.op) || node.op._tag === "None") return true
+  if (missing.has(node.op._tag)) return false
+  if (node.op._tag === "SoftMax" && node.op.hasSinks) return false
+  if (node.op._tag === "Rope" && (node.op.mode > 2 || node.op.hasFreqFactors || node.op.extFactor !== 0)) return false
   for (const t of [node, ...node.src]) {
     if (!DType.isComputable(t.dtype)) return false
     if (t.dtype === "f16" && !target.f16) return false
