@@ -249,3 +249,21 @@ export const readsQuantized = (op: Op, index: number): boolean => {
  * @category predicates
  */
 export const writesQuantized = (op: Op): boolean => op._tag === "Cpy" || op._tag === "Cont" || isView(op)
+
+/**
+ * YaRN's correction dimensions of a rope, as ggml computes them (ggml_rope_yarn_corr_dims): the pairs
+ * below `low` keep extrapolated angles, those past `high` interpolated ones, and a ramp mixes the two
+ * between. Every backend reads them from here, so they agree.
+ *
+ * @since 0.1.0
+ * @category rope
+ */
+export const ropeYarnCorrDims = (
+  op: Extract<Op, { _tag: "Rope" }>
+): { readonly low: number; readonly high: number } => {
+  const dim = (beta: number) => (op.nDims * Math.log(op.nCtxOrig / (beta * 2 * Math.PI))) / (2 * Math.log(op.freqBase))
+  return {
+    low: Math.max(0, Math.floor(dim(op.betaFast))),
+    high: Math.min(op.nDims - 1, Math.ceil(dim(op.betaSlow)))
+  }
+}

@@ -11,6 +11,7 @@ import type { Backend } from "@effect-gpu/core/Backend"
 import type { Buffer } from "@effect-gpu/core/Buffer"
 import * as Cpu from "@effect-gpu/core/Cpu"
 import type { Device } from "@effect-gpu/core/Device"
+import * as DType from "@effect-gpu/core/DType"
 import type {
   AllocationError,
   BackendError,
@@ -22,15 +23,19 @@ import type {
 import * as Graph from "@effect-gpu/core/Graph"
 import * as Op from "@effect-gpu/core/Op"
 import type { Binding } from "@effect-gpu/core/Plan"
+import * as Quant from "@effect-gpu/core/Quant"
 import type { Tensor } from "@effect-gpu/core/Tensor"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import * as Compare from "./Compare.js"
 import * as Gen from "./Generators.js"
+import * as Attention from "./internal/cases/attention.js"
 import * as CaseModel from "./internal/cases/case.js"
 import * as Elementwise from "./internal/cases/elementwise.js"
+import * as Experts from "./internal/cases/experts.js"
 import * as Indexing from "./internal/cases/indexing.js"
 import * as MatMul from "./internal/cases/matmul.js"
+import * as Quantized from "./internal/cases/quantized.js"
 import * as Reductions from "./internal/cases/reductions.js"
 import * as Rows from "./internal/cases/rows.js"
 import * as Shape from "./internal/cases/shape.js"
@@ -53,7 +58,7 @@ export type Case = CaseModel.Case
 
 /**
  * The cases, for a backend that does (or does not) offer f16: per family, each float type the backend
- * offers, then the f32-only reductions and sorts.
+ * offers, then the quantized types, the experts, and the f32-only reductions and sorts.
  *
  * @since 0.1.0
  * @category constructors
@@ -66,8 +71,11 @@ export const cases = (options: { readonly f16: boolean }): ReadonlyArray<Case> =
       ...MatMul.cases(dt),
       ...Rows.cases(dt),
       ...Indexing.cases(dt),
-      ...Shape.cases(dt)
+      ...Shape.cases(dt),
+      ...Attention.cases(dt)
     ]),
+    ...Quantized.cases(),
+    ...Experts.cases(floats),
     ...Reductions.cases()
   ]
 }
@@ -98,7 +106,9 @@ const inputData = (input: Input, seed: number): ArrayLike<number> => {
     }
     return Gen.indices(seed, n, input.index ?? 1)
   }
-  return Gen.values(seed, n, { positive: input.positive ?? false })
+  const values = Gen.values(seed, n, { positive: input.positive ?? false })
+  // a quantized input takes raw blocks: the values quantized as ggml would
+  return DType.isQuantized(input.dtype) ? Quant.unsafeQuantize(input.dtype, values) : values
 }
 
 const GUARD = 64
@@ -144,7 +154,10 @@ export const runGuarded = (
     const plan = yield* backend.allocate(graph, { bindings })
     for (const [i, spec] of c.inputs.entries()) yield* plan.set(inputs[i], inputData(spec, seed + 7919 * i))
     yield* backend.compute(plan)
-    const output = yield* plan.get(y)
+    // a quantized result is compared by its values
+    const output = DType.isQuantized(y.dtype)
+      ? Quant.unsafeDequantize(y.dtype, yield* plan.getBytes(y))
+      : yield* plan.get(y)
     const bytes = yield* buffer.get(0, buffer.size)
     const overwritten: Array<string> = []
     let start = 0

@@ -210,9 +210,9 @@ describe("the conformance suite catches wrong kernels", () => {
 
   it.scoped("an off-by-one add fails every add case", () =>
     Effect.gen(function*() {
-      const outcomes = yield* wrong(offByOne(), /^add_/)
+      const outcomes = yield* wrong(offByOne(), /^add_(?!id)/)
       for (const o of outcomes) assert.isFalse(o.passed, o.name)
-      const good = yield* wrong(Cpu.interpreter("Good"), /^add_/)
+      const good = yield* wrong(Cpu.interpreter("Good"), /^add_(?!id)/)
       for (const o of good) assert.isTrue(o.passed, o.name)
     }))
 

@@ -55,6 +55,9 @@ interface Bound {
   readonly dtype: DType.DType
 }
 
+/** what offsets and strides of an operand count: its elements, or bytes for quantized blocks */
+const unit = (dtype: DType.DType) => (DType.isQuantized(dtype) ? 1 : DType.typeSize(dtype))
+
 /** groups operands that overlap in the same buffer; returns each operand's slot and element offset */
 const bindOperands = (ctx: Context, kernel: Kernel, resolve: Resolve) => {
   const align = ctx.limits.minStorageBufferOffsetAlignment
@@ -85,7 +88,7 @@ const bindOperands = (ctx: Context, kernel: Kernel, resolve: Resolve) => {
   })
   const operands = ranges.map((r, i) => {
     const b = bound[roots.indexOf(find(i))]
-    const ts = DType.typeSize(r.o.tensor.dtype)
+    const ts = unit(r.o.tensor.dtype)
     if ((r.start - b.start) % ts !== 0 || r.o.tensor.nb.some((n) => n % ts !== 0)) {
       throw new Error(`operand ${r.o.name} is not aligned to its element size`)
     }
@@ -101,10 +104,10 @@ const bindOperands = (ctx: Context, kernel: Kernel, resolve: Resolve) => {
     }
   })
   // vec4 bindings need every element offset (and binding size) to be a multiple of 4 elements, wide f16
-  // ones of 8
-  const group = (dtype: DType.DType) => (kernel.wide === true && dtype === "f16" ? 8 : 4)
+  // ones of 8, quantized ones (bytes) of 16
+  const group = (dtype: DType.DType) => DType.isQuantized(dtype) ? 16 : kernel.wide === true && dtype === "f16" ? 8 : 4
   const vecOk = operands.every((o) => o.fields[0] % group(o.decl.dtype) === 0) &&
-    bound.every((b) => (b.end - b.start) % (group(b.dtype) * DType.typeSize(b.dtype)) === 0)
+    bound.every((b) => (b.end - b.start) % (group(b.dtype) * unit(b.dtype)) === 0)
   return { bound, operands, vecOk }
 }
 

@@ -35,7 +35,74 @@ const storageType = (dtype: DType): string => {
     case "i32":
       return "i32"
     default:
-      throw new Error(`no WGSL storage type for ${dtype}`)
+      // quantized blocks are bytes, read from 32-bit words
+      return "u32"
+  }
+}
+
+const isQuantized = (dtype: DType) => dtype !== "f32" && dtype !== "f16" && dtype !== "i32"
+
+/**
+ * WGSL that reads element k of the quantized row starting at byte `row` of operand `n`: ldq_<n>(row, k),
+ * over the byte readers qb_<n> (a byte), qs_<n> (a signed byte) and qh_<n> (an f16 at an even byte)
+ */
+const dequantizer = (n: string, dtype: DType): string => {
+  const block = (values: number, bytes: number) => `let blk = row + (k / ${values}u) * ${bytes}u;`
+  switch (dtype) {
+    case "q8_0":
+      return `fn ldq_${n}(row: u32, k: u32) -> f32 { ${
+        block(32, 34)
+      } return qh_${n}(blk) * f32(qs_${n}(blk + 2u + k % 32u)); }`
+    case "q4_0":
+    case "q4_1": {
+      const [bytes, qs, min] = dtype === "q4_0" ? [18, 2, "- 8.0"] : [20, 4, ""]
+      const add = dtype === "q4_1" ? ` + qh_${n}(blk + 2u)` : ""
+      return `fn ldq_${n}(row: u32, k: u32) -> f32 {
+  ${block(32, bytes)}
+  let j = k % 32u;
+  let b = qb_${n}(blk + ${qs}u + j % 16u);
+  let q = select(b >> 4u, b & 15u, j < 16u);
+  return qh_${n}(blk) * (f32(q) ${min})${add};
+}`
+    }
+    case "q5_0":
+      return `fn ldq_${n}(row: u32, k: u32) -> f32 {
+  ${block(32, 22)}
+  let j = k % 32u;
+  let b = qb_${n}(blk + 6u + j % 16u);
+  let lo = select(b >> 4u, b & 15u, j < 16u);
+  let hi = (qb_${n}(blk + 2u + j / 8u) >> (j % 8u)) & 1u;
+  return qh_${n}(blk) * (f32(lo | (hi << 4u)) - 16.0);
+}`
+    case "q4_K":
+      return `fn ldq_${n}(row: u32, k: u32) -> f32 {
+  ${block(256, 144)}
+  let j = k % 256u;
+  let c = j / 64u;
+  let upper = (j % 64u) >= 32u;
+  let s = 2u * c + select(0u, 1u, upper);
+  let sc = select((qb_${n}(blk + 8u + s) & 15u) | ((qb_${n}(blk + s) >> 6u) << 4u), qb_${n}(blk + 4u + s) & 63u, s < 4u);
+  let m = select((qb_${n}(blk + 8u + s) >> 4u) | ((qb_${n}(blk + 4u + s) >> 6u) << 4u), qb_${n}(blk + 8u + s) & 63u, s < 4u);
+  let b = qb_${n}(blk + 16u + 32u * c + j % 32u);
+  let q = select(b & 15u, b >> 4u, upper);
+  return qh_${n}(blk) * f32(sc) * f32(q) - qh_${n}(blk + 2u) * f32(m);
+}`
+    case "q6_K":
+      return `fn ldq_${n}(row: u32, k: u32) -> f32 {
+  ${block(256, 210)}
+  let j = k % 256u;
+  let half = j / 128u;
+  let r = j % 128u;
+  let quarter = r / 32u;
+  let l = r % 32u;
+  let ql = qb_${n}(blk + 64u * half + l + 32u * (quarter & 1u));
+  let lo = select(ql & 15u, ql >> 4u, quarter >= 2u);
+  let hi = (qb_${n}(blk + 128u + 32u * half + l) >> (2u * quarter)) & 3u;
+  let sc = f32(qs_${n}(blk + 192u + 8u * half + l / 16u + 2u * quarter));
+  return qh_${n}(blk + 208u) * sc * f32(i32(lo | (hi << 4u)) - 32);
+}`
+    default:
+      throw new Error(`no WGSL dequantizer for ${dtype}`)
   }
 }
 
@@ -75,6 +142,24 @@ export const header = (
   for (const o of operands) {
     const b = `B${o.slot}`
     const n = o.name
+    if (isQuantized(o.dtype)) {
+      // bytes of packed blocks: offsets and strides count bytes (blocks are 18-210 bytes, rarely 4-aligned)
+      lines.push(
+        `fn ix_${n}(i0: u32, i1: u32, i2: u32, i3: u32) -> u32 { return P.${n}_o + i0 * P.${n}_nb0 + i1 * P.${n}_nb1 + i2 * P.${n}_nb2 + i3 * P.${n}_nb3; }`
+      )
+      const word = vec.has(o.slot) ? `${b}[i >> 4u][(i >> 2u) & 3u]` : `${b}[i >> 2u]`
+      lines.push(`fn qw_${n}(i: u32) -> u32 { return ${word}; }`)
+      lines.push(`fn qb_${n}(i: u32) -> u32 { return (qw_${n}(i) >> ((i & 3u) * 8u)) & 0xffu; }`)
+      lines.push(`fn qs_${n}(i: u32) -> i32 { return bitcast<i32>(qb_${n}(i) << 24u) >> 24u; }`)
+      lines.push(
+        `fn qh_${n}(i: u32) -> f32 { return unpack2x16float(qw_${n}(i) >> ((i & 2u) * 8u)).x; }`
+      )
+      lines.push(dequantizer(n, o.dtype))
+      if (vec.has(o.slot)) lines.push(`fn qv_${n}(i: u32) -> vec4<u32> { return ${b}[i]; }`)
+      // a whole word at a 4-aligned byte: how quantizing kernels write blocks
+      if (written.has(o.slot) && !vec.has(o.slot)) lines.push(`fn qput_${n}(i: u32, v: u32) { ${b}[i >> 2u] = v; }`)
+      continue
+    }
     // stores only into read-write bindings: a store to a read-only one does not compile, even unused
     const store = (line: string) => {
       if (written.has(o.slot)) lines.push(line)

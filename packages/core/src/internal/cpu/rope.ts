@@ -6,23 +6,19 @@
  * @internal
  */
 import type { Op } from "../../Op.js"
+import { ropeYarnCorrDims } from "../../Op.js"
 import type { Acc } from "./acc.js"
 import { eachRow } from "./acc.js"
 
 type RopeOp = Extract<Op, { _tag: "Rope" }>
-
-/** ggml's YaRN correction dimension of a rotation count `beta` */
-const corrDim = (nDims: number, nCtxOrig: number, base: number, beta: number) =>
-  (nDims * Math.log(nCtxOrig / (beta * 2 * Math.PI))) / (2 * Math.log(base))
 
 /** @internal: the angle and the magnitude of pair `i` at position `p` (cos and sin are scaled by it) */
 export const angle = (op: RopeOp, i: number, p: number, factor: number): readonly [number, number] => {
   const thetaExt = (p * op.freqBase ** ((-2 * i) / op.nDims)) / factor
   const thetaInt = op.freqScale * thetaExt
   if (op.extFactor === 0) return [thetaInt, op.attnFactor]
-  const lo = Math.max(0, Math.floor(corrDim(op.nDims, op.nCtxOrig, op.freqBase, op.betaFast)))
-  const hi = Math.min(op.nDims - 1, Math.ceil(corrDim(op.nDims, op.nCtxOrig, op.freqBase, op.betaSlow)))
-  const ramp = 1 - Math.min(1, Math.max(0, (i - lo) / Math.max(0.001, hi - lo)))
+  const { high, low } = ropeYarnCorrDims(op)
+  const ramp = 1 - Math.min(1, Math.max(0, (i - low) / Math.max(0.001, high - low)))
   const mix = ramp * op.extFactor
   return [thetaInt * (1 - mix) + thetaExt * mix, op.attnFactor * (1 + 0.1 * Math.log(1 / op.freqScale))]
 }

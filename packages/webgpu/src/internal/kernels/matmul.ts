@@ -32,6 +32,10 @@ const registersFor = ({ M, N, batches }: Product.Product, software: boolean): Re
 export const mulMat = (node: Tensor.Tensor, target: KernelTarget, bias: Tensor.Tensor | undefined): Kernel => {
   const [a, b] = node.src
   const product = Product.of(node, bias)
+  if (product.quantized) {
+    // quantized weights: blocks read in place, dequantized element by element
+    return product.N <= 8 ? matVec(product, target, false) : tiled(product)
+  }
   if (product.N <= 8) {
     // vec4 loads pay once every thread has a vec4 of K to load (on lavapipe, K = 256 ran 6% slower)
     return matVec(product, target, Product.fourAligned(product, a, b) && product.K >= 4 * WG)

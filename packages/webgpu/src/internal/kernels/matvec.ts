@@ -68,12 +68,12 @@ const vec4Accumulate = (N: number) =>
     }
   }`
 
-/** WGSL: the scalar accumulation: `tpr` threads per row step through K */
-const scalarAccumulate = (N: number, tpr: number) =>
+/** WGSL: the scalar accumulation: `tpr` threads per row step through K (quantized rows dequantized) */
+const scalarAccumulate = (N: number, tpr: number, quantized: boolean) =>
   `  let K = P.a_ne0;
   let abase = ix_a(0u, m, b2 / P.r2, b3 / P.r3);
   for (var k = t; k < K; k += ${tpr}u) {
-    let av = ld_a(abase + k * P.a_nb0);
+    let av = ${quantized ? "ldq_a(abase, k)" : "ld_a(abase + k * P.a_nb0)"};
     for (var j = 0u; j < ${N}u; j++) {
       acc[j] += av * ld_b(ix_b(k, j, b2, b3));
     }
@@ -114,7 +114,7 @@ ${subgroups ? `${SUBGROUP_LANES}\n${entry(WG, true)}` : entry()}
   let b2 = wid.z % P.d_ne2;
   let b3 = wid.z / P.d_ne2;
   var acc: array<f32, ${N}>;
-${vec4 ? vec4Accumulate(N) : scalarAccumulate(N, tpr)}
+${vec4 ? vec4Accumulate(N) : scalarAccumulate(N, tpr, product.quantized)}
 ${subgroups ? subgroupReduce(N) : sharedReduce(N, tpr)}
   for (var nn = t; nn < ${N}u; nn += ${tpr}u) {
     var v = red[nn * ${WG}u + base];

@@ -5,6 +5,7 @@
  *
  * @internal
  */
+import * as DType from "@effect-gpu/core/DType"
 import type * as Tensor from "@effect-gpu/core/Tensor"
 import type { Operand, Param } from "./kernel.js"
 import { bcast, stridesAligned, u32 } from "./kernel.js"
@@ -12,6 +13,8 @@ import { bcast, stridesAligned, u32 } from "./kernel.js"
 /** @internal */
 export interface Product {
   readonly operands: ReadonlyArray<Operand>
+  /** a (the weights) is quantized: its rows are read through ldq_a(row byte offset, k) */
+  readonly quantized: boolean
   readonly bias: boolean
   /** adds the bias at (m, nn, b2, b3) to `v` */
   readonly epilogue: string
@@ -29,6 +32,7 @@ export const of = (node: Tensor.Tensor, bias: Tensor.Tensor | undefined): Produc
   if (bias) operands.push({ name: "c", tensor: bias })
   return {
     operands,
+    quantized: DType.isQuantized(a.dtype),
     bias: bias !== undefined,
     epilogue: bias ? `v += ld_c(${bcast("c", "m", "nn", "b2", "b3")});` : "",
     M: node.ne[0],

@@ -1,27 +1,86 @@
 /**
  * Rotary position embedding: one thread per pair of a row, so an in-place rope reads both elements
- * before it writes either. Mode 0 rotates adjacent pairs, mode 2 (neox) the two halves of the first
- * n_dims; the rest of each row is copied.
+ * before it writes either. Mode 0 rotates adjacent pairs; modes 2 (neox), 8 (mrope) and 40 (imrope) the
+ * two halves of the first n_dims, the multi-section modes with one of a token's four positions per pair.
+ * Frequency factors divide a pair's angle; YaRN mixes interpolated and extrapolated angles over a ramp
+ * and scales the magnitude. The rest of each row is copied.
  *
  * @internal
  */
-import type { Op } from "@effect-gpu/core/Op"
+import * as Op from "@effect-gpu/core/Op"
 import * as Tensor from "@effect-gpu/core/Tensor"
 import { fold } from "../wgsl.js"
-import type { Kernel, KernelTarget } from "./kernel.js"
+import type { Kernel, KernelTarget, Operand } from "./kernel.js"
 import * as KernelSpec from "./kernel.js"
 import { entry, f32, u32, WG } from "./kernel.js"
 
+type RopeOp = Extract<Op.Op, { _tag: "Rope" }>
+
+/** WGSL: which of a token's four positions pair `i` takes (ggml's section rules of modes 8 and 40) */
+const sectionOf = (mode: number) =>
+  mode === 8
+    ? `fn section(i: u32) -> u32 {
+  let sec = i % (P.s0 + P.s1 + P.s2 + P.s3);
+  if (sec < P.s0) { return 0u; }
+  if (sec < P.s0 + P.s1) { return 1u; }
+  if (sec < P.s0 + P.s1 + P.s2) { return 2u; }
+  return 3u;
+}`
+    : `fn section(i: u32) -> u32 {
+  let sec = i % (P.s0 + P.s1 + P.s2 + P.s3);
+  if (sec % 3u == 1u && sec < 3u * P.s1) { return 1u; }
+  if (sec % 3u == 2u && sec < 3u * P.s2) { return 2u; }
+  if (sec % 3u == 0u && sec < 3u * P.s0) { return 0u; }
+  return 3u;
+}`
+
 /** @internal */
-export const rope = (node: Tensor.Tensor, op: Extract<Op, { _tag: "Rope" }>, target: KernelTarget): Kernel => {
+export const rope = (node: Tensor.Tensor, op: RopeOp, target: KernelTarget): Kernel => {
   const pairs = Math.ceil(node.ne[0] / 2)
+  const multi = op.mode === 8 || op.mode === 40
+  const yarn = op.extFactor !== 0
   const [j0, j1] = op.mode === 0 ? ["2u * j", "2u * j + 1u"] : ["j", "j + half"]
+  const operands: Array<Operand> = [
+    { name: "a", tensor: node.src[0] },
+    { name: "p", tensor: node.src[1] },
+    { name: "d", tensor: node }
+  ]
+  if (op.hasFreqFactors) operands.push({ name: "f", tensor: node.src[2] })
+  const { high, low } = yarn ? Op.ropeYarnCorrDims(op) : { high: 0, low: 0 }
+  const params = [
+    f32("freq_base", op.freqBase),
+    f32("freq_scale", op.freqScale),
+    u32("n_dims", op.nDims),
+    f32("attn_factor", op.attnFactor),
+    ...(yarn
+      ? [
+        f32("ext_factor", op.extFactor),
+        f32("corr_low", low),
+        f32("corr_high", high),
+        f32("yarn_mscale", op.attnFactor * (1 + 0.1 * Math.log(1 / op.freqScale)))
+      ]
+      : []),
+    ...(multi ? op.sections.map((s, i) => u32(`s${i}`, s)) : [])
+  ]
+  const position = multi ? "i2 + section(j) * P.a_ne2" : "i2"
+  const factor = op.hasFreqFactors ? " / ld_f(ix_f(j, 0u, 0u, 0u))" : ""
+  const angle = yarn
+    ? `
+    let theta_int = P.freq_scale * theta_ext;
+    let ramp = 1.0 - clamp((f32(j) - P.corr_low) / max(0.001, P.corr_high - P.corr_low), 0.0, 1.0);
+    let mix = ramp * P.ext_factor;
+    let theta = theta_int * (1.0 - mix) + theta_ext * mix;
+    let mscale = P.yarn_mscale;`
+    : `
+    let theta = P.freq_scale * theta_ext;
+    let mscale = P.attn_factor;`
   return KernelSpec.make({
-    variant: { family: "rope", mode: op.mode },
-    operands: [{ name: "a", tensor: node.src[0] }, { name: "p", tensor: node.src[1] }, { name: "d", tensor: node }],
+    variant: { family: "rope", mode: op.mode, freqFactors: op.hasFreqFactors, yarn },
+    operands,
     workgroups: fold(Math.ceil((pairs * Tensor.nrows(node)) / WG), target.maxWorkgroups),
-    params: [f32("freq_base", op.freqBase), f32("freq_scale", op.freqScale), u32("n_dims", op.nDims)],
+    params,
     main: `
+${multi ? sectionOf(op.mode) : ""}
 ${entry()}
   let idx = wg_linear(wid, nwg) * ${WG}u + lid;
   let pairs = (P.d_ne0 + 1u) / 2u;
@@ -35,10 +94,10 @@ ${entry()}
   if (j < half) {
     let j0 = ${j0};
     let j1 = ${j1};
-    let pos = f32(ldi_p(ix_p(i2, 0u, 0u, 0u)));
-    let theta = pos * P.freq_scale * pow(P.freq_base, -2.0 * f32(j) / f32(P.n_dims));
-    let c = cos(theta);
-    let s = sin(theta);
+    let pos = f32(ldi_p(ix_p(${position}, 0u, 0u, 0u)));
+    let theta_ext = pos * pow(P.freq_base, -2.0 * f32(j) / f32(P.n_dims))${factor};${angle}
+    let c = cos(theta) * mscale;
+    let s = sin(theta) * mscale;
     let x0 = ld_a(ix_a(j0, i1, i2, i3));
     let x1 = ld_a(ix_a(j1, i1, i2, i3));
     st_d(ix_d(j0, i1, i2, i3), x0 * c - x1 * s);

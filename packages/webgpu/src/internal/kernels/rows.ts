@@ -11,7 +11,8 @@ import * as Tensor from "@effect-gpu/core/Tensor"
 import { fold } from "../wgsl.js"
 import type { Kernel, KernelTarget, Operand, Param, Variant } from "./kernel.js"
 import * as KernelSpec from "./kernel.js"
-import { bcast, entry, f32, stridesAligned, SUBGROUP_LANES, u32, WG } from "./kernel.js"
+import { bcast, entry, f32, stridesAligned, u32, WG } from "./kernel.js"
+import { alibiSlope, headLog2, workgroupReductions } from "./reduce.js"
 
 /**
  * Threads per row-workgroup for rows of `n`: WG on GPUs; on a software adapter, where every invocation
@@ -48,10 +49,7 @@ const rowwise = (
     params,
     workgroups: fold(Tensor.nrows(t), target.maxWorkgroups),
     main: `
-const RW = ${wg}u;
-var<workgroup> red: array<f32, ${wg}>;
-var<workgroup> redi: array<u32, ${wg}>;
-${reductions(subgroups)}
+${workgroupReductions(wg, subgroups)}
 ${entry(wg, subgroups)}
   let row = wg_linear(wid, nwg);
   if (row >= ${ne(1)} * ${ne(2)} * ${ne(3)}) { return; }
@@ -63,43 +61,6 @@ ${body}
 }`
   })
 }
-
-/**
- * a workgroup reduction `reduce_<name>` with `combine(x, y)`, in registers over subgroups where `sub` (the
- * subgroup builtin) is given (2 barriers), else through a shared-memory tree (log2(RW) barriers)
- */
-const reduction = (name: string, combine: (x: string, y: string) => string, sub: string | undefined) =>
-  sub !== undefined
-    ? `
-fn reduce_${name}(lid: u32, v: f32) -> f32 {
-  let s = ${sub}(v);
-  if (sgl == 0u) { red[lid / sgs] = s; }
-  workgroupBarrier();
-  var r = red[0];
-  for (var k = 1u; k < RW / sgs; k++) { r = ${combine("r", "red[k]")}; }
-  workgroupBarrier();
-  return r;
-}`
-    : `
-fn reduce_${name}(lid: u32, v: f32) -> f32 {
-  red[lid] = v;
-  workgroupBarrier();
-  for (var s = RW / 2u; s > 0u; s >>= 1u) {
-    if (lid < s) { red[lid] = ${combine("red[lid]", "red[lid + s]")}; }
-    workgroupBarrier();
-  }
-  let r = red[0];
-  workgroupBarrier();
-  return r;
-}`
-
-/** reduce_sum and reduce_max for the row kernels */
-const reductions = (subgroups: boolean) =>
-  [
-    subgroups ? SUBGROUP_LANES : "",
-    reduction("sum", (x, y) => `${x} + ${y}`, subgroups ? "subgroupAdd" : undefined),
-    reduction("max", (x, y) => `max(${x}, ${y})`, subgroups ? "subgroupMax" : undefined)
-  ].join("\n")
 
 /** rows of up to this many elements per thread are read once, into registers */
 const CACHED_ROW = 16
@@ -140,17 +101,10 @@ const vecRowThreads = (n: number) => threadsFor(n / 4 / VEC_ROW)
 /** rows of `t` that are contiguous, of a multiple of 4 elements, with row strides that are too */
 const vecRows = (t: Tensor.Tensor) => t.ne[0] % 4 === 0 && stridesAligned(t, 4)
 
-/** WGSL: the ALiBi slope of head i2 (1 without max_bias), as ggml computes it */
-const ALIBI_SLOPE = `
-  var slope = 1.0;
-  if (P.max_bias > 0.0) {
-    let h = f32(i2);
-    let hl = f32(P.n_head_log2);
-    if (i2 < P.n_head_log2) { slope = pow(pow(2.0, -P.max_bias / hl), h + 1.0); }
-    else { slope = pow(pow(2.0, -(P.max_bias / 2.0) / hl), 2.0 * (h - hl) + 1.0); }
-  }`
-
-/** @internal: softmax(a * scale + slope * mask) over each row */
+/**
+ * @internal: softmax(a * scale + slope * mask) over each row; a sink (one logit per head, i2) joins the
+ * row's max and its denominator without an output of its own
+ */
 export const softMax = (
   node: Tensor.Tensor,
   op: Extract<Op, { _tag: "SoftMax" }>,
@@ -158,13 +112,16 @@ export const softMax = (
 ): Kernel => {
   const a = node.src[0]
   const mask = op.hasMask ? node.src[1] : undefined
+  const sinks = op.hasSinks ? node.src[op.hasMask ? 2 : 1] : undefined
   const operands: Array<Operand> = [{ name: "a", tensor: a }, { name: "d", tensor: node }]
   if (mask) operands.push({ name: "m", tensor: mask })
-  const nHead = a.ne[2]
-  const nHeadLog2 = 2 ** Math.floor(Math.log2(Math.max(nHead, 1)))
-  const params = [f32("scale", op.scale), f32("max_bias", op.maxBias), u32("n_head_log2", nHeadLog2)]
+  if (sinks) operands.push({ name: "k", tensor: sinks })
+  const params = [f32("scale", op.scale), f32("max_bias", op.maxBias), u32("n_head_log2", headLog2(a.ne[2]))]
   const maskTerm = mask ? " + slope * ld_m(ix_m(i, i1, i2 % P.m_ne2, i3 % P.m_ne3))" : ""
   const x = (i: string) => `ld_a(ix_a(${i}, i1, i2, i3)) * P.scale${maskTerm}`
+  // the sink joins after the row's max is reduced: every thread then holds the same max and adds it once
+  const sinkMax = sinks ? "\n  let sink = ld_k(ix_k(i2, 0u, 0u, 0u));\n  mx = max(mx, sink);" : ""
+  const sinkSum = sinks ? " + exp(sink - mx)" : ""
   // rows of up to CACHED_ROW elements per thread stay in registers: one read and one write per element
   const row = cachedRow(a.ne[0], target)
   const { R, full } = row
@@ -173,30 +130,32 @@ export const softMax = (
   var vals: array<f32, ${R}>;
   var mx = neg_inf();
 ${eachCached(R, full, (i, r) => `let v = ${x(i)}; vals[${r}] = v; mx = max(mx, v);`)}
-  mx = reduce_max(lid, mx);
+  mx = reduce_max(lid, mx);${sinkMax}
   var s = 0.0;
 ${eachCached(R, full, (_, r) => `let e = exp(vals[${r}] - mx); vals[${r}] = e; s += e;`)}
-  let inv = 1.0 / reduce_sum(lid, s);
+  let inv = 1.0 / (reduce_sum(lid, s)${sinkSum});
 ${eachCached(R, full, (i, r) => `st_d(ix_d(${i}, i1, i2, i3), vals[${r}] * inv);`)}`
     : `
   var mx = neg_inf();
   for (var i = lid; i < n; i += RW) { mx = max(mx, ${x("i")}); }
-  mx = reduce_max(lid, mx);
+  mx = reduce_max(lid, mx);${sinkMax}
   var s = 0.0;
   for (var i = lid; i < n; i += RW) { s += exp(${x("i")} - mx); }
-  s = reduce_sum(lid, s);
+  s = reduce_sum(lid, s)${sinkSum};
   for (var i = lid; i < n; i += RW) {
     st_d(ix_d(i, i1, i2, i3), exp(${x("i")} - mx) / s);
   }`
   const scalar = rowwise(
-    { op: "soft_max", mask: mask !== undefined, form: rowForm(row) },
+    { op: "soft_max", mask: mask !== undefined, sinks: sinks !== undefined, form: rowForm(row) },
     operands,
     "a",
-    ALIBI_SLOPE + body,
+    alibiSlope("i2") + body,
     params,
     target
   )
-  if (target.software !== true || mask !== undefined || !vecRows(a) || !vecRows(node)) return scalar
+  if (target.software !== true || mask !== undefined || sinks !== undefined || !vecRows(a) || !vecRows(node)) {
+    return scalar
+  }
   // a software adapter, no mask, 4-aligned rows: each thread keeps VEC_ROW vec4s of the row (the scalar
   // kernel runs where the offsets turn out not to be 4-aligned)
   const n4 = a.ne[0] / 4
@@ -219,7 +178,7 @@ ${each((_, r) => `let e = exp(vals[${r}] - vec4<f32>(mx)); vals[${r}] = e; s += 
 ${each((i, r) => `st4_d(bd + ${i}, vals[${r}] * inv);`)}`
   const form = `v4:${R4}${full4 ? "f" : ""}`
   return {
-    ...rowwise({ op: "soft_max", mask: false, form }, operands, "a", vecBody, params, target, wg),
+    ...rowwise({ op: "soft_max", mask: false, sinks: false, form }, operands, "a", vecBody, params, target, wg),
     vec4: true,
     fallback: scalar
   }
@@ -276,6 +235,65 @@ export const norm = (node: Tensor.Tensor, eps: number, target: KernelTarget): Ke
     [f32("eps", eps)],
     target
   )
+
+/** @internal: x / max(sqrt(sum x^2), eps) over each row */
+export const l2Norm = (node: Tensor.Tensor, eps: number, target: KernelTarget): Kernel =>
+  rowwise(
+    { op: "l2_norm" },
+    [{ name: "a", tensor: node.src[0] }, { name: "d", tensor: node }],
+    "a",
+    `
+  var s = 0.0;
+  for (var i = lid; i < n; i += RW) { let x = ld_a(ix_a(i, i1, i2, i3)); s += x * x; }
+  let scale = 1.0 / max(sqrt(reduce_sum(lid, s)), P.eps);
+  for (var i = lid; i < n; i += RW) { st_d(ix_d(i, i1, i2, i3), ld_a(ix_a(i, i1, i2, i3)) * scale); }`,
+    [f32("eps", eps)],
+    target
+  )
+
+/**
+ * @internal: group_norm: channels (dimension 2) in groups of ceil(ne2 / n_groups), the last one smaller;
+ * one workgroup per group and i3 normalizes the group's ne0 x ne1 x channels elements by their mean and
+ * biased variance (two passes, as the reference)
+ */
+export const groupNorm = (node: Tensor.Tensor, nGroups: number, eps: number, target: KernelTarget): Kernel => {
+  const a = node.src[0]
+  const perGroup = Math.ceil(a.ne[2] / nGroups)
+  const groups = Math.ceil(a.ne[2] / perGroup)
+  const subgroups = target.subgroups === true
+  const wg = rowThreads(a.ne[0] * a.ne[1] * perGroup, target)
+  const at = (f: (i0: string, i1: string, i2: string) => string) =>
+    `let i0 = e % P.a_ne0; let i1 = (e / P.a_ne0) % P.a_ne1; let i2 = c0 + e / (P.a_ne0 * P.a_ne1); ${
+      f("i0", "i1", "i2")
+    }`
+  return KernelSpec.make({
+    variant: { family: "group_norm", subgroups, threads: wg },
+    ...(subgroups ? { enables: ["subgroups"] } : {}),
+    operands: [{ name: "a", tensor: a }, { name: "d", tensor: node }],
+    params: [f32("eps", eps), u32("per_group", perGroup), u32("groups", groups)],
+    workgroups: fold(groups * a.ne[3], target.maxWorkgroups),
+    main: `
+${workgroupReductions(wg, subgroups)}
+${entry(wg, subgroups)}
+  let gi = wg_linear(wid, nwg);
+  if (gi >= P.groups * P.a_ne3) { return; }
+  let i3 = gi / P.groups;
+  let c0 = (gi % P.groups) * P.per_group;
+  let n = min(P.per_group, P.a_ne2 - c0) * P.a_ne1 * P.a_ne0;
+  var s = 0.0;
+  for (var e = lid; e < n; e += RW) { ${at((i0, i1, i2) => `s += ld_a(ix_a(${i0}, ${i1}, ${i2}, i3));`)} }
+  let mean = reduce_sum(lid, s) / f32(n);
+  var v = 0.0;
+  for (var e = lid; e < n; e += RW) { ${
+      at((i0, i1, i2) => `let x = ld_a(ix_a(${i0}, ${i1}, ${i2}, i3)) - mean; v += x * x;`)
+    } }
+  let scale = 1.0 / sqrt(reduce_sum(lid, v) / f32(n) + P.eps);
+  for (var e = lid; e < n; e += RW) { ${
+      at((i0, i1, i2) => `st_d(ix_d(${i0}, ${i1}, ${i2}, i3), (ld_a(ix_a(${i0}, ${i1}, ${i2}, i3)) - mean) * scale);`)
+    } }
+}`
+  })
+}
 
 /** @internal: the sum (or mean) of each row */
 export const sumRows = (node: Tensor.Tensor, mean: boolean, target: KernelTarget): Kernel =>

@@ -7,10 +7,13 @@
 import * as DType from "@effect-gpu/core/DType"
 import * as Op from "@effect-gpu/core/Op"
 import * as Tensor from "@effect-gpu/core/Tensor"
+import { flashAttnExt } from "./attention.js"
 import * as Elementwise from "./elementwise.js"
+import * as Experts from "./experts.js"
 import * as Indexing from "./indexing.js"
 import type { Kernel, KernelTarget } from "./kernel.js"
 import { mulMat } from "./matmul.js"
+import * as Quantized from "./quantized.js"
 import { rope } from "./rope.js"
 import * as Rows from "./rows.js"
 import { rank } from "./sort.js"
@@ -32,6 +35,9 @@ export const kernelFor = (node: Tensor.Tensor, target: KernelTarget): Kernel | u
     case "Clamp":
     case "Cpy":
     case "Cont":
+      if (DType.isQuantized(node.src[0].dtype)) return Quantized.dequantize(node, target)
+      if (DType.isQuantized(node.dtype)) return Quantized.quantize(node, target)
+      return Elementwise.unary(node, op, target)
     case "Unary":
       return Elementwise.unary(node, op, target)
     case "Concat":
@@ -45,7 +51,9 @@ export const kernelFor = (node: Tensor.Tensor, target: KernelTarget): Kernel | u
     case "Glu":
       return Elementwise.glu(node, op, target)
     case "GetRows":
-      return Indexing.getRows(node, target)
+      return DType.isQuantized(node.src[0].dtype)
+        ? Quantized.getRows(node, target)
+        : Indexing.getRows(node, target)
     case "SetRows":
       return Indexing.setRows(node, target)
     case "Rope":
@@ -83,11 +91,15 @@ export const kernelFor = (node: Tensor.Tensor, target: KernelTarget): Kernel | u
     case "Transpose":
       return undefined
     case "L2Norm":
+      return Rows.l2Norm(node, op.eps, target)
     case "GroupNorm":
+      return Rows.groupNorm(node, op.nGroups, op.eps, target)
     case "FlashAttnExt":
+      return flashAttnExt(node, op, target)
     case "MulMatId":
+      return Experts.mulMatId(node, target)
     case "AddId":
-      return undefined
+      return Experts.addId(node, target)
     default:
       return unreachable(op)
   }
@@ -97,8 +109,8 @@ const unreachable = (op: never): never => {
   throw new Error(`webgpu: no kernel for ${(op as Op.Op)._tag}`)
 }
 
-/** ops this backend has no kernel for yet */
-const missing = new Set<Op.Tag>(["L2Norm", "GroupNorm", "FlashAttnExt", "MulMatId", "AddId"])
+/** the largest head size of flash_attn_ext: q's row is kept in workgroup memory */
+const MAX_HEAD = 1024
 
 /**
  * @internal: whether the target has a kernel for a node with these types and sizes: every op that is
@@ -107,14 +119,22 @@ const missing = new Set<Op.Tag>(["L2Norm", "GroupNorm", "FlashAttnExt", "MulMatI
  */
 export const supports = (node: Tensor.Tensor, target: KernelTarget, maxBinding: number): boolean => {
   if (Op.isView(node.op) || node.op._tag === "None") return true
-  if (missing.has(node.op._tag)) return false
-  if (node.op._tag === "SoftMax" && node.op.hasSinks) return false
-  if (node.op._tag === "Rope" && (node.op.mode > 2 || node.op.hasFreqFactors || node.op.extFactor !== 0)) return false
+  if (node.op._tag === "FlashAttnExt" && (node.src[0].ne[0] > MAX_HEAD || node.src[2].ne[0] > MAX_HEAD)) return false
+  // quantized operands only where the op reads blocks; a quantized result only from f32 into q8_0 / q4_0
+  if (DType.isQuantized(node.dtype)) {
+    const from = node.src[0].dtype
+    if (!((node.op._tag === "Cpy" || node.op._tag === "Cont") && Quantized.quantizes(from, node.dtype))) return false
+  }
+  for (const [i, s] of node.src.entries()) {
+    if (DType.isQuantized(s.dtype) && !Op.readsQuantized(node.op, i)) return false
+  }
+  if ((node.op._tag === "Cpy" || node.op._tag === "Cont") && DType.isQuantized(node.src[0].dtype)) {
+    if (node.dtype !== "f32") return false
+  }
   for (const t of [node, ...node.src]) {
-    if (!DType.isComputable(t.dtype)) return false
     if (t.dtype === "f16" && !target.f16) return false
     if (Tensor.nbytes(t) > maxBinding) return false
-    if (t.nb.some((n) => n % DType.typeSize(t.dtype) !== 0)) return false
+    if (!DType.isQuantized(t.dtype) && t.nb.some((n) => n % DType.typeSize(t.dtype) !== 0)) return false
   }
   if (node.op._tag === "MulMat" || node.op._tag === "MulMatAdd") {
     if (node.src[0].dtype === "i32" || node.src[1].dtype === "i32") return false

@@ -14,10 +14,12 @@ import { origin, wholeBlocks } from "./product.js"
  * @internal: a 64x64 block of the result per workgroup, 4x4 per thread, K in steps of 16 through shared
  * memory
  */
-export const tiled = ({ M, N, batches, bias, epilogue, operands, params }: Product): Kernel => {
+export const tiled = ({ M, N, batches, bias, epilogue, operands, params, quantized }: Product): Kernel => {
   const BM = 64
   const BN = 64
   const BK = 16
+  // quantized weights dequantize element k of row m as they are staged
+  const loadA = quantized ? "ldq_a(ix_a(0u, m, a2, a3), k)" : "ld_a(ix_a(k, m, a2, a3))"
   const accumulate = range(4).map((i) => `      r${i} = fma(vec4<f32>(As[kk][lid3.x + ${i * 16}u]), br, r${i});`)
   const store = range(4).flatMap((i) =>
     range(4).map((j) => {
@@ -57,7 +59,7 @@ ${range(4).map((i) => `  var r${i} = vec4<f32>(0.0);`).join("\n")}
       let nn = n0 + rr;
       var av = 0.0;
       var bv = 0.0;
-      if (k < K && m < P.a_ne1) { av = ld_a(ix_a(k, m, a2, a3)); }
+      if (k < K && m < P.a_ne1) { av = ${loadA}; }
       if (k < K && nn < P.b_ne1) { bv = ld_b(ix_b(k, nn, b2, b3)); }
       As[kk][rr] = av;
       Bs[kk][rr] = bv;

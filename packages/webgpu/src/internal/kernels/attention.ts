@@ -1,0 +1,121 @@
+/**
+ * Fused attention (flash_attn_ext): softmax(scale * q k^T [soft-capped] + slope * mask) v without the
+ * score matrix in memory. One workgroup per query row and head walks the keys of the head's KV group in
+ * blocks of one key per invocation, with an online softmax: a block's scores raise the running max, the
+ * running sum and the output accumulators are rescaled by exp(old max - new max). A sink (one logit per
+ * head) starts the max and the sum. The result is [Dv, H, n_q] (ggml's layout).
+ *
+ * @internal
+ */
+import type { Op } from "@effect-gpu/core/Op"
+import type * as Tensor from "@effect-gpu/core/Tensor"
+import { fold } from "../wgsl.js"
+import type { Kernel, KernelTarget, Operand } from "./kernel.js"
+import * as KernelSpec from "./kernel.js"
+import { entry, f32, u32 } from "./kernel.js"
+import { alibiSlope, headLog2, workgroupReductions } from "./reduce.js"
+
+/** keys per block (one per invocation): 64 on GPUs, 32 where every invocation costs (software adapters) */
+const threadsFor = (target: KernelTarget) => (target.software === true ? 32 : 64)
+
+/** @internal */
+export const flashAttnExt = (
+  node: Tensor.Tensor,
+  op: Extract<Op, { _tag: "FlashAttnExt" }>,
+  target: KernelTarget
+): Kernel => {
+  const [q, k, v] = node.src
+  const mask = op.hasMask ? node.src[3] : undefined
+  const sinks = op.hasSinks ? node.src[op.hasMask ? 4 : 3] : undefined
+  const D = q.ne[0]
+  const Dv = v.ne[0]
+  const wg = threadsFor(target)
+  const perThread = Math.ceil(Dv / wg)
+  const subgroups = target.subgroups === true
+  const softcap = op.logitSoftcap !== 0
+  const operands: Array<Operand> = [
+    { name: "q", tensor: q },
+    { name: "k", tensor: k },
+    { name: "v", tensor: v },
+    { name: "d", tensor: node }
+  ]
+  if (mask) operands.push({ name: "m", tensor: mask })
+  if (sinks) operands.push({ name: "s", tensor: sinks })
+  const params = [
+    f32("scale", op.scale),
+    f32("max_bias", op.maxBias),
+    f32("softcap", op.logitSoftcap),
+    u32("n_head_log2", headLog2(q.ne[2]))
+  ]
+  return KernelSpec.make({
+    variant: {
+      family: "flash_attn",
+      D,
+      Dv,
+      mask: mask !== undefined,
+      sinks: sinks !== undefined,
+      softcap,
+      subgroups,
+      threads: wg
+    },
+    ...(subgroups ? { enables: ["subgroups"] } : {}),
+    operands,
+    params,
+    workgroups: fold(q.ne[1] * q.ne[2] * q.ne[3], target.maxWorkgroups),
+    main: `
+${workgroupReductions(wg, subgroups)}
+var<workgroup> qs: array<f32, ${D}>;
+var<workgroup> ps: array<f32, ${wg}>;
+${entry(wg, subgroups)}
+  let qi = wg_linear(wid, nwg);
+  if (qi >= P.q_ne1 * P.q_ne2 * P.q_ne3) { return; }
+  let i = qi % P.q_ne1;
+  let h = (qi / P.q_ne1) % P.q_ne2;
+  let b = qi / (P.q_ne1 * P.q_ne2);
+  // grouped-query attention: heads share KV heads in runs of H / H_kv
+  let g = h / (P.q_ne2 / P.k_ne2);
+  let nkv = P.k_ne1;
+  for (var e = lid; e < ${D}u; e += RW) { qs[e] = ld_q(ix_q(e, i, h, b)); }
+  workgroupBarrier();
+${alibiSlope("h")}
+  var mx = ${sinks ? "ld_s(ix_s(h, 0u, 0u, 0u))" : "neg_inf()"};
+  var sum = ${sinks ? "1.0" : "0.0"};
+  var acc: array<f32, ${perThread}>;
+  for (var j0 = 0u; j0 < nkv; j0 += RW) {
+    let j = j0 + lid;
+    var sc = neg_inf();
+    if (j < nkv) {
+      let kb = ix_k(0u, j, g, b % P.k_ne3);
+      var dot = 0.0;
+      for (var e = 0u; e < ${D}u; e++) { dot += qs[e] * ld_k(kb + e * P.k_nb0); }
+      sc = dot * P.scale;${softcap ? "\n      sc = P.softcap * tanh_s(sc / P.softcap);" : ""}${
+      mask ? "\n      sc += slope * ld_m(ix_m(j, i, h % P.m_ne2, b % P.m_ne3));" : ""
+    }
+    }
+    let nm = max(mx, reduce_max(lid, sc));
+    var p = 0.0;
+    if (sc > neg_inf()) { p = exp(sc - nm); }
+    var corr = 0.0;
+    if (mx > neg_inf()) { corr = exp(mx - nm); }
+    ps[lid] = p;
+    sum = sum * corr + reduce_sum(lid, p);
+    let count = min(RW, nkv - j0);
+    for (var r = 0u; r < ${perThread}u; r++) {
+      let e = lid + r * RW;
+      if (e < ${Dv}u) {
+        var o = acc[r] * corr;
+        let vb = ix_v(e, j0, g, b % P.v_ne3);
+        for (var jj = 0u; jj < count; jj++) { o += ps[jj] * ld_v(vb + jj * P.v_nb1); }
+        acc[r] = o;
+      }
+    }
+    mx = nm;
+    workgroupBarrier();
+  }
+  for (var r = 0u; r < ${perThread}u; r++) {
+    let e = lid + r * RW;
+    if (e < ${Dv}u) { st_d(ix_d(e, h, i, b), select(0.0, acc[r] / sum, sum > 0.0)); }
+  }
+}`
+  })
+}

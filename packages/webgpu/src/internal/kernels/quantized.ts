@@ -1,0 +1,116 @@
+/**
+ * Kernels that read and write ggml's quantized blocks in place: rows dequantized (get_rows from a
+ * quantized table, copies to f32) and f32 rows quantized into q8_0 or q4_0 blocks as ggml's reference
+ * quantizer does.
+ *
+ * @internal
+ */
+import type * as DType from "@effect-gpu/core/DType"
+import * as Tensor from "@effect-gpu/core/Tensor"
+import { fold } from "../wgsl.js"
+import { elementwise } from "./elementwise.js"
+import type { Kernel, KernelTarget } from "./kernel.js"
+import * as KernelSpec from "./kernel.js"
+import { entry, u32, WG } from "./kernel.js"
+
+/** @internal: get_rows from a quantized table: the picked rows dequantized (zeros outside the table) */
+export const getRows = (node: Tensor.Tensor, target: KernelTarget): Kernel =>
+  elementwise(
+    { family: "ew", op: "get_rows_q" },
+    [{ name: "a", tensor: node.src[0] }, { name: "x", tensor: node.src[1] }, { name: "d", tensor: node }],
+    "d",
+    `  let r = u32(ldi_x(ix_x(i1, i2, i3, 0u)));
+  if (r >= P.a_ne1) { st_d(ix_d(i0, i1, i2, i3), 0.0); return; }
+  st_d(ix_d(i0, i1, i2, i3), ldq_a(ix_a(0u, r, i2, i3), i0));`,
+    [],
+    target
+  )
+
+/** @internal: a quantized tensor copied into f32 */
+export const dequantize = (node: Tensor.Tensor, target: KernelTarget): Kernel =>
+  elementwise(
+    { family: "ew", op: "dequantize" },
+    [{ name: "a", tensor: node.src[0] }, { name: "d", tensor: node }],
+    "d",
+    `  st_d(ix_d(i0, i1, i2, i3), ldq_a(ix_a(0u, i1, i2, i3), i0));`,
+    [],
+    target
+  )
+
+/** WGSL: the bytes of one block of values x (32 f32) appended to the words `w` from byte `at` */
+const blockCode = (type: "q8_0" | "q4_0") =>
+  type === "q8_0"
+    ? `  var amax = 0.0;
+  for (var j = 0u; j < 32u; j++) { amax = max(amax, abs(x[j])); }
+  let d = amax / 127.0;
+  let id = select(0.0, 1.0 / d, d != 0.0);
+  put16(at, pack2x16float(vec2<f32>(d, 0.0)) & 0xffffu);
+  for (var j = 0u; j < 32u; j++) {
+    // roundf: half away from zero
+    let v = x[j] * id;
+    let q = i32(sign(v) * floor(abs(v) + 0.5));
+    put8(at + 2u + j, u32(q) & 0xffu);
+  }`
+    : `  var amax = 0.0;
+  var mx = 0.0;
+  for (var j = 0u; j < 32u; j++) { if (amax < abs(x[j])) { amax = abs(x[j]); mx = x[j]; } }
+  let d = mx / -8.0;
+  let id = select(0.0, 1.0 / d, d != 0.0);
+  put16(at, pack2x16float(vec2<f32>(d, 0.0)) & 0xffffu);
+  for (var j = 0u; j < 16u; j++) {
+    let lo = min(15u, u32(i32(x[j] * id + 8.5)));
+    let hi = min(15u, u32(i32(x[j + 16u] * id + 8.5)));
+    put8(at + 2u + j, lo | (hi << 4u));
+  }`
+
+/**
+ * @internal: f32 rows quantized into q8_0 or q4_0 blocks. A thread writes two consecutive blocks (68 or
+ * 36 bytes: whole words, so no two threads share one); a last odd block keeps the bytes after it
+ */
+export const quantize = (node: Tensor.Tensor, target: KernelTarget): Kernel => {
+  const type = node.dtype as "q8_0" | "q4_0"
+  const bytes = type === "q8_0" ? 34 : 18
+  const blocks = Tensor.nelements(node) / 32
+  const pairs = Math.ceil(blocks / 2)
+  const words = bytes / 2
+  return KernelSpec.make({
+    variant: { family: "quantize", type },
+    operands: [{ name: "a", tensor: node.src[0] }, { name: "d", tensor: node }],
+    params: [u32("blocks", blocks), u32("per_row", node.ne[0] / 32)],
+    workgroups: fold(Math.ceil(pairs / WG), target.maxWorkgroups),
+    main: `
+var<private> w: array<u32, ${words}>;
+fn put8(i: u32, v: u32) { w[i / 4u] |= v << ((i % 4u) * 8u); }
+fn put16(i: u32, v: u32) { put8(i, v & 0xffu); put8(i + 1u, v >> 8u); }
+${entry()}
+  let pair = wg_linear(wid, nwg) * ${WG}u + lid;
+  let first = 2u * pair;
+  if (first >= P.blocks) { return; }
+  let count = min(2u, P.blocks - first);
+  for (var bb = 0u; bb < count; bb++) {
+    let b = first + bb;
+    let row = b / P.per_row;
+    let i1 = row % P.a_ne1;
+    let i2 = (row / P.a_ne1) % P.a_ne2;
+    let i3 = row / (P.a_ne1 * P.a_ne2);
+    let i0 = (b % P.per_row) * 32u;
+    var x: array<f32, 32>;
+    for (var j = 0u; j < 32u; j++) { x[j] = ld_a(ix_a(i0 + j, i1, i2, i3)); }
+    let at = bb * ${bytes}u;
+${blockCode(type)}
+  }
+  let base = P.d_o + first * ${bytes}u;
+  let full = (count * ${bytes}u) / 4u;
+  for (var k = 0u; k < full; k++) { qput_d(base + 4u * k, w[k]); }
+  if (count == 1u) {
+    // one block of ${bytes} bytes ends mid-word: keep the word's other half
+    let last = base + 4u * full;
+    qput_d(last, (qw_d(last) & 0xffff0000u) | (w[full] & 0xffffu));
+  }
+}`
+  })
+}
+
+/** @internal: whether a copy from `from` to `to` quantizes on this backend */
+export const quantizes = (from: DType.DType, to: DType.DType): boolean =>
+  from === "f32" && (to === "q8_0" || to === "q4_0")
