@@ -16,17 +16,19 @@
  *
  * Each case warms up until its speed settles: the H200's SM clock idles low and climbs over seconds.
  */
-import type { Backend, Device } from "@effect-gpu/core"
-import { Graph, Ops, Tensor } from "@effect-gpu/core"
+import type { Backend, Graph, Tensor } from "@effect-gpu/core"
+import { Ops } from "@effect-gpu/core"
 import * as Generators from "@effect-gpu/testing/Generators"
 import { WebGpu, WebGpuDevice } from "@effect-gpu/webgpu"
 import type * as TfCore from "@tensorflow/tfjs-core"
-import type { Scope } from "effect"
 import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { parseArgs } from "node:util"
+import type { Case, Work } from "./case.js"
+import { prepare } from "./case.js"
 import { openDawn } from "./dawn.js"
+import { modelCases } from "./models.js"
 import { parseRegs, parseTile } from "./tilings.js"
 
 const { values: args } = parseArgs({
@@ -67,55 +69,10 @@ const wanted = args.cases?.split(",")
 
 type Tf = typeof TfCore
 
-interface Work {
-  readonly flops?: number
-  /** bytes that must move through memory at least once */
-  readonly bytes?: number
-  readonly nodes?: number
-  readonly dtype?: "f32" | "f16"
-}
-
-interface Case {
-  readonly name: string
-  readonly size: string
-  readonly work: Work
-  readonly ours: (
-    device: Device.Device,
-    backend: Backend.Backend
-  ) => Effect.Effect<Effect.Effect<void, unknown>, unknown, Scope.Scope>
-  readonly peer?: (tf: Tf) => () => void
-}
-
-// ------------------------------------------------------------------------------------------------------------
-// our side: build a graph, allocate, fill inputs with seeded data; the runner computes and waits for the GPU
-// ------------------------------------------------------------------------------------------------------------
-
-const prepared = (
-  backend: Backend.Backend,
-  build: (g: Graph.Builder) => Effect.Effect<void, unknown>
-) =>
-  Effect.gen(function*() {
-    const g = Graph.make()
-    yield* build(g)
-    const graph = backend.optimize(g.build())
-    const own = args["own-params"] === true ? graph.leafs.filter((t) => (t.flags & Tensor.Flags.param) !== 0) : []
-    const bindings = yield* Effect.forEach(own, (tensor) =>
-      Effect.map(
-        backend.device.bufferType.allocate(Tensor.nbytes(tensor)),
-        (buffer) => ({ tensor, buffer, offset: 0 })
-      ))
-    const plan = yield* backend.allocate(graph, {
-      bindings,
-      ...(args["leaf-buffer"] === undefined ? {} : { leafBuffer: args["leaf-buffer"] })
-    })
-    let seed = 1
-    for (const leaf of graph.leafs) {
-      const n = leaf.ne[0] * leaf.ne[1] * leaf.ne[2] * leaf.ne[3]
-      if (leaf.dtype === "i32") yield* plan.set(leaf, Generators.indices(seed++, n, leaf.ne[0]))
-      else yield* plan.set(leaf, Generators.values(seed++, n, { min: 0.05, max: 0.5 }))
-    }
-    // compute returns once the GPU is done: a run is one submit and its wait
-    return backend.compute(plan)
+const prepared = (backend: Backend.Backend, build: (g: Graph.Builder) => Effect.Effect<void, unknown>) =>
+  prepare(backend, build, {
+    ownParams: args["own-params"] === true,
+    ...(args["leaf-buffer"] === undefined ? {} : { leafBuffer: args["leaf-buffer"] })
   })
 
 const mm = (M: number, N: number, K: number, dtype: "f32" | "f16"): Case => ({
@@ -319,7 +276,8 @@ const allCases = (): ReadonlyArray<Case> => {
     rows("rms_norm", rowCount, 4096),
     manyNodes(1),
     manyNodes(1000),
-    quick ? block(256, 32, 4, 512) : block(4096, 512, 32, 11008)
+    quick ? block(256, 32, 4, 512) : block(4096, 512, 32, 11008),
+    ...modelCases(prepared, quick)
   ]
 }
 

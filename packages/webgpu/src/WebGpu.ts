@@ -44,6 +44,8 @@ export interface Options {
   readonly matrixTile?: WebGpuDevice.Options["matrixTile"]
   /** @internal the register tiling of the vec4 mul_mat kernel, for tuning experiments */
   readonly registerTile?: WebGpuDevice.Options["registerTile"]
+  /** @internal the quantized matrix-vector kernel's rows per lane group and most columns, for tests and tuning */
+  readonly quantizedDecode?: WebGpuDevice.Options["quantizedDecode"]
 }
 
 /**
@@ -128,7 +130,8 @@ const openDevice = (gpu: GPU, options: Options, index: number): Effect.Effect<De
       offloadMinBatch: options.offloadMinBatch,
       adapterInfo: adapter.info as WebGpuDevice.AdapterInfo,
       matrixTile: options.matrixTile,
-      registerTile: options.registerTile
+      registerTile: options.registerTile,
+      quantizedDecode: options.quantizedDecode
     })
     // runs before the GPUDevice is destroyed: from then on the device refuses new backends and events
     yield* Effect.addFinalizer(() => Device.markReleased(device))

@@ -13,7 +13,7 @@ import type { Tensor } from "@effect-gpu/core/Tensor"
 import * as Option from "effect/Option"
 import * as GpuContext from "./internal/context.js"
 import * as Interpreter from "./internal/interpreter.js"
-import type { MatrixTile, RegisterTile } from "./internal/kernels/kernel.js"
+import type { MatrixTile, QuantizedDecode, RegisterTile } from "./internal/kernels/kernel.js"
 import * as Memory from "./internal/memory.js"
 import * as Program from "./internal/program.js"
 
@@ -42,6 +42,13 @@ export interface Options {
    * @internal
    */
   readonly registerTile?: RegisterTile | undefined
+  /**
+   * the quantized matrix-vector kernel's rows per group of lanes and most columns (tests and tuning);
+   * default: 2 and 8 on GPUs, 1 and 1 on software adapters
+   *
+   * @internal
+   */
+  readonly quantizedDecode?: QuantizedDecode | undefined
   /** the adapter's info (subgroup sizes, matrix configurations); default: the device's adapterInfo */
   readonly adapterInfo?: AdapterInfo | undefined
   /** a description of the adapter */
@@ -135,10 +142,15 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
     workgroupStorage: gpu.limits.maxComputeWorkgroupStorageSize,
     workgroupInvocations: gpu.limits.maxComputeInvocationsPerWorkgroup,
     subgroups: gpu.features.has("subgroups"),
+    ...(gpu.features.has("subgroups") && info?.subgroupMinSize !== undefined &&
+        info.subgroupMinSize === info.subgroupMaxSize
+      ? { subgroupSize: info.subgroupMinSize }
+      : {}),
     subgroupMatrix: hasMatrices(gpu, info),
     software: info?.isFallbackAdapter === true,
     ...(options.matrixTile ? { matrixTile: options.matrixTile } : {}),
-    ...(options.registerTile ? { registerTile: options.registerTile } : {})
+    ...(options.registerTile ? { registerTile: options.registerTile } : {}),
+    ...(options.quantizedDecode ? { quantizedDecode: options.quantizedDecode } : {})
   })
   const ledger = Ledger.make(options.memory ?? gpu.limits.maxBufferSize)
   const alignment = gpu.limits.minStorageBufferOffsetAlignment

@@ -93,4 +93,29 @@ describe("mul_mat kernel choice", () => {
       assert.strictEqual(yield* loads(4096, 4000, 512), "edges")
       assert.strictEqual(yield* loads(4080, 4096, 512), "edges")
     }))
+
+  it.effect("quantized weights: whole-word decode for up to 8 columns where b's chunk fits, else per element", () =>
+    Effect.gen(function*() {
+      const chosen = (N: number, target: Partial<KernelTarget>) =>
+        Effect.gen(function*() {
+          const g = Graph.make()
+          const a = yield* g.param("a", "q4_K", [4096, 64])
+          const y = yield* g.output(Ops.mulMat(a, yield* g.input("b", "f32", [4096, N])))
+          const v = mulMat(y, { ...gpu, workgroupStorage: 49152, ...target }, undefined).variant
+          return v.family === "mvq" ? `mvq ${v.rows}:${v.stage}` : v.family
+        })
+      // b staged 4 chunks at a time (all of K = 4096) for one column; 8 columns stage one chunk at a time
+      assert.strictEqual(yield* chosen(1, {}), "mvq 2:4")
+      assert.strictEqual(yield* chosen(8, {}), "mvq 2:1")
+      // prefill: blocks staged as f16 tiles on subgroup matrices, else the scalar tiled kernel
+      assert.strictEqual(yield* chosen(9, {}), "mmsg")
+      assert.strictEqual(yield* chosen(9, { subgroupMatrix: false }), "mm")
+      // b's chunk of 8 columns (32 KiB) and the scratch do not fit 32 KiB; 7 columns do
+      assert.strictEqual(yield* chosen(8, { workgroupStorage: 32768 }), "mv")
+      assert.strictEqual(yield* chosen(7, { workgroupStorage: 32768 }), "mvq 2:1")
+      // a software adapter: one column, one row per lane group (its compiler takes seconds per column)
+      assert.strictEqual(yield* chosen(1, { software: true }), "mvq 1:1")
+      assert.strictEqual(yield* chosen(2, { software: true }), "mv")
+      assert.strictEqual(yield* chosen(3, { quantizedDecode: { rows: 4, columns: 4, stage: 2 } }), "mvq 4:2")
+    }))
 })

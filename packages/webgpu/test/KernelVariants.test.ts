@@ -2,7 +2,7 @@
  * Which kernel variant runs, on the adapter at hand, and that each matches the CPU: matrix-vector loads,
  * register and subgroup-matrix tilings, vec4 rows on software adapters, and what the device supports.
  */
-import { Cpu, Float16, Graph, Ops, Registry } from "@effect-gpu/core"
+import { Cpu, Float16, Graph, Ops, Quant, Registry } from "@effect-gpu/core"
 import { Generators } from "@effect-gpu/testing"
 import { WebGpu, WebGpuDevice } from "@effect-gpu/webgpu"
 import { assert, describe, it } from "@effect/vitest"
@@ -231,6 +231,35 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
         }
       }), 60_000)
   }
+
+  // the quantized decode kernel in the shape GPUs get (2 rows per lane group, several columns, b staged
+  // several chunks at a time, the last stage and chunk partly past K), which a software adapter runs only
+  // when forced: a 32-value block type and a 256-value one, batches broadcast
+  it.scoped("quantized matrix-vector products in the GPU shape match the CPU", () =>
+    Effect.gen(function*() {
+      const [d] = yield* WebGpu.make({ devices: 1, quantizedDecode: { rows: 2, columns: 2, stage: 2 } })
+      for (const dtype of ["q4_0", "q6_K"] as const) {
+        const g = Graph.make()
+        const a = yield* g.param("a", dtype, [2560, 37, 2])
+        const b = yield* g.input("b", "f32", [2560, 2, 4])
+        const y = yield* g.output(Ops.mulMat(a, b))
+        const results: Array<Array<number>> = []
+        for (const dev of [d, Cpu.make()]) {
+          const backend = yield* dev.makeBackend()
+          const plan = yield* backend.allocate(g.build())
+          yield* plan.set(a, Quant.unsafeQuantize(dtype, Generators.values(3, 2560 * 37 * 2)))
+          yield* plan.set(b, Generators.values(4, 2560 * 2 * 4))
+          const trace = yield* backend.captureNext
+          yield* backend.compute(plan)
+          const [entry] = (yield* trace).entries
+          if (dev === d) {
+            assert.deepInclude(entry.variant, { family: "mvq", rows: 2, columns: 2, stage: 2 }, entry.kernel)
+          }
+          results.push(Array.from(yield* plan.get(y)))
+        }
+        assert.isBelow(nmse(results[0], results[1]), 1e-6, dtype)
+      }
+    }), 120_000)
 
   it.scoped(
     "f16 mul_mat on subgroup matrices loads 16 bytes where K and the offsets allow, else 8, else 2",

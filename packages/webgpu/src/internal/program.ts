@@ -64,8 +64,10 @@ const bindOperands = (ctx: Context, kernel: Kernel, resolve: Resolve) => {
   const ranges = kernel.operands.map((o) => {
     const loc = resolve(o.tensor)
     if (loc === undefined) throw new Error(`operand ${o.name} of ${Op.name(o.tensor.op)} has no GPU memory`)
-    return { o, buffer: loc.buffer, start: loc.offset, end: loc.offset + Tensor.nbytes(o.tensor) }
+    return { o, buffer: loc.buffer, start: loc.offset, end: loc.offset + (o.extent ?? Tensor.nbytes(o.tensor)) }
   })
+  // an operand that reaches past its tensor (scratch after a result) must stay inside its buffer
+  const extentOk = ranges.every((r) => r.end <= r.buffer.size)
   const slotOf = ranges.map((_, i) => i)
   const find = (i: number): number => (slotOf[i] === i ? i : (slotOf[i] = find(slotOf[i])))
   for (let i = 0; i < ranges.length; i++) {
@@ -108,7 +110,7 @@ const bindOperands = (ctx: Context, kernel: Kernel, resolve: Resolve) => {
   const group = (dtype: DType.DType) => DType.isQuantized(dtype) ? 16 : kernel.wide === true && dtype === "f16" ? 8 : 4
   const vecOk = operands.every((o) => o.fields[0] % group(o.decl.dtype) === 0) &&
     bound.every((b) => (b.end - b.start) % (group(b.dtype) * unit(b.dtype)) === 0)
-  return { bound, operands, vecOk }
+  return { bound, operands, vecOk, extentOk }
 }
 
 /**
@@ -177,46 +179,59 @@ export const build = (
   Effect.gen(function*() {
     const nodes = plan.graph.nodes.filter((n) => !Op.isView(n.op) && Tensor.nelements(n) > 0)
     const units = chains(plan, nodes, resolve)
-    const prepared = units.map((unit) => {
+    /** the pipeline source, key, parameters and bindings of one kernel of a node */
+    const prepare = (node: Tensor.Tensor, first: Kernel) => {
+      let kernel = first
+      let { bound, extentOk, operands, vecOk } = bindOperands(ctx, kernel, resolve)
+      // a wide kernel falls back to its vec4 form, that to its scalar one; one whose scratch does not fit
+      // its result's buffer to one without
+      while (((kernel.vec4 === true && !vecOk) || !extentOk) && kernel.fallback !== undefined) {
+        kernel = kernel.fallback
+        ;({ bound, extentOk, operands, vecOk } = bindOperands(ctx, kernel, resolve))
+      }
+      if (!extentOk) throw new Error("an operand reaches past the end of its buffer")
+      const fields = [...operands.flatMap((o) => operandFields(o.decl.name)), ...kernel.params.map((p) => p.field)]
+      if (fields.length > SLOT / 4) throw new Error(`${fields.length} parameters do not fit a ${SLOT}-byte slot`)
+      // kernels write only their result "d"; a binding is read-only when its GPUBuffer is not the one
+      // written (WebGPU forbids one buffer bound both writable and read-only in a dispatch), as with
+      // weights bound from their own buffer
+      const writtenSlots = new Set(operands.filter((o) => o.decl.name === "d").map((o) => o.decl.slot))
+      const writtenBuffers = new Set(bound.filter((b) => writtenSlots.has(b.slot)).map((b) => b.buffer))
+      const access = bound.map((b) => writtenSlots.has(b.slot) || writtenBuffers.has(b.buffer) ? "w" : "r")
+        .join("")
+      const decls = operands.map((o) => ({ ...o.decl, writable: access[o.decl.slot] === "w" }))
+      const source = header(decls, kernel.params.map((p) => p.field), kernel.enables, kernel.diagnosticsOff) +
+        kernel.main
+      // the variant's key, then how the operands are bound: types by slot, and each slot's access
+      const bindingKey = keyOf({
+        family: "bind",
+        slots: operands.map((o) => `${o.decl.slot}${o.decl.dtype}`).join(",")
+      })
+      const key = `${kernel.key}|${bindingKey}|${access}`
+      const values = [...operands.flatMap((o) => o.fields), ...kernel.params.map((p) => p.value)]
+      const types = fields.map((f) => f.type)
+      return { node, kernel, bound, source, key, values, types, access }
+    }
+    const prepared = units.flatMap((unit): Array<ReturnType<typeof prepare> | KernelError | UnsupportedOp> => {
       const node = unit[unit.length - 1]
-      let kernel = unit.length > 1 ? Elementwise.chain(unit, ctx.target) : Select.kernelFor(node, ctx.target)
+      const kernel = unit.length > 1 ? Elementwise.chain(unit, ctx.target) : Select.kernelFor(node, ctx.target)
       if (kernel === undefined) {
-        return new UnsupportedOp({ op: Op.name(node.op), dtypes: [node.dtype], device: ctx.name })
+        return [new UnsupportedOp({ op: Op.name(node.op), dtypes: [node.dtype], device: ctx.name })]
       }
       try {
-        let { bound, operands, vecOk } = bindOperands(ctx, kernel, resolve)
-        // a wide kernel falls back to its vec4 form, that to its scalar one
-        while (kernel.vec4 === true && !vecOk && kernel.fallback !== undefined) {
-          kernel = kernel.fallback
-          ;({ bound, operands, vecOk } = bindOperands(ctx, kernel, resolve))
-        }
-        const fields = [...operands.flatMap((o) => operandFields(o.decl.name)), ...kernel.params.map((p) => p.field)]
-        if (fields.length > SLOT / 4) throw new Error(`${fields.length} parameters do not fit a ${SLOT}-byte slot`)
-        // kernels write only their result "d"; a binding is read-only when its GPUBuffer is not the one
-        // written (WebGPU forbids one buffer bound both writable and read-only in a dispatch), as with
-        // weights bound from their own buffer
-        const writtenSlots = new Set(operands.filter((o) => o.decl.name === "d").map((o) => o.decl.slot))
-        const writtenBuffers = new Set(bound.filter((b) => writtenSlots.has(b.slot)).map((b) => b.buffer))
-        const access = bound.map((b) => writtenSlots.has(b.slot) || writtenBuffers.has(b.buffer) ? "w" : "r")
-          .join("")
-        const decls = operands.map((o) => ({ ...o.decl, writable: access[o.decl.slot] === "w" }))
-        const source = header(decls, kernel.params.map((p) => p.field), kernel.enables, kernel.diagnosticsOff) +
-          kernel.main
-        // the variant's key, then how the operands are bound: types by slot, and each slot's access
-        const bindingKey = keyOf({
-          family: "bind",
-          slots: operands.map((o) => `${o.decl.slot}${o.decl.dtype}`).join(",")
-        })
-        const key = `${kernel.key}|${bindingKey}|${access}`
-        const values = [...operands.flatMap((o) => o.fields), ...kernel.params.map((p) => p.value)]
-        const types = fields.map((f) => f.type)
-        return { node, kernel, bound, source, key, values, types, access }
+        // a kernel and the dispatches that follow it for the same node (a reduction of partial results)
+        const first = prepare(node, kernel)
+        const rest: Array<ReturnType<typeof prepare>> = []
+        for (let next = first.kernel.next; next !== undefined; next = next.next) rest.push(prepare(node, next))
+        return [first, ...rest]
       } catch (e) {
-        return new KernelError({
-          op: Op.name(node.op),
-          device: ctx.name,
-          detail: String(e instanceof Error ? e.message : e)
-        })
+        return [
+          new KernelError({
+            op: Op.name(node.op),
+            device: ctx.name,
+            detail: String(e instanceof Error ? e.message : e)
+          })
+        ]
       }
     })
     for (const p of prepared) if (p instanceof KernelError || p instanceof UnsupportedOp) return yield* p

@@ -156,6 +156,9 @@ export const header = (
       )
       lines.push(dequantizer(n, o.dtype))
       if (vec.has(o.slot)) lines.push(`fn qv_${n}(i: u32) -> vec4<u32> { return ${b}[i]; }`)
+      // word i of the binding: how kernels that load whole blocks read them
+      const wordAt = vec.has(o.slot) ? `${b}[i >> 2u][i & 3u]` : `${b}[i]`
+      lines.push(`fn qwi_${n}(i: u32) -> u32 { return ${wordAt}; }`)
       // a whole word at a 4-aligned byte: how quantizing kernels write blocks
       if (written.has(o.slot) && !vec.has(o.slot)) lines.push(`fn qput_${n}(i: u32, v: u32) { ${b}[i >> 2u] = v; }`)
       continue

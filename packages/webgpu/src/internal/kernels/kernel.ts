@@ -30,6 +30,11 @@ export const keyOf = (variant: Variant): string =>
 export interface Operand {
   readonly name: string
   readonly tensor: Tensor
+  /**
+   * bytes the binding covers from the tensor's start, past its own (default): scratch a kernel keeps after
+   * its result, which the device's buffer type counts in the result's allocSize
+   */
+  readonly extent?: number
 }
 
 /** @internal */
@@ -50,8 +55,13 @@ export interface Kernel {
    * needs their element offsets to be multiples of 8, else `fallback` (the vec4 form) runs
    */
   readonly wide?: boolean
-  /** the kernel to run where the operands' offsets turn out not to allow vec4 (or wide) bindings */
+  /**
+   * the kernel to run where the operands' offsets turn out not to allow vec4 (or wide) bindings, or an
+   * operand's extent does not fit its buffer
+   */
   readonly fallback?: Kernel
+  /** a kernel dispatched right after this one for the same node (which reads what this one wrote) */
+  readonly next?: Kernel
   /** WGSL extensions the kernel needs besides f16 (which the header enables for f16 operands) */
   readonly enables?: ReadonlyArray<string>
   /** WGSL diagnostics the kernel turns off (with the reason in the kernel) */
@@ -87,12 +97,22 @@ export interface RegisterTile {
   readonly unroll?: boolean
 }
 
+/** @internal: the shape of the quantized matrix-vector kernel: rows per group of 32 lanes, most columns */
+export interface QuantizedDecode {
+  readonly rows: number
+  readonly columns: number
+  /** chunks of 1024 of b staged in workgroup memory at once; default: as many as fit, up to 8 */
+  readonly stage?: number
+}
+
 /** @internal: what the device offers the kernels, which they are chosen and generated for */
 export interface KernelTarget {
   readonly f16: boolean
   readonly maxWorkgroups: number
   /** subgroup operations (WGSL subgroups): row reductions use them */
   readonly subgroups?: boolean
+  /** the subgroup size where the adapter has one size only (subgroupMinSize = subgroupMaxSize) */
+  readonly subgroupSize?: number
   /**
    * shaders run on the CPU (a fallback adapter, e.g. lavapipe): every invocation costs and a few cores
    * need few workgroups, so kernels give each invocation more work
@@ -111,6 +131,8 @@ export interface KernelTarget {
   readonly matrixTile?: MatrixTile
   /** overrides the register tiling of the vec4 mul_mat kernel (benchmarks try several) */
   readonly registerTile?: RegisterTile
+  /** overrides the quantized matrix-vector kernel's shape (tests and benchmarks) */
+  readonly quantizedDecode?: QuantizedDecode
 }
 
 /** @internal: invocations of the 1-D workgroup most kernels use */

@@ -5,12 +5,21 @@
  *
  * @internal
  */
+import * as DType from "@effect-gpu/core/DType"
 import type * as Tensor from "@effect-gpu/core/Tensor"
-import type { Kernel, KernelTarget, RegisterTile } from "./kernel.js"
+import type { Kernel, KernelTarget, MatrixTile, RegisterTile } from "./kernel.js"
 import { WG } from "./kernel.js"
 import { matVec } from "./matvec.js"
 import * as Product from "./product.js"
-import { invocations, MATRIX_TILES, sharedBytes, subgroupMatrix } from "./subgroupMatrix.js"
+import * as Decode from "./quantizedMatVec.js"
+import {
+  invocations,
+  MATRIX_TILES,
+  quantizedSubgroupMatrix,
+  sharedBytes,
+  stagesBlocks,
+  subgroupMatrix
+} from "./subgroupMatrix.js"
 import { registerTiled, tiled } from "./tiled.js"
 
 /**
@@ -28,23 +37,40 @@ const registersFor = ({ M, N, batches }: Product.Product, software: boolean): Re
   return { m: 4, n: 4, depth: 16 }
 }
 
+/** whether a subgroup-matrix tiling fits the device's workgroup memory and invocations */
+const fits = (t: MatrixTile, target: KernelTarget) =>
+  sharedBytes(t) <= (target.workgroupStorage ?? 16384) && invocations(t) <= (target.workgroupInvocations ?? 256)
+
 /** @internal: the kernel of mul_mat (`bias` undefined) or of mul_mat_add */
 export const mulMat = (node: Tensor.Tensor, target: KernelTarget, bias: Tensor.Tensor | undefined): Kernel => {
   const [a, b] = node.src
   const product = Product.of(node, bias)
   if (product.quantized) {
-    // quantized weights: blocks read in place, dequantized element by element
-    return product.N <= 8 ? matVec(product, target, false) : tiled(product)
+    // quantized weights, read in place: whole words of blocks for a few columns where b's chunk fits the
+    // workgroup memory, else dequantized element by element
+    // (a software adapter compiles it for seconds per column: one column, one row per group of lanes)
+    const decode = target.quantizedDecode ??
+      (target.software === true ? { rows: 1, columns: 1, stage: 1 } : { rows: 2, columns: 8 })
+    const storage = target.workgroupStorage ?? 16384
+    if (product.N <= decode.columns && Decode.sharedBytes(product.N) <= storage) {
+      const stage = decode.stage ?? Decode.stageFor(product.N, product.K, storage)
+      return Decode.quantizedMatVec(product, a.dtype as DType.Quantized, target, decode.rows, stage)
+    }
+    if (product.N <= 8) return matVec(product, target, false)
+    // prefill: blocks dequantized into f16 tiles on subgroup matrices where the device has them
+    const staged = target.subgroupMatrix === true && (b.dtype === "f32" || b.dtype === "f16") &&
+        b.nb[0] === DType.typeSize(b.dtype)
+      ? [...(target.matrixTile ? [target.matrixTile] : []), ...MATRIX_TILES].find((t) =>
+        stagesBlocks(t) && fits(t, target)
+      )
+      : undefined
+    return staged ? quantizedSubgroupMatrix(product, a.dtype as DType.Quantized, b, staged) : tiled(product)
   }
   if (product.N <= 8) {
     // vec4 loads pay once every thread has a vec4 of K to load (on lavapipe, K = 256 ran 6% slower)
     return matVec(product, target, Product.fourAligned(product, a, b) && product.K >= 4 * WG)
   }
-  const matrixTile = target.matrixTile ??
-    MATRIX_TILES.find((t) =>
-      sharedBytes(t) <= (target.workgroupStorage ?? 16384) &&
-      invocations(t) <= (target.workgroupInvocations ?? 256)
-    )
+  const matrixTile = target.matrixTile ?? MATRIX_TILES.find((t) => fits(t, target))
   if (
     target.subgroupMatrix === true && matrixTile !== undefined && a.dtype === "f16" && b.dtype === "f16" &&
     a.nb[0] === 2 && b.nb[0] === 2

@@ -3,12 +3,14 @@
  *
  * @internal
  */
+import type * as DType from "@effect-gpu/core/DType"
 import type * as Tensor from "@effect-gpu/core/Tensor"
 import type { Kernel, MatrixTile } from "./kernel.js"
 import * as KernelSpec from "./kernel.js"
-import { range } from "./kernel.js"
+import { range, stridesAligned } from "./kernel.js"
 import type { Product } from "./product.js"
 import { eightAligned, fourAligned, origin, wholeBlocks } from "./product.js"
+import { pieces } from "./quantizedMatVec.js"
 
 /** elements between rows of a shared-memory tile: the depth plus 8 f16 of padding against bank conflicts */
 const pad = (depth: number) => depth + 8
@@ -35,8 +37,13 @@ export const MATRIX_TILES: ReadonlyArray<MatrixTile> = [
 /** f16 per global load: 8 (wide: a vec4<u32> of 16 bytes), 4 (a vec4<f16>) or 1 */
 type LoadWidth = 1 | 4 | 8
 
-const tiling = (product: Product, tile: MatrixTile, w: LoadWidth): Kernel => {
+/**
+ * `quantized`: a holds blocks of that type, staged as f16 a 32-value piece per row and K step (the depth
+ * is 32); b may be f32, converted to f16 as it is staged
+ */
+const tiling = (product: Product, tile: MatrixTile, w: LoadWidth, quantized?: DType.Quantized): Kernel => {
   const vec = w > 1
+  const f32b = product.operands.find((o) => o.name === "b")!.tensor.dtype === "f32"
   const { depth: TK, fragCols: FC, fragRows: FR, sgCols: SC, sgRows: SR } = tile
   const threads = invocations(tile)
   const TN = SR * FR * 16
@@ -54,6 +61,8 @@ const tiling = (product: Product, tile: MatrixTile, w: LoadWidth): Kernel => {
       const at = `${base} + r * ${ld} + k`
       const [value, zero] = w === 8
         ? [`ldw_${op}((${at}) >> 3u)`, "vec4<u32>()"]
+        : vec && op === "b" && f32b
+        ? [`vec4<f16>(ld4_b((${at}) >> 2u))`, "vec4<f16>()"]
         : vec
         ? [`ldh4_${op}((${at}) >> 2u)`, "vec4<f16>()"]
         : [`f16(ld_${op}(${at}))`, "0.0h"]
@@ -83,6 +92,23 @@ const tiling = (product: Product, tile: MatrixTile, w: LoadWidth): Kernel => {
         : `${S}[${at}] = ${r};`
       return `    ${open}{ let i = ${idx}; ${store} }`
     }).join("\n")
+  // quantized a: each thread dequantizes rows lid, lid + threads, ... of the tile, one 32-value piece each
+  const rowsPerThread = TM / threads
+  const qLoad = () =>
+    range(rowsPerThread).map((e) =>
+      `    { let v = piece(wb + min(m0 + lid + ${e * threads}u, M - 1u) * P.a_nb1, k0 / 32u); ${
+        range(8).map((i) => `wr[${e * 8 + i}] = vec4<f16>(v[${i}]);`).join(" ")
+      } }`
+    ).join("\n")
+  const qStash = () =>
+    range(rowsPerThread).map((e) => {
+      const row = `(lid + ${e * threads}u) * ${stride}u`
+      return vec
+        ? `    ${range(8).map((i) => `Ws[${row} + ${i}u] = wr[${e * 8 + i}];`).join(" ")}`
+        : `    ${range(32).map((i) => `Ws[${row} + ${i}u] = wr[${e * 8 + (i >> 2)}][${i & 3}];`).join(" ")}`
+    }).join("\n")
+  const loadW = () => (quantized === undefined ? load("w", TM) : qLoad())
+  const stashW = () => (quantized === undefined ? stash("w", TM) : qStash())
   const frag = (i: number, j: number) => `c${i}_${j}`
   const left = "subgroup_matrix_left<f16, 16, 16>, row_major"
   const right = "subgroup_matrix_right<f16, 16, 16>, col_major"
@@ -118,6 +144,7 @@ const tiling = (product: Product, tile: MatrixTile, w: LoadWidth): Kernel => {
   ).join("\n")
   const vt = vec ? "vec4<f16>" : "f16"
   const rt = w === 8 ? "vec4<u32>" : vt
+  const wregs = quantized === undefined ? `array<${rt}, ${loads(TM)}>` : `array<vec4<f16>, ${8 * rowsPerThread}>`
   const fragments = range(FR).flatMap((i) =>
     range(FC).map((j) => `  var ${frag(i, j)}: subgroup_matrix_result<f32, 16, 16>;`)
   )
@@ -129,7 +156,8 @@ const tiling = (product: Product, tile: MatrixTile, w: LoadWidth): Kernel => {
       depth: TK,
       load: w,
       bias: product.bias,
-      whole
+      whole,
+      ...(quantized === undefined ? {} : { dtype: quantized, b: f32b ? "f32" : "f16" })
     },
     enables: ["f16", "subgroups", "chromium_experimental_subgroup_matrix"],
     // Tint wants subgroup-matrix arguments provably uniform; per-subgroup offsets (lid / 32) are uniform
@@ -139,6 +167,7 @@ const tiling = (product: Product, tile: MatrixTile, w: LoadWidth): Kernel => {
     params: product.params,
     workgroups: [Math.ceil(product.M / TM), Math.ceil(product.N / TN), product.batches],
     main: `
+${quantized === undefined ? "" : pieces(quantized)}
 var<workgroup> Xs: array<${vt}, ${(TN * LS) / sw}>;
 var<workgroup> Ws: array<${vt}, ${(TM * LS) / sw}>;
 var<workgroup> Cs: array<f32, ${SR * SC * 256}>;
@@ -153,21 +182,21 @@ ${origin(TM, TN)}
   let xb = ix_b(0u, 0u, b2, b3);
   let wb = ix_a(0u, 0u, b2 / P.r2, b3 / P.r3);
   var xr: array<${rt}, ${loads(TN)}>;
-  var wr: array<${rt}, ${loads(TM)}>;
+  var wr: ${wregs};
 ${fragments.join("\n")}
   {
     let k0 = 0u;
 ${load("x", TN)}
-${load("w", TM)}
+${loadW()}
   }
   for (var k0 = 0u; k0 < K; k0 += ${TK}u) {
 ${stash("x", TN)}
-${stash("w", TM)}
+${stashW()}
     workgroupBarrier();
     if (k0 + ${TK}u < K) {
       let k0 = k0 + ${TK}u;
 ${load("x", TN)}
-${load("w", TM)}
+${loadW()}
     }
 ${steps}
     workgroupBarrier();
@@ -176,7 +205,7 @@ ${store}
 }`
   })
   if (w === 8) return { ...kernel, vec4: true, wide: true, fallback: tiling(product, tile, 4) }
-  if (w === 4) return { ...kernel, vec4: true, fallback: tiling(product, tile, 1) }
+  if (w === 4) return { ...kernel, vec4: true, fallback: tiling(product, tile, 1, quantized) }
   return kernel
 }
 
@@ -194,3 +223,19 @@ export const subgroupMatrix = (product: Product, a: Tensor.Tensor, b: Tensor.Ten
   const w: LoadWidth = eightAligned(product, a, b) && !f16Bias ? 8 : fourAligned(product, a, b) ? 4 : 1
   return tiling(product, tile, w)
 }
+
+/**
+ * @internal: a quantized a on subgroup matrices: a's blocks dequantized into the staged f16 tile, b (f32
+ * or f16) converted as it is staged; the tiling's depth must be 32 (one piece of a row per K step) and
+ * its rows a multiple of its invocations. b loads four at a time where K and its strides allow.
+ */
+export const quantizedSubgroupMatrix = (
+  product: Product,
+  dtype: DType.Quantized,
+  b: Tensor.Tensor,
+  tile: MatrixTile
+): Kernel => tiling(product, tile, product.K % 4 === 0 && stridesAligned(b, 4) ? 4 : 1, dtype)
+
+/** @internal: whether a tiling can stage quantized blocks: K steps of one piece, whole rows per thread */
+export const stagesBlocks = (t: MatrixTile): boolean =>
+  t.depth === 32 && (t.sgCols * t.fragCols * 16) % invocations(t) === 0
