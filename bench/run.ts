@@ -29,7 +29,7 @@ import type { Case, Work } from "./case.js"
 import { prepare } from "./case.js"
 import { openDawn } from "./dawn.js"
 import { modelCases } from "./models.js"
-import { parseRegs, parseTile } from "./tilings.js"
+import { parseAttention, parseDecode, parseRegs, parseTile } from "./tilings.js"
 
 const { values: args } = parseArgs({
   allowNegative: true,
@@ -51,6 +51,10 @@ const { values: args } = parseArgs({
     profile: { type: "boolean", default: false },
     /** register tiling of the vec4 mul_mat kernel, "MxN:DEPTH[u]" (results per thread, K step, unrolled) */
     regs: { type: "string" },
+    /** the quantized matrix-vector kernel's shape, "ROWS:COLUMNS[:STAGE]" */
+    qdecode: { type: "string" },
+    /** flash attention's decode form, "SPLITS:BLOCK:SUBGROUPS" (0 keeps a default) */
+    fa: { type: "string" },
     /** Dawn toggles to enable besides the defaults, comma-separated (e.g. disable_robustness) */
     toggles: { type: "string" },
     /**
@@ -375,7 +379,9 @@ const main = Effect.gen(function*() {
   const [device] = yield* WebGpu.make({
     devices: 1,
     ...(args.tile ? { matrixTile: parseTile(args.tile) } : {}),
-    ...(args.regs ? { registerTile: parseRegs(args.regs) } : {})
+    ...(args.regs ? { registerTile: parseRegs(args.regs) } : {}),
+    ...(args.qdecode ? { quantizedDecode: parseDecode(args.qdecode) } : {}),
+    ...(args.fa ? { attentionDecode: parseAttention(args.fa) } : {})
   })
   const backend = yield* device.makeBackend()
   const adapter = device.description

@@ -18,3 +18,22 @@ export const parseRegs = (s: string) => {
   const [mm, n, depth] = m.slice(1, 4).map(Number)
   return { m: mm, n, depth, unroll: m[4] === "u" }
 }
+
+/** "ROWS:COLUMNS[:STAGE]": the quantized matrix-vector kernel's rows per lane group, most columns, chunks staged */
+export const parseDecode = (s: string) => {
+  const m = /^(\d+):(\d+)(?::(\d+))?$/.exec(s)
+  if (m === null) throw new Error(`a quantized decode shape is ROWS:COLUMNS[:STAGE], got ${s}`)
+  return { rows: Number(m[1]), columns: Number(m[2]), ...(m[3] !== undefined ? { stage: Number(m[3]) } : {}) }
+}
+
+/** "SPLITS:BLOCK:SUBGROUPS": flash attention's decode form (0 keeps a default) */
+export const parseAttention = (s: string) => {
+  const m = /^(\d+):(\d+):(\d+)$/.exec(s)
+  if (m === null) throw new Error(`a flash attention decode form is SPLITS:BLOCK:SUBGROUPS, got ${s}`)
+  const [splits, block, subgroups] = m.slice(1).map(Number)
+  return {
+    ...(splits > 0 ? { splits } : {}),
+    ...(block > 0 ? { block } : {}),
+    ...(subgroups > 0 ? { subgroups } : {})
+  }
+}

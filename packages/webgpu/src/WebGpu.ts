@@ -46,6 +46,8 @@ export interface Options {
   readonly registerTile?: WebGpuDevice.Options["registerTile"]
   /** @internal the quantized matrix-vector kernel's rows per lane group and most columns, for tests and tuning */
   readonly quantizedDecode?: WebGpuDevice.Options["quantizedDecode"]
+  /** @internal flash attention's decode form (splits, block, subgroups), for tests and tuning */
+  readonly attentionDecode?: WebGpuDevice.Options["attentionDecode"]
 }
 
 /**
@@ -131,7 +133,8 @@ const openDevice = (gpu: GPU, options: Options, index: number): Effect.Effect<De
       adapterInfo: adapter.info as WebGpuDevice.AdapterInfo,
       matrixTile: options.matrixTile,
       registerTile: options.registerTile,
-      quantizedDecode: options.quantizedDecode
+      quantizedDecode: options.quantizedDecode,
+      attentionDecode: options.attentionDecode
     })
     // runs before the GPUDevice is destroyed: from then on the device refuses new backends and events
     yield* Effect.addFinalizer(() => Device.markReleased(device))

@@ -13,7 +13,7 @@ import type { Tensor } from "@effect-gpu/core/Tensor"
 import * as Option from "effect/Option"
 import * as GpuContext from "./internal/context.js"
 import * as Interpreter from "./internal/interpreter.js"
-import type { MatrixTile, QuantizedDecode, RegisterTile } from "./internal/kernels/kernel.js"
+import type { AttentionDecode, MatrixTile, QuantizedDecode, RegisterTile } from "./internal/kernels/kernel.js"
 import * as Memory from "./internal/memory.js"
 import * as Program from "./internal/program.js"
 
@@ -49,6 +49,13 @@ export interface Options {
    * @internal
    */
   readonly quantizedDecode?: QuantizedDecode | undefined
+  /**
+   * flash attention's decode form: key splits, keys per block, subgroups per workgroup (tests and tuning);
+   * default: by the key count and the adapter
+   *
+   * @internal
+   */
+  readonly attentionDecode?: AttentionDecode | undefined
   /** the adapter's info (subgroup sizes, matrix configurations); default: the device's adapterInfo */
   readonly adapterInfo?: AdapterInfo | undefined
   /** a description of the adapter */
@@ -150,7 +157,8 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
     software: info?.isFallbackAdapter === true,
     ...(options.matrixTile ? { matrixTile: options.matrixTile } : {}),
     ...(options.registerTile ? { registerTile: options.registerTile } : {}),
-    ...(options.quantizedDecode ? { quantizedDecode: options.quantizedDecode } : {})
+    ...(options.quantizedDecode ? { quantizedDecode: options.quantizedDecode } : {}),
+    ...(options.attentionDecode ? { attentionDecode: options.attentionDecode } : {})
   })
   const ledger = Ledger.make(options.memory ?? gpu.limits.maxBufferSize)
   const alignment = gpu.limits.minStorageBufferOffsetAlignment
@@ -164,6 +172,7 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
       maxSize,
       isHost: false,
       ledger,
+      allocSize: (t) => Program.allocSize(ctx, t),
       create: (size) => Memory.allocate(ctx, size, kind),
       destroy: (p) => Memory.release(ctx, p)
     })
@@ -178,6 +187,7 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
       maxSize,
       isHost: false,
       ledger,
+      allocSize: (t) => Program.allocSize(ctx, t),
       create: (size) => Memory.allocate(ctx, size, "mapped", bytes),
       destroy: (p) => Memory.release(ctx, p)
     })

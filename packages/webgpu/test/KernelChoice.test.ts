@@ -96,26 +96,36 @@ describe("mul_mat kernel choice", () => {
 
   it.effect("quantized weights: whole-word decode for up to 8 columns where b's chunk fits, else per element", () =>
     Effect.gen(function*() {
-      const chosen = (N: number, target: Partial<KernelTarget>) =>
+      const chosen = (N: number, target: Partial<KernelTarget>, dtype: "q4_K" | "q4_0" | "q6_K" = "q4_K", K = 4096) =>
         Effect.gen(function*() {
           const g = Graph.make()
-          const a = yield* g.param("a", "q4_K", [4096, 64])
-          const y = yield* g.output(Ops.mulMat(a, yield* g.input("b", "f32", [4096, N])))
+          const a = yield* g.param("a", dtype, [K, 64])
+          const y = yield* g.output(Ops.mulMat(a, yield* g.input("b", "f32", [K, N])))
           const v = mulMat(y, { ...gpu, workgroupStorage: 49152, ...target }, undefined).variant
-          return v.family === "mvq" ? `mvq ${v.rows}:${v.stage}` : v.family
+          return v.family === "mvq" || v.family === "mvqs" ? `${v.family} ${v.rows}:${v.stage}` : v.family
         })
-      // b staged 4 chunks at a time (all of K = 4096) for one column; 8 columns stage one chunk at a time
-      assert.strictEqual(yield* chosen(1, {}), "mvq 2:4")
-      assert.strictEqual(yield* chosen(8, {}), "mvq 2:1")
+      // a's rows staged a chunk at a time by 16-byte loads where their bytes are whole 16-byte words
+      assert.strictEqual(yield* chosen(1, {}), "mvqs 2:1")
+      assert.strictEqual(yield* chosen(8, {}), "mvqs 2:1")
+      // a chunk of 1024 q6_K values is 840 bytes: two chunks at a time
+      assert.strictEqual(yield* chosen(1, {}, "q6_K"), "mvqs 2:2")
+      // rows of 4064 q4_0 values are 2286 bytes: blocks read in place, b staged 4 chunks at a time
+      assert.strictEqual(yield* chosen(1, {}, "q4_0", 4064), "mvq 2:4")
+      assert.strictEqual(yield* chosen(8, { quantizedDecode: { rows: 2, columns: 8, staged: false } }), "mvq 2:1")
       // prefill: blocks staged as f16 tiles on subgroup matrices, else the scalar tiled kernel
       assert.strictEqual(yield* chosen(9, {}), "mmsg")
       assert.strictEqual(yield* chosen(9, { subgroupMatrix: false }), "mm")
       // b's chunk of 8 columns (32 KiB) and the scratch do not fit 32 KiB; 7 columns do
       assert.strictEqual(yield* chosen(8, { workgroupStorage: 32768 }), "mv")
+      // 7 columns' chunk and a's rows do not fit 32 KiB: blocks read in place
       assert.strictEqual(yield* chosen(7, { workgroupStorage: 32768 }), "mvq 2:1")
       // a software adapter: one column, one row per lane group (its compiler takes seconds per column)
       assert.strictEqual(yield* chosen(1, { software: true }), "mvq 1:1")
       assert.strictEqual(yield* chosen(2, { software: true }), "mv")
-      assert.strictEqual(yield* chosen(3, { quantizedDecode: { rows: 4, columns: 4, stage: 2 } }), "mvq 4:2")
+      assert.strictEqual(
+        yield* chosen(3, { quantizedDecode: { rows: 4, columns: 4, stage: 2, staged: false } }),
+        "mvq 4:2"
+      )
+      assert.strictEqual(yield* chosen(3, { quantizedDecode: { rows: 4, columns: 4, staged: true } }), "mvqs 4:1")
     }))
 })

@@ -232,34 +232,104 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
       }), 60_000)
   }
 
-  // the quantized decode kernel in the shape GPUs get (2 rows per lane group, several columns, b staged
-  // several chunks at a time, the last stage and chunk partly past K), which a software adapter runs only
-  // when forced: a 32-value block type and a 256-value one, batches broadcast
-  it.scoped("quantized matrix-vector products in the GPU shape match the CPU", () =>
-    Effect.gen(function*() {
-      const [d] = yield* WebGpu.make({ devices: 1, quantizedDecode: { rows: 2, columns: 2, stage: 2 } })
-      for (const dtype of ["q4_0", "q6_K"] as const) {
-        const g = Graph.make()
-        const a = yield* g.param("a", dtype, [2560, 37, 2])
-        const b = yield* g.input("b", "f32", [2560, 2, 4])
-        const y = yield* g.output(Ops.mulMat(a, b))
-        const results: Array<Array<number>> = []
-        for (const dev of [d, Cpu.make()]) {
-          const backend = yield* dev.makeBackend()
-          const plan = yield* backend.allocate(g.build())
-          yield* plan.set(a, Quant.unsafeQuantize(dtype, Generators.values(3, 2560 * 37 * 2)))
-          yield* plan.set(b, Generators.values(4, 2560 * 2 * 4))
-          const trace = yield* backend.captureNext
-          yield* backend.compute(plan)
-          const [entry] = (yield* trace).entries
-          if (dev === d) {
-            assert.deepInclude(entry.variant, { family: "mvq", rows: 2, columns: 2, stage: 2 }, entry.kernel)
+  // the quantized decode kernels in the shapes GPUs get (2 rows per lane group, several columns, b staged
+  // several chunks at a time, the last stage and chunk partly past K; a's rows staged by 16-byte loads),
+  // which a software adapter runs only when forced: a 32-value block type and a 256-value one, batches
+  // broadcast
+  const decodeForms = [
+    { family: "mvq", decode: { rows: 2, columns: 2, stage: 2, staged: false }, K: { q4_0: 2560, q6_K: 2560 } },
+    // 2048 q6_K values are the fewest whose rows are whole 16-byte words; one row per lane group, so that
+    // q6_K's two chunks of a (8 x 1680 bytes) and of b fit lavapipe's 32 KiB
+    { family: "mvqs", decode: { rows: 1, columns: 2, staged: true }, K: { q4_0: 2560, q6_K: 2048 } }
+  ] as const
+  for (const form of decodeForms) {
+    it.scoped(
+      `quantized matrix-vector products in the GPU shape (${form.family}) match the CPU`,
+      () =>
+        Effect.gen(function*() {
+          const [d] = yield* WebGpu.make({ devices: 1, quantizedDecode: form.decode })
+          for (const dtype of ["q4_0", "q6_K"] as const) {
+            const K = form.K[dtype]
+            const g = Graph.make()
+            const a = yield* g.param("a", dtype, [K, 37, 2])
+            const b = yield* g.input("b", "f32", [K, 2, 4])
+            const y = yield* g.output(Ops.mulMat(a, b))
+            const results: Array<Array<number>> = []
+            for (const dev of [d, Cpu.make()]) {
+              const backend = yield* dev.makeBackend()
+              const plan = yield* backend.allocate(g.build())
+              yield* plan.set(a, Quant.unsafeQuantize(dtype, Generators.values(3, K * 37 * 2)))
+              yield* plan.set(b, Generators.values(4, K * 2 * 4))
+              const trace = yield* backend.captureNext
+              yield* backend.compute(plan)
+              const [entry] = (yield* trace).entries
+              if (dev === d) {
+                assert.deepInclude(
+                  entry.variant,
+                  { family: form.family, rows: form.decode.rows, columns: 2 },
+                  entry.kernel
+                )
+              }
+              results.push(Array.from(yield* plan.get(y)))
+            }
+            assert.isBelow(nmse(results[0], results[1]), 1e-6, dtype)
           }
-          results.push(Array.from(yield* plan.get(y)))
-        }
-        assert.isBelow(nmse(results[0], results[1]), 1e-6, dtype)
-      }
-    }), 120_000)
+        }),
+      120_000
+    )
+  }
+
+  // flash attention's forms, each forced once against the CPU: the decode form (few query rows) with K and
+  // V read four values per load and the keys split over workgroups (then merged by a second dispatch), its
+  // scalar form (a head size not a multiple of 4) in one split, and the row form for more query rows
+  const attentionForms = [
+    { nQ: 1, D: 64, splits: 3, sinks: true, families: ["flash_attn_decode", "flash_attn_merge"], wide: true },
+    { nQ: 3, D: 62, splits: 1, sinks: false, families: ["flash_attn_decode"], wide: false },
+    { nQ: 9, D: 64, splits: 1, sinks: false, families: ["flash_attn"], wide: undefined }
+  ] as const
+  for (const form of attentionForms) {
+    it.scoped(
+      `flash attention: ${form.families.join(" + ")} (${form.nQ} rows, D ${form.D}) matches the CPU`,
+      () =>
+        Effect.gen(function*() {
+          const [d] = yield* WebGpu.make({ devices: 1, attentionDecode: { splits: form.splits } })
+          // without subgroups the decode form is not offered: the row form runs
+          const families = d.description.includes("subgroups") ? [...form.families] : ["flash_attn"]
+          const { D, nQ } = form
+          const nKv = 300
+          const g = Graph.make()
+          const q = yield* g.input("q", "f32", [D, nQ, 4])
+          const k = yield* g.input("k", "f16", [D, nKv, 2])
+          const v = yield* g.input("v", "f16", [D, nKv, 2])
+          const mask = yield* g.input("mask", "f16", [nKv, nQ + 2])
+          const sinks = form.sinks ? yield* g.input("sinks", "f32", [4]) : undefined
+          const y = yield* g.output(Ops.flashAttnExt(q, k, v, { scale: 1 / Math.sqrt(D), mask, sinks }))
+          const inputs = [q, k, v, mask, ...(sinks ? [sinks] : [])]
+          const results: Array<Array<number>> = []
+          for (const dev of [d, Cpu.make()]) {
+            const backend = yield* dev.makeBackend()
+            const plan = yield* backend.allocate(g.build())
+            for (const [i, t] of inputs.entries()) {
+              const values = Generators.values(20 + i, t.ne.reduce((x, n) => x * n, 1))
+              // the mask hides every fifth key
+              yield* plan.set(t, t === mask ? values.map((x, j) => j % 5 === 0 ? -Infinity : x) : values)
+            }
+            const trace = yield* backend.captureNext
+            yield* backend.compute(plan)
+            if (dev === d) {
+              const entries = (yield* trace).entries
+              assert.deepStrictEqual(entries.map((e) => e.variant?.family), families)
+              if (families[0] === "flash_attn_decode") {
+                assert.strictEqual(entries[0].variant?.wide, form.wide, entries[0].kernel)
+              }
+            }
+            results.push(Array.from(yield* plan.get(y)))
+          }
+          assert.isBelow(nmse(results[0], results[1]), 1e-6)
+        }),
+      60_000
+    )
+  }
 
   it.scoped(
     "f16 mul_mat on subgroup matrices loads 16 bytes where K and the offsets allow, else 8, else 2",

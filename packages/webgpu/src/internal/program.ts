@@ -290,6 +290,13 @@ export const build = (
     }
   })
 
+/**
+ * @internal: the bytes a tensor takes in this device's buffers: its own, and the scratch its kernel keeps
+ * after it (flash attention's split partials)
+ */
+export const allocSize = (ctx: Context, t: Tensor.Tensor): number =>
+  Tensor.nbytes(t) + Select.scratchBytes(t, ctx.target)
+
 /** @internal: whether this backend has a kernel for a node with these types and sizes */
 export const supports = (ctx: Context, node: Tensor.Tensor): boolean =>
   Select.supports(node, ctx.target, ctx.limits.maxStorageBufferBindingSize)

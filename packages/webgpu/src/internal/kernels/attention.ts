@@ -7,26 +7,372 @@
  *
  * @internal
  */
+import * as DType from "@effect-gpu/core/DType"
 import type { Op } from "@effect-gpu/core/Op"
-import type * as Tensor from "@effect-gpu/core/Tensor"
+import * as Tensor from "@effect-gpu/core/Tensor"
 import { fold } from "../wgsl.js"
 import type { Kernel, KernelTarget, Operand } from "./kernel.js"
 import * as KernelSpec from "./kernel.js"
-import { entry, f32, u32 } from "./kernel.js"
+import { entry, f32, range, repeat, SUBGROUP_LANES, u32 } from "./kernel.js"
 import { alibiSlope, headLog2, workgroupReductions } from "./reduce.js"
+
+/**
+ * The decode form (few query rows, flash decoding): the keys split across workgroups as well as heads, so
+ * that a single query row still fills the GPU. A workgroup takes one query row, a run of heads sharing a
+ * KV head (their K and V rows are read once) and one split of the keys; each subgroup walks its keys a
+ * block at a time (lanes across the head dimension, scores summed over the subgroup, K and V rows loaded
+ * together) with its own online softmax, and the subgroups combine through workgroup memory. With more
+ * than one split, each writes its (max, sum, output) into scratch after the result and a second dispatch
+ * merges the splits (and the sink).
+ */
+export interface DecodePlan {
+  /** lanes of a subgroup, subgroups per workgroup */
+  readonly lanes: number
+  readonly subgroups: number
+  /** heads per workgroup (a divisor of the heads per KV head) and keys per block of a subgroup */
+  readonly heads: number
+  readonly block: number
+  readonly splits: number
+}
+
+/** the most query rows the decode form takes (beyond, rows give the GPU enough workgroups) */
+const DECODE_ROWS = 8
+/** keys a workgroup takes at least, before the keys are split further */
+const KEYS_PER_SPLIT = 128
+/** values each lane keeps per head (q and the output accumulators) and per block key (K and V) */
+const LANE_VALUES = 64
+
+/** @internal: the decode form for a flash_attn_ext node on `target`, or undefined where it does not apply */
+export const decodePlan = (node: Tensor.Tensor, target: KernelTarget): DecodePlan | undefined => {
+  const [q, k, v] = node.src
+  const lanes = target.subgroupSize
+  if (node.op._tag !== "FlashAttnExt" || target.subgroups !== true || lanes === undefined || lanes < 4) return undefined
+  if (q.ne[1] > DECODE_ROWS || q.ne[2] % k.ne[2] !== 0 || k.ne[2] !== v.ne[2]) return undefined
+  const perLane = Math.ceil(q.ne[0] / lanes) + Math.ceil(v.ne[0] / lanes)
+  if (perLane > LANE_VALUES) return undefined
+  const group = q.ne[2] / k.ne[2]
+  let heads = 1
+  for (let d = 1; d <= group; d++) if (group % d === 0 && d * perLane <= LANE_VALUES) heads = d
+  const force = target.attentionDecode
+  const subgroups = force?.subgroups ?? (target.software === true ? 2 : 4)
+  const block = force?.block ?? Math.max(1, Math.min(8, Math.floor(LANE_VALUES / perLane)))
+  const rows = q.ne[1] * q.ne[3] * k.ne[2] * (group / heads)
+  const most = target.software === true ? 8 : 64
+  const splits = Math.max(
+    1,
+    Math.min(k.ne[1], force?.splits ?? (rows >= 512 ? 1 : Math.min(most, Math.ceil(k.ne[1] / KEYS_PER_SPLIT))))
+  )
+  return { lanes, subgroups, heads, block, splits }
+}
+
+/** the partial results of a decode plan: one per query row, head and split */
+const partsOf = (node: Tensor.Tensor, plan: DecodePlan) =>
+  node.src[0].ne[1] * node.src[0].ne[2] * node.src[0].ne[3] * plan.splits
+
+/**
+ * @internal: the bytes of scratch a flash_attn_ext node's kernel keeps after its result on `target`: each
+ * split's max, sum and output row, where the keys are split
+ */
+export const scratchBytes = (node: Tensor.Tensor, target: KernelTarget): number => {
+  const plan = node.op._tag === "FlashAttnExt" ? decodePlan(node, target) : undefined
+  return plan === undefined || plan.splits === 1 ? 0 : 4 * partsOf(node, plan) * (node.src[2].ne[0] + 2)
+}
 
 /** keys per block (one per invocation): 64 on GPUs, 32 where every invocation costs (software adapters) */
 const threadsFor = (target: KernelTarget) => (target.software === true ? 32 : 64)
 
-/** @internal */
+/** @internal: flash_attn_ext's kernel: the decode form where it applies (falling back where its scratch is missing) */
 export const flashAttnExt = (
   node: Tensor.Tensor,
   op: Extract<Op, { _tag: "FlashAttnExt" }>,
   target: KernelTarget
 ): Kernel => {
+  const plan = decodePlan(node, target)
+  const rows = rowsKernel(node, op, target)
+  if (plan === undefined) return rows
+  const scalar = decodeKernel(node, op, plan, target, rows, false)
+  // whole rows of 4 (8 or 16 bytes) per load where K's and V's rows are contiguous runs of fours
+  const fours = (t: Tensor.Tensor) =>
+    t.ne[0] % 4 === 0 && t.nb[0] === DType.typeSize(t.dtype) &&
+    t.nb.slice(1).every((nb) => (nb / DType.typeSize(t.dtype)) % 4 === 0)
+  return fours(node.src[1]) && fours(node.src[2]) ? decodeKernel(node, op, plan, target, scalar, true) : scalar
+}
+
+/** the operands, parameters and ALiBi slope every form shares */
+const shared = (node: Tensor.Tensor, op: Extract<Op, { _tag: "FlashAttnExt" }>) => {
   const [q, k, v] = node.src
   const mask = op.hasMask ? node.src[3] : undefined
   const sinks = op.hasSinks ? node.src[op.hasMask ? 4 : 3] : undefined
+  const params = [
+    f32("scale", op.scale),
+    f32("max_bias", op.maxBias),
+    f32("softcap", op.logitSoftcap),
+    u32("n_head_log2", headLog2(q.ne[2]))
+  ]
+  return { q, k, v, mask, sinks, params }
+}
+
+const decodeKernel = (
+  node: Tensor.Tensor,
+  op: Extract<Op, { _tag: "FlashAttnExt" }>,
+  plan: DecodePlan,
+  target: KernelTarget,
+  fallback: Kernel,
+  wide: boolean
+): Kernel => {
+  const { k, mask, params, q, sinks, v } = shared(node, op)
+  const { block: KB, heads: HG, lanes: W, splits, subgroups: S } = plan
+  const D = q.ne[0]
+  const Dv = v.ne[0]
+  // a lane's share of a row: U consecutive values at a time (one 8- or 16-byte load where wide)
+  const U = wide ? 4 : 1
+  const T = wide ? "vec4<f32>" : "f32"
+  const RD = Math.ceil(D / (U * W))
+  const RV = Math.ceil(Dv / (U * W))
+  const loadK = (base: string, e: string) => wide ? `ld4_k((${base} + ${e}) >> 2u)` : `ld_k(${base} + ${e} * P.k_nb0)`
+  const loadV = (base: string, e: string) => wide ? `ld4_v((${base} + ${e}) >> 2u)` : `ld_v(${base} + ${e} * P.v_nb0)`
+  const loadQ = (e: string, hh: string) =>
+    wide
+      ? `vec4<f32>(${range(4).map((c) => `ld_q(ix_q(${e} + ${c}u, i, h0 + ${hh}, b))`).join(", ")})`
+      : `ld_q(ix_q(${e}, i, h0 + ${hh}, b))`
+  const dotOf = (x: string, y: string) => wide ? `dot(${x}, ${y})` : `${x} * ${y}`
+  const split = splits > 1
+  const softcap = op.logitSoftcap !== 0
+  const parts = partsOf(node, plan)
+  const out = target.software !== true
+  // scratch (in elements from the result's first): each part's max and sum, then each part's output row
+  const scratch = Tensor.nelements(node)
+  const extent = Tensor.nbytes(node) + 4 * parts * (Dv + 2)
+  const d: Operand = split ? { name: "d", tensor: node, extent } : { name: "d", tensor: node }
+  const operands: Array<Operand> = [{ name: "q", tensor: q }, { name: "k", tensor: k }, { name: "v", tensor: v }, d]
+  if (mask) operands.push({ name: "m", tensor: mask })
+  if (sinks) operands.push({ name: "s", tensor: sinks })
+  const splitParams = [u32("nsplit", splits), u32("scratch", scratch), u32("parts", parts)]
+  const groups = q.ne[1] * q.ne[3] * k.ne[2] * (q.ne[2] / k.ne[2] / HG) * splits
+  const finish = (o: string, l: string, m: string) =>
+    sinks
+      ? `let sk = ld_s(ix_s(h, 0u, 0u, 0u));
+    let mt = max(${m}, sk);
+    let w = select(0.0, exp(${m} - mt), ${m} > neg_inf());
+    let lt = ${l} * w + exp(sk - mt);
+    st_d(ix_d(e, h, i, b), select(0.0, ${o} * w / lt, lt > 0.0));`
+      : `st_d(ix_d(e, h, i, b), select(0.0, ${o} / ${l}, ${l} > 0.0));`
+  const reduce: Kernel | undefined = split
+    ? KernelSpec.make({
+      variant: { family: "flash_attn_merge", Dv, sinks: sinks !== undefined },
+      operands: sinks ? [d, { name: "s", tensor: sinks }] : [d],
+      params: splitParams,
+      workgroups: fold(q.ne[1] * q.ne[2] * q.ne[3], target.maxWorkgroups),
+      main: `
+${entry(64)}
+  let t = wg_linear(wid, nwg);
+  if (t >= P.d_ne1 * P.d_ne2 * P.d_ne3) { return; }
+  let h = t % P.d_ne1;
+  let i = (t / P.d_ne1) % P.d_ne2;
+  let b = t / (P.d_ne1 * P.d_ne2);
+  let p0 = ((b * P.d_ne2 + i) * P.d_ne1 + h) * P.nsplit;
+  let base = P.d_o + P.scratch;
+  var mx = neg_inf();
+  for (var s = 0u; s < P.nsplit; s++) { mx = max(mx, ld_d(base + (p0 + s) * 2u)); }
+  var l = 0.0;
+  for (var s = 0u; s < P.nsplit; s++) {
+    let ms = ld_d(base + (p0 + s) * 2u);
+    if (ms > neg_inf()) { l += ld_d(base + (p0 + s) * 2u + 1u) * exp(ms - mx); }
+  }
+  for (var e = lid; e < ${Dv}u; e += 64u) {
+    var o = 0.0;
+    for (var s = 0u; s < P.nsplit; s++) {
+      let ms = ld_d(base + (p0 + s) * 2u);
+      if (ms > neg_inf()) { o += ld_d(base + P.parts * 2u + (p0 + s) * ${Dv}u + e) * exp(ms - mx); }
+    }
+    ${finish("o", "l", "mx")}
+  }
+}`
+    })
+    : undefined
+  return KernelSpec.make({
+    variant: {
+      family: "flash_attn_decode",
+      out,
+      wide,
+      D,
+      Dv,
+      lanes: W,
+      subgroups: S,
+      heads: HG,
+      block: KB,
+      split,
+      mask: mask !== undefined,
+      sinks: sinks !== undefined,
+      softcap
+    },
+    enables: ["subgroups"],
+    // each subgroup walks its own keys: its loop is uniform within the subgroup, which WGSL cannot see
+    diagnosticsOff: ["subgroup_uniformity"],
+    operands,
+    params: [...params, ...splitParams],
+    workgroups: fold(groups, target.maxWorkgroups),
+    fallback,
+    ...(wide ? { vec4: true } : {}),
+    ...(reduce ? { next: reduce } : {}),
+    main: `
+${SUBGROUP_LANES}
+var<workgroup> cm: array<f32, ${S * HG}>;
+var<workgroup> cl: array<f32, ${S * HG}>;
+var<workgroup> co: array<f32, ${S * HG * Dv}>;
+fn slope_of(h: u32) -> f32 {${alibiSlope("h")}
+  return slope;
+}
+${entry(W * S, true)}
+  var t = wg_linear(wid, nwg);
+  let G = P.q_ne2 / P.k_ne2;
+  let nch = G / ${HG}u;
+  if (t >= P.nsplit * nch * P.k_ne2 * P.q_ne1 * P.q_ne3) { return; }
+  let sp = t % P.nsplit;
+  t /= P.nsplit;
+  let ch = t % nch;
+  t /= nch;
+  let g = t % P.k_ne2;
+  t /= P.k_ne2;
+  let i = t % P.q_ne1;
+  let b = t / P.q_ne1;
+  let h0 = g * G + ch * ${HG}u;
+  let sg = lid / sgs;
+  let per = (P.k_ne1 + P.nsplit - 1u) / P.nsplit;
+  let j_begin = sp * per;
+  let j_end = min(P.k_ne1, j_begin + per);
+  let kb3 = b % P.k_ne3;
+  let vb3 = b % P.v_ne3;
+  var qr: array<${T}, ${HG * RD}>;
+  var mx: array<f32, ${HG}>;
+  var sum: array<f32, ${HG}>;
+  var acc: array<${T}, ${HG * RV}>;
+  var slopes: array<f32, ${HG}>;
+  ${
+      repeat(HG, "hh", out, (hh) =>
+        `${
+          repeat(RD, "r", out, (r) =>
+            `let e = ${U}u * (sgl + ${r} * ${W}u);
+if (e < ${D}u) { qr[${hh} * ${RD}u + ${r}] = ${loadQ("e", hh)}; }`)
+        }
+mx[${hh}] = neg_inf();
+slopes[${hh}] = slope_of(h0 + ${hh});`)
+    }
+  for (var j0 = j_begin + sg * ${KB}u; j0 < j_end; j0 += ${S * KB}u) {
+    var kr: array<${T}, ${KB * RD}>;
+    var vr: array<${T}, ${KB * RV}>;
+    ${
+      repeat(KB, "kk", out, (kk) =>
+        `let j = j0 + ${kk};
+if (j < j_end) {
+  let kb = ix_k(0u, j, g, kb3);
+  let vb = ix_v(0u, j, g, vb3);
+  ${
+          repeat(RD, "r", out, (r) =>
+            `let e = ${U}u * (sgl + ${r} * ${W}u);
+if (e < ${D}u) { kr[${kk} * ${RD}u + ${r}] = ${loadK("kb", "e")}; }`)
+        }
+  ${
+          repeat(RV, "r", out, (r) =>
+            `let e = ${U}u * (sgl + ${r} * ${W}u);
+if (e < ${Dv}u) { vr[${kk} * ${RV}u + ${r}] = ${loadV("vb", "e")}; }`)
+        }
+}`)
+    }
+    ${
+      repeat(HG, "hh", out, (hh) =>
+        `var sc: array<f32, ${KB}>;
+var bm = mx[${hh}];
+${
+          repeat(KB, "kk", out, (kk) =>
+            `var qk = 0.0;
+${repeat(RD, "r", out, (r) => `qk += ${dotOf(`qr[${hh} * ${RD}u + ${r}]`, `kr[${kk} * ${RD}u + ${r}]`)};`)}
+var x = subgroupAdd(qk) * P.scale;${softcap ? "\nx = P.softcap * tanh_s(x / P.softcap);" : ""}
+let j = j0 + ${kk};
+if (j < j_end) {${mask ? `\n  x += slopes[${hh}] * ld_m(ix_m(j, i, (h0 + ${hh}) % P.m_ne2, b % P.m_ne3));` : ""}
+} else { x = neg_inf(); }
+sc[${kk}] = x;
+bm = max(bm, x);`)
+        }
+let corr = select(0.0, exp(mx[${hh}] - bm), mx[${hh}] > neg_inf());
+var ps = 0.0;
+${
+          repeat(KB, "kk", out, (kk) =>
+            `let p = select(0.0, exp(sc[${kk}] - bm), sc[${kk}] > neg_inf());
+sc[${kk}] = p;
+ps += p;`)
+        }
+sum[${hh}] = sum[${hh}] * corr + ps;
+${
+          repeat(RV, "r", out, (r) =>
+            `var o = acc[${hh} * ${RV}u + ${r}] * corr;
+${repeat(KB, "kk", out, (kk) => `o += sc[${kk}] * vr[${kk} * ${RV}u + ${r}];`)}
+acc[${hh} * ${RV}u + ${r}] = o;`)
+        }
+mx[${hh}] = bm;`)
+    }
+  }
+  ${
+      repeat(HG, "hh", out, (hh) =>
+        `if (sgl == 0u) {
+  cm[sg * ${HG}u + ${hh}] = mx[${hh}];
+  cl[sg * ${HG}u + ${hh}] = sum[${hh}];
+}
+${
+          repeat(RV, "r", out, (r) =>
+            `let e = ${U}u * (sgl + ${r} * ${W}u);
+if (e < ${Dv}u) {
+${
+              wide
+                ? range(4).map((c) =>
+                  `  co[(sg * ${HG}u + ${hh}) * ${Dv}u + e + ${c}u] = acc[${hh} * ${RV}u + ${r}][${c}];`
+                )
+                  .join("\n")
+                : `  co[(sg * ${HG}u + ${hh}) * ${Dv}u + e] = acc[${hh} * ${RV}u + ${r}];`
+            }
+}`)
+        }`)
+    }
+  workgroupBarrier();
+  for (var x = lid; x < ${HG * Dv}u; x += ${W * S}u) {
+    let hh = x / ${Dv}u;
+    let e = x % ${Dv}u;
+    let h = h0 + hh;
+    var m = neg_inf();
+    for (var s = 0u; s < ${S}u; s++) { m = max(m, cm[s * ${HG}u + hh]); }
+    var l = 0.0;
+    var o = 0.0;
+    for (var s = 0u; s < ${S}u; s++) {
+      let ms = cm[s * ${HG}u + hh];
+      if (ms > neg_inf()) {
+        let w = exp(ms - m);
+        l += cl[s * ${HG}u + hh] * w;
+        o += co[(s * ${HG}u + hh) * ${Dv}u + e] * w;
+      }
+    }
+${
+      split
+        ? `    let pi = ((b * P.q_ne1 + i) * P.q_ne2 + h) * P.nsplit + sp;
+    let base = P.d_o + P.scratch;
+    if (e == 0u) {
+      st_d(base + pi * 2u, m);
+      st_d(base + pi * 2u + 1u, l);
+    }
+    st_d(base + P.parts * 2u + pi * ${Dv}u + e, o);`
+        : `    ${finish("o", "l", "m")}`
+    }
+  }
+}`
+  })
+}
+
+/** the row form: one workgroup per query row and head */
+const rowsKernel = (
+  node: Tensor.Tensor,
+  op: Extract<Op, { _tag: "FlashAttnExt" }>,
+  target: KernelTarget
+): Kernel => {
+  const { k, mask, params, q, sinks, v } = shared(node, op)
   const D = q.ne[0]
   const Dv = v.ne[0]
   const wg = threadsFor(target)
@@ -41,12 +387,6 @@ export const flashAttnExt = (
   ]
   if (mask) operands.push({ name: "m", tensor: mask })
   if (sinks) operands.push({ name: "s", tensor: sinks })
-  const params = [
-    f32("scale", op.scale),
-    f32("max_bias", op.maxBias),
-    f32("softcap", op.logitSoftcap),
-    u32("n_head_log2", headLog2(q.ne[2]))
-  ]
   return KernelSpec.make({
     variant: {
       family: "flash_attn",

@@ -103,6 +103,15 @@ export interface QuantizedDecode {
   readonly columns: number
   /** chunks of 1024 of b staged in workgroup memory at once; default: as many as fit, up to 8 */
   readonly stage?: number
+  /** a's rows staged in workgroup memory by 16-byte loads too; default: on GPUs, where strides allow */
+  readonly staged?: boolean
+}
+
+/** @internal: flash attention's decode form, each field overriding the default */
+export interface AttentionDecode {
+  readonly splits?: number
+  readonly block?: number
+  readonly subgroups?: number
 }
 
 /** @internal: what the device offers the kernels, which they are chosen and generated for */
@@ -133,6 +142,8 @@ export interface KernelTarget {
   readonly registerTile?: RegisterTile
   /** overrides the quantized matrix-vector kernel's shape (tests and benchmarks) */
   readonly quantizedDecode?: QuantizedDecode
+  /** overrides flash attention's decode form (tests and benchmarks) */
+  readonly attentionDecode?: AttentionDecode
 }
 
 /** @internal: invocations of the 1-D workgroup most kernels use */
@@ -177,3 +188,13 @@ export const stridesAligned = (t: Tensor, by: number): boolean => {
 
 /** @internal: [0, n) */
 export const range = (n: number): Array<number> => Array.from({ length: n }, (_, i) => i)
+
+/**
+ * @internal: WGSL repeating `body(i)` for i in 0..count-1: written out where `writeOut` (GPU compilers
+ * then keep private arrays indexed by it in registers), else a loop over `name` (software adapters'
+ * compilers take tens of seconds over written-out forms)
+ */
+export const repeat = (count: number, name: string, writeOut: boolean, body: (i: string) => string): string =>
+  writeOut
+    ? range(count).map((i) => `{\n${body(`${i}u`)}\n}`).join("\n")
+    : `for (var ${name} = 0u; ${name} < ${count}u; ${name}++) {\n${body(name)}\n}`

@@ -53,6 +53,12 @@ export const mulMat = (node: Tensor.Tensor, target: KernelTarget, bias: Tensor.T
       (target.software === true ? { rows: 1, columns: 1, stage: 1 } : { rows: 2, columns: 8 })
     const storage = target.workgroupStorage ?? 16384
     if (product.N <= decode.columns && Decode.sharedBytes(product.N) <= storage) {
+      const staged = (decode.staged ?? target.software !== true)
+        ? Decode.stagedChunks(a, product.N, decode.rows, storage)
+        : undefined
+      if (staged !== undefined) {
+        return Decode.quantizedMatVec(product, a.dtype as DType.Quantized, target, decode.rows, staged, true)
+      }
       const stage = decode.stage ?? Decode.stageFor(product.N, product.K, storage)
       return Decode.quantizedMatVec(product, a.dtype as DType.Quantized, target, decode.rows, stage)
     }

@@ -9,9 +9,11 @@
  * @internal
  */
 import type * as DType from "@effect-gpu/core/DType"
+import * as DTypes from "@effect-gpu/core/DType"
+import type * as Tensor from "@effect-gpu/core/Tensor"
 import type { Kernel, KernelTarget } from "./kernel.js"
 import * as KernelSpec from "./kernel.js"
-import { entry, range, SUBGROUP_LANES } from "./kernel.js"
+import { entry, range, repeat, SUBGROUP_LANES } from "./kernel.js"
 import type { Product } from "./product.js"
 
 /** elements of K per chunk: 32 lanes x one 32-value piece */
@@ -41,18 +43,18 @@ export const stageFor = (N: number, K: number, storage: number): number => {
  * and 210 bytes sit at 2-byte boundaries), spanN(o) N such words from o, and the nibble, byte and bit
  * unpackers, each giving four values as a vec4
  */
-const readers = (spans: ReadonlyArray<number>) => `
+const readers = (spans: ReadonlyArray<number>, word: string) => `
 fn wat(o: u32) -> u32 {
   let w = o >> 2u;
-  let lo = qwi_a(w);
-  return select(lo, (lo >> 16u) | (qwi_a(w + 1u) << 16u), (o & 2u) != 0u);
+  let lo = ${word}(w);
+  return select(lo, (lo >> 16u) | (${word}(w + 1u) << 16u), (o & 2u) != 0u);
 }
 ${
   spans.map((n) =>
     `fn span${n}(o: u32) -> array<u32, ${n}> {
   let w = o >> 2u;
   let odd = (o & 2u) != 0u;
-${range(n + 1).map((k) => `  let r${k} = qwi_a(w + ${k}u);`).join("\n")}
+${range(n + 1).map((k) => `  let r${k} = ${word}(w + ${k}u);`).join("\n")}
   return array<u32, ${n}>(${range(n).map((k) => `select(r${k}, (r${k} >> 16u) | (r${k + 1} << 16u), odd)`).join(", ")});
 }`
   ).join("\n")
@@ -172,9 +174,9 @@ ${
  * @internal: WGSL that dequantizes 32-value pieces of a's rows: fn piece(row byte, p) ->
  * array<vec4<f32>, 8>, values 32p..32p+31 (for the tiled kernels that stage a's blocks as f16)
  */
-export const pieces = (dtype: DType.Quantized): string => {
+export const pieces = (dtype: DType.Quantized, word = "qwi_a"): string => {
   const { code, spans } = pieceOf(dtype)
-  return `${readers(spans)}
+  return `${readers(spans, word)}
 ${code}`
 }
 
@@ -187,27 +189,35 @@ export const quantizedMatVec = (
   dtype: DType.Quantized,
   target: KernelTarget,
   rps = 2,
-  stage = 1
+  stage = 1,
+  staged = false
 ): Kernel => {
   const { M, N, batches, bias, epilogue, operands, params } = product
   const WG = LANES * GROUPS
   const rowsPerGroup = GROUPS * rps
   const groups = Math.ceil(M / rowsPerGroup)
   const subgroups = target.subgroups === true && target.subgroupSize === LANES
-  // loops, not unrolled here: a software adapter's compiler takes tens of seconds over the unrolled form
-  const accumulate = `      for (var r = 0u; r < ${rps}u; r++) {
-        let v = piece(rowb[r], p);
-        for (var n = 0u; n < ${N}u; n++) {
-          var t = 0.0;
-          for (var i = 0u; i < 8u; i++) { t += dot(v[i], bs[(s * ${N}u + n) * 256u + i * ${LANES}u + lane]); }
-          acc[r * ${N}u + n] += t;
-        }
+  const out = target.software !== true
+  // the staged form: a's bytes of the chunk for the workgroup's rows, loaded 16 bytes at a time by all
+  // lanes together (whole-word block reads from global memory cost a load per 4 bytes), decoded from there
+  const rowWords = (stage * CHUNK / DTypes.blockSize(dtype)) * DTypes.typeSize(dtype) / 4
+  const accumulate = repeat(
+    rps,
+    "r",
+    out,
+    (r) =>
+      `let v = piece(${staged ? `(grp * ${rps}u + ${r}) * ${rowWords * 4}u, s * 32u + lane` : `rowb[${r}], p`});
+${
+        repeat(N, "n", out, (n) =>
+          `var t = 0.0;
+${repeat(8, "i", out, (i) => `t += dot(v[${i}], bs[(s * ${N}u + ${n}) * 256u + ${i} * ${LANES}u + lane]);`)}
+acc[${r} * ${N}u + ${n}] += t;`)
       }`
+  )
   const reduce = subgroups
-    ? `  for (var j = 0u; j < ${rps * N}u; j++) {
-    let total = subgroupAdd(acc[j]);
-    if (lane == 0u) { red[grp * ${rps * N}u + j] = total; }
-  }`
+    ? repeat(rps * N, "j", out, (j) =>
+      `let total = subgroupAdd(acc[${j}]);
+if (lane == 0u) { red[grp * ${rps * N}u + ${j}] = total; }`)
     : `  for (var j = 0u; j < ${rps * N}u; j++) {
     workgroupBarrier();
     part[lid] = acc[j];
@@ -219,13 +229,15 @@ export const quantizedMatVec = (
     }
   }`
   return KernelSpec.make({
-    variant: { family: "mvq", dtype, columns: N, rows: rps, stage, bias, subgroups },
+    variant: { family: staged ? "mvqs" : "mvq", dtype, columns: N, rows: rps, stage, bias, subgroups, out },
     ...(subgroups ? { enables: ["subgroups"] } : {}),
     operands,
     params,
     workgroups: [Math.min(groups, target.maxWorkgroups), Math.ceil(groups / target.maxWorkgroups), batches],
+    ...(staged ? { vec4: true, fallback: quantizedMatVec(product, dtype, target, rps, stage) } : {}),
     main: `
-${pieces(dtype)}
+${staged ? `var<workgroup> as_: array<u32, ${rowsPerGroup * rowWords}>;\nfn qws(w: u32) -> u32 { return as_[w]; }` : ""}
+${pieces(dtype, staged ? "qws" : "qwi_a")}
 var<workgroup> bs: array<vec4<f32>, ${stage * N * 256}>;
 var<workgroup> part: array<f32, ${WG}>;
 var<workgroup> red: array<f32, ${GROUPS * rps * N}>;
@@ -238,9 +250,10 @@ ${subgroups ? `${SUBGROUP_LANES}\n${entry(WG, true)}` : entry(WG)}
   let K = P.a_ne0;
   // rows past the end read row M - 1 again: every lane must reach the barriers
   var rowb: array<u32, ${rps}>;
-  for (var r = 0u; r < ${rps}u; r++) {
-    rowb[r] = ix_a(0u, min(row0 + grp * ${rps}u + r, P.d_ne0 - 1u), b2 / P.r2, b3 / P.r3);
-  }
+  ${
+      repeat(rps, "r", out, (r) =>
+        `rowb[${r}] = ix_a(0u, min(row0 + grp * ${rps}u + ${r}, P.d_ne0 - 1u), b2 / P.r2, b3 / P.r3);`)
+    }
   var acc: array<f32, ${rps * N}>;
   for (var c = 0u; c < K; c += ${stage * CHUNK}u) {
     workgroupBarrier();
@@ -255,6 +268,26 @@ ${subgroups ? `${SUBGROUP_LANES}\n${entry(WG, true)}` : entry(WG)}
         }
         bs[(s * ${N}u + n) * 256u + (lid % 8u) * ${LANES}u + lid / 8u] = x;
       }
+    }${
+      staged
+        ? `
+    let cb = (c / ${DTypes.blockSize(dtype)}u) * ${DTypes.typeSize(dtype)}u;
+    let rowBytes = (K / ${DTypes.blockSize(dtype)}u) * ${DTypes.typeSize(dtype)}u;
+    for (var v = lid; v < ${rowsPerGroup * rowWords / 4}u; v += ${WG}u) {
+      let slot = v / ${rowWords / 4}u;
+      let w4 = v % ${rowWords / 4}u;
+      let byte = cb + w4 * 16u;
+      var x = vec4<u32>(0u);
+      if (byte < rowBytes) {
+        x = qv_a((ix_a(0u, min(row0 + slot, P.d_ne0 - 1u), b2 / P.r2, b3 / P.r3) + byte) >> 4u);
+      }
+      let at = slot * ${rowWords}u + w4 * 4u;
+      as_[at] = x.x;
+      as_[at + 1u] = x.y;
+      as_[at + 2u] = x.z;
+      as_[at + 3u] = x.w;
+    }`
+        : ""
     }
     workgroupBarrier();
     for (var s = 0u; s < ${stage}u; s++) {
@@ -280,3 +313,21 @@ ${reduce}
 }`
   })
 }
+
+/**
+ * @internal: chunks of b for the staged form (a's rows staged in workgroup memory too): the fewest whose
+ * bytes of a row are whole 16-byte words, or undefined where a's strides or the workgroup memory do not
+ * allow it (`rps` rows per group, `N` columns)
+ */
+export const stagedChunks = (a: Tensor.Tensor, N: number, rps: number, storage: number): number | undefined => {
+  const dtype = a.dtype as DType.Quantized
+  if (a.nb.slice(1).some((nb) => nb % 16 !== 0)) return undefined
+  const bytes = (stage: number) => (stage * CHUNK / DTypes.blockSize(dtype)) * DTypes.typeSize(dtype)
+  const stage = range(4).map((i) => i + 1).find((s) => bytes(s) % 16 === 0)
+  if (stage === undefined) return undefined
+  return stagedBytes(dtype, N, rps, stage) <= storage ? stage : undefined
+}
+
+/** workgroup memory of the staged form: a's staged rows besides b's chunks and the reduction */
+const stagedBytes = (dtype: DType.Quantized, N: number, rps: number, stage: number) =>
+  sharedBytes(N, stage) + GROUPS * rps * (stage * CHUNK / DTypes.blockSize(dtype)) * DTypes.typeSize(dtype)

@@ -7,7 +7,7 @@
 import * as DType from "@effect-gpu/core/DType"
 import * as Op from "@effect-gpu/core/Op"
 import * as Tensor from "@effect-gpu/core/Tensor"
-import { flashAttnExt } from "./attention.js"
+import { flashAttnExt, scratchBytes as attentionScratch } from "./attention.js"
 import * as Elementwise from "./elementwise.js"
 import * as Experts from "./experts.js"
 import * as Indexing from "./indexing.js"
@@ -108,6 +108,10 @@ export const kernelFor = (node: Tensor.Tensor, target: KernelTarget): Kernel | u
 const unreachable = (op: never): never => {
   throw new Error(`webgpu: no kernel for ${(op as Op.Op)._tag}`)
 }
+
+/** @internal: the bytes of scratch a node's kernel keeps after its result (none but split attention's) */
+export const scratchBytes = (node: Tensor.Tensor, target: KernelTarget): number =>
+  node.op._tag === "FlashAttnExt" ? attentionScratch(node, target) : 0
 
 /** the largest head size of flash_attn_ext: q's row is kept in workgroup memory */
 const MAX_HEAD = 1024
