@@ -3,6 +3,7 @@
  * the same process. Median of --runs timed runs after warm-up, on fresh seeded non-zero inputs; a run is
  * submit + wait for the GPU (no readback) on both sides. Prints a table and writes JSON to benchmarks/.
  *
+ *   pnpm bench --help                   # these lines; a bad option, case or number exits 2 with a message
  *   pnpm bench                          # every case at full size (for a real GPU)
  *   pnpm bench --quick                  # small sizes (lavapipe)
  *   pnpm bench --cases matmul,add --runs 20 --label h200
@@ -31,42 +32,76 @@ import { openDawn } from "./dawn.js"
 import { modelCases } from "./models.js"
 import { parseAttention, parseDecode, parseRegs, parseTile } from "./tilings.js"
 
-const { values: args } = parseArgs({
-  allowNegative: true,
-  options: {
-    cases: { type: "string" },
-    runs: { type: "string", default: "10" },
-    quick: { type: "boolean", default: false },
-    label: { type: "string", default: "local" },
-    peer: { type: "boolean", default: true },
-    /** subgroup-matrix tiling of f16 mul_mat, "SRxSC:FRxFC:DEPTH" (subgroups, fragments per subgroup, K step) */
-    tile: { type: "string" },
-    /** square matmul sizes (f32 and f16), comma-separated; default 256..8192 (--quick: 64..256) */
-    sizes: { type: "string" },
-    /** elements of the add and mul cases */
-    elements: { type: "string" },
-    /** rows of 4096 for soft_max and rms_norm */
-    rows: { type: "string" },
-    /** print each dispatch of our side's last captured run: kernel and GPU time */
-    profile: { type: "boolean", default: false },
-    /** register tiling of the vec4 mul_mat kernel, "MxN:DEPTH[u]" (results per thread, K step, unrolled) */
-    regs: { type: "string" },
-    /** the quantized matrix-vector kernel's shape, "ROWS:COLUMNS[:STAGE]" */
-    qdecode: { type: "string" },
-    /** flash attention's decode form, "SPLITS:BLOCK:SUBGROUPS" (0 keeps a default) */
-    fa: { type: "string" },
-    /** Dawn toggles to enable besides the defaults, comma-separated (e.g. disable_robustness) */
-    toggles: { type: "string" },
-    /**
-     * each param (weight) in a buffer of its own, as ggml keeps a model's weights apart from the compute
-     * buffer (and tfjs gives every tensor its own): kernels then bind weights read-only
-     */
-    "own-params": { type: "boolean", default: false },
-    /** the graph's leafs in a buffer of their own (default: the backend's, on for WebGPU) */
-    "leaf-buffer": { type: "boolean" },
-    out: { type: "string" }
+/** the usage: this file's header */
+const usage = () => {
+  const text = fs.readFileSync(new URL(import.meta.url), "utf8")
+  return (/\/\*\*([\s\S]*?)\*\//.exec(text)?.[1] ?? "").split("\n").map((l) => l.replace(/^ \* ?/, "")).join("\n")
+}
+
+/** a bad command line: says what is wrong and how to get help, and exits 2 */
+const fail = (message: string): never => {
+  process.stderr.write(`bench: ${message}\n(--help lists the options)\n`)
+  process.exit(2)
+}
+
+const parsed = (() => {
+  try {
+    return parseArgs({
+      allowNegative: true,
+      options: {
+        cases: { type: "string" },
+        runs: { type: "string", default: "10" },
+        quick: { type: "boolean", default: false },
+        label: { type: "string", default: "local" },
+        peer: { type: "boolean", default: true },
+        /** subgroup-matrix tiling of f16 mul_mat, "SRxSC:FRxFC:DEPTH" (subgroups, fragments per subgroup, K step) */
+        tile: { type: "string" },
+        /** square matmul sizes (f32 and f16), comma-separated; default 256..8192 (--quick: 64..256) */
+        sizes: { type: "string" },
+        /** elements of the add and mul cases */
+        elements: { type: "string" },
+        /** rows of 4096 for soft_max and rms_norm */
+        rows: { type: "string" },
+        /** print each dispatch of our side's last captured run: kernel and GPU time */
+        profile: { type: "boolean", default: false },
+        /** register tiling of the vec4 mul_mat kernel, "MxN:DEPTH[u]" (results per thread, K step, unrolled) */
+        regs: { type: "string" },
+        /** the quantized matrix-vector kernel's shape, "ROWS:COLUMNS[:STAGE]" */
+        qdecode: { type: "string" },
+        /** flash attention's decode form, "SPLITS:BLOCK:SUBGROUPS" (0 keeps a default) */
+        fa: { type: "string" },
+        /** Dawn toggles to enable besides the defaults, comma-separated (e.g. disable_robustness) */
+        toggles: { type: "string" },
+        /**
+         * each param (weight) in a buffer of its own, as ggml keeps a model's weights apart from the compute
+         * buffer (and tfjs gives every tensor its own): kernels then bind weights read-only
+         */
+        "own-params": { type: "boolean", default: false },
+        /** the graph's leafs in a buffer of their own (default: the backend's, on for WebGPU) */
+        "leaf-buffer": { type: "boolean" },
+        out: { type: "string" },
+        help: { type: "boolean", short: "h", default: false }
+      }
+    })
+  } catch (e) {
+    return fail(e instanceof Error ? e.message : String(e))
   }
-})
+})()
+const args = parsed.values
+if (args.help === true) {
+  process.stdout.write(usage())
+  process.exit(0)
+}
+/** an option's value parsed, or the command line failed with the parser's message */
+const checked = <A>(parse: () => A): A => {
+  try {
+    return parse()
+  } catch (e) {
+    return fail(e instanceof Error ? e.message : String(e))
+  }
+}
+if (parsed.positionals.length > 0) fail(`unexpected arguments: ${parsed.positionals.join(" ")}`)
+if (!/^\d+$/.test(args.runs)) fail(`--runs takes a whole number, got ${args.runs}`)
 const RUNS = Math.max(10, Number(args.runs))
 const quick = args.quick === true
 const wanted = args.cases?.split(",")
@@ -257,7 +292,7 @@ const block = (H: number, T: number, nh: number, F: number): Case => {
 const sizesOf = (arg: string | undefined, fallback: ReadonlyArray<number>): ReadonlyArray<number> => {
   if (arg === undefined) return fallback
   const xs = arg.split(",").map(Number)
-  if (xs.some((x) => !Number.isInteger(x) || x < 1)) throw new Error(`expected positive integers, got ${arg}`)
+  if (xs.some((x) => !Number.isInteger(x) || x < 1)) fail(`expected positive integers, got ${arg}`)
   return xs
 }
 
@@ -378,10 +413,10 @@ const main = Effect.gen(function*() {
   yield* Effect.promise(() => openDawn(extra))
   const [device] = yield* WebGpu.make({
     devices: 1,
-    ...(args.tile ? { matrixTile: parseTile(args.tile) } : {}),
-    ...(args.regs ? { registerTile: parseRegs(args.regs) } : {}),
-    ...(args.qdecode ? { quantizedDecode: parseDecode(args.qdecode) } : {}),
-    ...(args.fa ? { attentionDecode: parseAttention(args.fa) } : {})
+    ...(args.tile ? { matrixTile: checked(() => parseTile(args.tile!)) } : {}),
+    ...(args.regs ? { registerTile: checked(() => parseRegs(args.regs!)) } : {}),
+    ...(args.qdecode ? { quantizedDecode: checked(() => parseDecode(args.qdecode!)) } : {}),
+    ...(args.fa ? { attentionDecode: checked(() => parseAttention(args.fa!)) } : {})
   })
   const backend = yield* device.makeBackend()
   const adapter = device.description
@@ -409,7 +444,12 @@ const main = Effect.gen(function*() {
     }
     | undefined
 
-  const cases = allCases().filter((c) => wanted === undefined || wanted.includes(c.name))
+  const all = allCases()
+  const unknown = (wanted ?? []).filter((w) => !all.some((c) => c.name === w))
+  if (unknown.length > 0) {
+    fail(`unknown cases: ${unknown.join(", ")}; the cases are ${[...new Set(all.map((c) => c.name))].join(", ")}`)
+  }
+  const cases = all.filter((c) => wanted === undefined || wanted.includes(c.name))
   const results: Array<Record<string, unknown>> = []
   for (const [i, c] of cases.entries()) {
     process.stderr.write(`[${i + 1}/${cases.length}] ${c.name} ${c.size} ... `)
