@@ -5,10 +5,6 @@ export * as Conformance from "./Conformance.js"
 /**
  * @since 0.1.0
  */
-export * as ConformanceSuite from "./ConformanceSuite.js"
-/**
- * @since 0.1.0
- */
 export * as Compare from "./Compare.js"
 /**
  * @since 0.1.0

@@ -1,6 +1,7 @@
 import type { Command, Tensor } from "@effect-gpu/core"
 import { Backend, Cpu, GpuError, Graph, Ops, Registry } from "@effect-gpu/core"
-import { Conformance, ConformanceSuite, LeakCheck, TestGpu } from "@effect-gpu/testing"
+import { Conformance, LeakCheck, TestGpu } from "@effect-gpu/testing"
+import { ConformanceSuite } from "@effect-gpu/testing/vitest"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Scope, TestClock } from "effect"
 

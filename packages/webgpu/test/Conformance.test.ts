@@ -1,4 +1,4 @@
-import { ConformanceSuite } from "@effect-gpu/testing"
+import { ConformanceSuite } from "@effect-gpu/testing/vitest"
 import { WebGpu } from "@effect-gpu/webgpu"
 import { adapterAvailable } from "./utils.js"
 
