@@ -19,11 +19,19 @@ export const parseRegs = (s: string) => {
   return { m: mm, n, depth, unroll: m[4] === "u" }
 }
 
-/** "ROWS:COLUMNS[:STAGE]": the quantized matrix-vector kernel's rows per lane group, most columns, chunks staged */
+/**
+ * "ROWS:COLUMNS[:STAGE][:a]": the quantized matrix-vector kernel's rows per lane group, most columns, chunks
+ * of b staged, and ":a" to stage a's rows too
+ */
 export const parseDecode = (s: string) => {
-  const m = /^(\d+):(\d+)(?::(\d+))?$/.exec(s)
-  if (m === null) throw new Error(`a quantized decode shape is ROWS:COLUMNS[:STAGE], got ${s}`)
-  return { rows: Number(m[1]), columns: Number(m[2]), ...(m[3] !== undefined ? { stage: Number(m[3]) } : {}) }
+  const m = /^(\d+):(\d+)(?::(\d+))?(:a)?$/.exec(s)
+  if (m === null) throw new Error(`a quantized decode shape is ROWS:COLUMNS[:STAGE][:a], got ${s}`)
+  return {
+    rows: Number(m[1]),
+    columns: Number(m[2]),
+    ...(m[3] !== undefined ? { stage: Number(m[3]) } : {}),
+    ...(m[4] !== undefined ? { staged: true } : {})
+  }
 }
 
 /** "SPLITS:BLOCK:SUBGROUPS": flash attention's decode form (0 keeps a default) */

@@ -4,8 +4,10 @@
 import { Graph, Ops } from "@effect-gpu/core"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
+import { scratchBytes } from "../src/internal/kernels/attention.js"
 import type { KernelTarget } from "../src/internal/kernels/kernel.js"
 import { mulMat } from "../src/internal/kernels/matmul.js"
+import { kernelFor } from "../src/internal/kernels/select.js"
 
 const f16Product = Effect.gen(function*() {
   const g = Graph.make()
@@ -104,21 +106,25 @@ describe("mul_mat kernel choice", () => {
           const v = mulMat(y, { ...gpu, workgroupStorage: 49152, ...target }, undefined).variant
           return v.family === "mvq" || v.family === "mvqs" ? `${v.family} ${v.rows}:${v.stage}` : v.family
         })
-      // a's rows staged a chunk at a time by 16-byte loads where their bytes are whole 16-byte words
-      assert.strictEqual(yield* chosen(1, {}), "mvqs 2:1")
-      assert.strictEqual(yield* chosen(8, {}), "mvqs 2:1")
+      // b staged 4 chunks at a time (all of K = 4096) for one column; 8 columns stage one chunk at a time
+      assert.strictEqual(yield* chosen(1, {}), "mvq 2:4")
+      assert.strictEqual(yield* chosen(8, {}), "mvq 2:1")
+      // asked to, a's rows staged a chunk at a time by 16-byte loads where their bytes are whole 16-byte words
+      const staged = { quantizedDecode: { rows: 2, columns: 8, staged: true } }
+      assert.strictEqual(yield* chosen(1, staged), "mvqs 2:1")
+      assert.strictEqual(yield* chosen(8, staged), "mvqs 2:1")
       // a chunk of 1024 q6_K values is 840 bytes: two chunks at a time
-      assert.strictEqual(yield* chosen(1, {}, "q6_K"), "mvqs 2:2")
-      // rows of 4064 q4_0 values are 2286 bytes: blocks read in place, b staged 4 chunks at a time
-      assert.strictEqual(yield* chosen(1, {}, "q4_0", 4064), "mvq 2:4")
-      assert.strictEqual(yield* chosen(8, { quantizedDecode: { rows: 2, columns: 8, staged: false } }), "mvq 2:1")
+      assert.strictEqual(yield* chosen(1, staged, "q6_K"), "mvqs 2:2")
+      // rows of 4064 q4_0 values are 2286 bytes: blocks read in place
+      assert.strictEqual(yield* chosen(1, staged, "q4_0", 4064), "mvq 2:4")
       // prefill: blocks staged as f16 tiles on subgroup matrices, else the scalar tiled kernel
       assert.strictEqual(yield* chosen(9, {}), "mmsg")
       assert.strictEqual(yield* chosen(9, { subgroupMatrix: false }), "mm")
       // b's chunk of 8 columns (32 KiB) and the scratch do not fit 32 KiB; 7 columns do
       assert.strictEqual(yield* chosen(8, { workgroupStorage: 32768 }), "mv")
-      // 7 columns' chunk and a's rows do not fit 32 KiB: blocks read in place
       assert.strictEqual(yield* chosen(7, { workgroupStorage: 32768 }), "mvq 2:1")
+      // 7 columns' chunk and a's rows do not fit 32 KiB: blocks read in place
+      assert.strictEqual(yield* chosen(7, { workgroupStorage: 32768, ...staged }), "mvq 2:1")
       // a software adapter: one column, one row per lane group (its compiler takes seconds per column)
       assert.strictEqual(yield* chosen(1, { software: true }), "mvq 1:1")
       assert.strictEqual(yield* chosen(2, { software: true }), "mv")
@@ -127,5 +133,44 @@ describe("mul_mat kernel choice", () => {
         "mvq 4:2"
       )
       assert.strictEqual(yield* chosen(3, { quantizedDecode: { rows: 4, columns: 4, staged: true } }), "mvqs 4:1")
+    }))
+
+  it.effect("flash attention: split decode for up to 8 rows on subgroups, subgroup matrices for more, else rows", () =>
+    Effect.gen(function*() {
+      const attention = (nQ: number, nKv = 4096, D = 128) =>
+        Effect.gen(function*() {
+          const g = Graph.make()
+          const q = yield* g.input("q", "f32", [D, nQ, 32])
+          const k = yield* g.input("k", "f16", [D, nKv, 8])
+          const v = yield* g.input("v", "f16", [D, nKv, 8])
+          const mask = yield* g.input("mask", "f16", [nKv, nQ])
+          return yield* g.output(Ops.flashAttnExt(q, k, v, { scale: 0.1, mask }))
+        })
+      const h200: KernelTarget = { ...gpu, subgroupSize: 32, workgroupStorage: 49152 }
+      const chosen = (y: Parameters<typeof kernelFor>[0], target: KernelTarget) => {
+        const kernel = kernelFor(y, target)!
+        const v = kernel.variant
+        return [v.family, v.heads, v.split, kernel.next?.variant.family].filter((x) => x !== undefined).join(" ")
+      }
+      const decode = yield* attention(1)
+      // 8 KV heads of 4 query heads each, the keys in 32 splits merged by a second dispatch
+      assert.strictEqual(chosen(decode, h200), "flash_attn_decode 4 true flash_attn_merge")
+      // the splits' scratch: (max, sum, 128 outputs) per head and split
+      assert.strictEqual(scratchBytes(decode, h200), 4 * 32 * 32 * 130)
+      // few keys: one split, no scratch
+      const short = yield* attention(1, 100)
+      assert.strictEqual(chosen(short, h200), "flash_attn_decode 4 false")
+      assert.strictEqual(scratchBytes(short, h200), 0)
+      // the subgroup size must be known, else the matrix form takes any rows; without either, the row form
+      const { subgroupSize: _, ...sizeUnknown } = h200
+      assert.strictEqual(chosen(decode, sizeUnknown), "flash_attn_mma")
+      assert.strictEqual(chosen(decode, { ...h200, subgroups: false, subgroupMatrix: false }), "flash_attn")
+      const prefill = yield* attention(512)
+      assert.strictEqual(chosen(prefill, h200), "flash_attn_mma")
+      assert.strictEqual(scratchBytes(prefill, h200), 0)
+      assert.strictEqual(chosen(prefill, { ...h200, subgroupMatrix: false }), "flash_attn")
+      // heads past 128 (or memory short of the tiles) take the row form
+      assert.strictEqual(chosen(yield* attention(512, 4096, 256), h200), "flash_attn")
+      assert.strictEqual(chosen(prefill, { ...h200, workgroupStorage: 32768 }), "flash_attn")
     }))
 })

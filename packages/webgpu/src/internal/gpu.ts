@@ -5,6 +5,7 @@
  *
  * @internal
  */
+import * as Dawn from "#dawn"
 import { NoAdapter } from "@effect-gpu/core/GpuError"
 import * as Effect from "effect/Effect"
 
@@ -19,14 +20,11 @@ export const acquire = (flags: ReadonlyArray<string>): Effect.Effect<GPU, NoAdap
       const key = flags.join(" ")
       let p = instances.get(key)
       if (p === undefined) {
-        p = import("webgpu").then((m) => {
-          Object.assign(globalThis, m.globals)
-          return m.create([...flags])
-        })
+        p = Dawn.load(flags)
         instances.set(key, p)
       }
       return p
     },
     catch: (cause) =>
-      new NoAdapter({ reason: `cannot load WebGPU (the webgpu package or navigator.gpu): ${cause}`, cause })
+      new NoAdapter({ reason: cause instanceof Error ? cause.message : `cannot load WebGPU: ${cause}`, cause })
   })

@@ -11,6 +11,7 @@ import * as DType from "@effect-gpu/core/DType"
 import type { Op } from "@effect-gpu/core/Op"
 import * as Tensor from "@effect-gpu/core/Tensor"
 import { fold } from "../wgsl.js"
+import * as Matrix from "./attentionMatrix.js"
 import type { Kernel, KernelTarget, Operand } from "./kernel.js"
 import * as KernelSpec from "./kernel.js"
 import { entry, f32, range, repeat, SUBGROUP_LANES, u32 } from "./kernel.js"
@@ -89,7 +90,17 @@ export const flashAttnExt = (
 ): Kernel => {
   const plan = decodePlan(node, target)
   const rows = rowsKernel(node, op, target)
-  if (plan === undefined) return rows
+  if (plan === undefined) {
+    if (!Matrix.applies(node, target)) return rows
+    const { k, mask, params, q, sinks, v } = shared(node, op)
+    const operands: Array<Operand> = [{ name: "q", tensor: q }, { name: "k", tensor: k }, { name: "v", tensor: v }, {
+      name: "d",
+      tensor: node
+    }]
+    if (mask) operands.push({ name: "m", tensor: mask })
+    if (sinks) operands.push({ name: "s", tensor: sinks })
+    return Matrix.flashAttnMatrix(node, op, operands, params)
+  }
   const scalar = decodeKernel(node, op, plan, target, rows, false)
   // whole rows of 4 (8 or 16 bytes) per load where K's and V's rows are contiguous runs of fours
   const fours = (t: Tensor.Tensor) =>

@@ -103,7 +103,7 @@ export interface QuantizedDecode {
   readonly columns: number
   /** chunks of 1024 of b staged in workgroup memory at once; default: as many as fit, up to 8 */
   readonly stage?: number
-  /** a's rows staged in workgroup memory by 16-byte loads too; default: on GPUs, where strides allow */
+  /** a's rows staged in workgroup memory by 16-byte loads too, where strides allow; default: off */
   readonly staged?: boolean
 }
 

@@ -53,7 +53,8 @@ export const mulMat = (node: Tensor.Tensor, target: KernelTarget, bias: Tensor.T
       (target.software === true ? { rows: 1, columns: 1, stage: 1 } : { rows: 2, columns: 8 })
     const storage = target.workgroupStorage ?? 16384
     if (product.N <= decode.columns && Decode.sharedBytes(product.N) <= storage) {
-      const staged = (decode.staged ?? target.software !== true)
+      // a's rows staged only when asked: on the H200 it ran slower than reading blocks in place (run bd)
+      const staged = decode.staged === true
         ? Decode.stagedChunks(a, product.N, decode.rows, storage)
         : undefined
       if (staged !== undefined) {
