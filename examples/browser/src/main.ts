@@ -1,0 +1,41 @@
+/**
+ * The page: runs the quickstart on navigator.gpu where the browser has WebGPU, else on the CPU backend
+ * with a visible note, and shows the device, the result and the time it took.
+ */
+import { Cpu } from "@effect-gpu/core"
+import { WebGpu } from "@effect-gpu/webgpu"
+import { Effect } from "effect"
+import { M, N, quickstart } from "./quickstart.js"
+
+const show = (id: string, text: string) => {
+  const el = document.getElementById(id)!
+  el.textContent = text
+  el.hidden = false
+  return el
+}
+
+const hasWebGpu = "gpu" in navigator
+const started = performance.now()
+Effect.runPromise(quickstart.pipe(Effect.provide(hasWebGpu ? WebGpu.layerOrCpu() : Cpu.layer()))).then(
+  (outcome) => {
+    const ms = performance.now() - started
+    show("device", `${outcome.device} (${outcome.type}): ${outcome.description}`)
+    if (outcome.type !== "GPU") {
+      show(
+        "note",
+        hasWebGpu
+          ? "This browser has navigator.gpu but gave no adapter: the CPU backend ran instead."
+          : "This browser has no WebGPU (navigator.gpu is undefined): the CPU backend ran instead."
+      )
+    }
+    const columns = Array.from({ length: N }, (_, j) => outcome.result.slice(j * M, (j + 1) * M))
+    const result = show("result", columns.map((c) => `[${c.map((v) => v.toFixed(4)).join(", ")}]`).join("\n"))
+    result.dataset.values = JSON.stringify(outcome.result)
+    show("time", `${ms.toFixed(1)} ms, device setup included`)
+    document.body.dataset.state = "done"
+  },
+  (error: unknown) => {
+    show("device", `failed: ${String(error)}`)
+    document.body.dataset.state = "failed"
+  }
+)

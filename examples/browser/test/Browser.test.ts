@@ -1,0 +1,89 @@
+import { Cpu } from "@effect-gpu/core"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import { chromium } from "playwright-core"
+import { build, preview } from "vite"
+import { quickstart } from "../src/quickstart.js"
+
+const root = path.join(path.dirname(fileURLToPath(import.meta.url)), "..")
+const dist = path.join(root, "dist")
+/** Debian's chromium (.ci/run installs it) */
+const browserPath = ["/usr/bin/chromium", "/usr/bin/chromium-browser"].find((p) => fs.existsSync(p))
+/** WebGPU in headless Chromium without a GPU: SwiftShader's Vulkan (without these flags it has none) */
+const flags = [
+  "--enable-unsafe-webgpu",
+  "--enable-features=Vulkan",
+  "--use-vulkan=swiftshader",
+  "--use-webgpu-adapter=swiftshader",
+  "--no-sandbox"
+]
+
+/** the page in headless Chromium with these flags: its state, device line, note, and numbers */
+const open = async (args: ReadonlyArray<string>, screenshot?: string) => {
+  if (!fs.existsSync(path.join(dist, "index.html"))) await build({ root, configFile: false, logLevel: "warn" })
+  const server = await preview({ root, configFile: false, logLevel: "warn", preview: { port: 0, host: "127.0.0.1" } })
+  const browser = await chromium.launch({ executablePath: browserPath!, args: [...args] })
+  try {
+    const page = await browser.newPage({ viewport: { width: 900, height: 360 } })
+    await page.goto(server.resolvedUrls!.local[0])
+    await page.waitForSelector("body[data-state]", { timeout: 90_000 })
+    const shown = {
+      state: await page.getAttribute("body", "data-state"),
+      device: (await page.textContent("#device")) ?? "",
+      note: (await page.isVisible("#note")) ? await page.textContent("#note") : undefined,
+      values: JSON.parse((await page.getAttribute("#result", "data-values")) ?? "[]") as Array<number>
+    }
+    if (screenshot !== undefined) await page.screenshot({ path: screenshot })
+    return shown
+  } finally {
+    await browser.close()
+    await new Promise((resolve) => server.httpServer.close(resolve))
+  }
+}
+
+/** whether the browser tests can run: under CI a missing chromium fails */
+const haveBrowser = () => {
+  if (browserPath !== undefined) return true
+  if (process.env.CI === "true") assert.fail("no chromium at /usr/bin/chromium (.ci/run installs Debian's chromium)")
+  console.log("no chromium here: the headless browser tests are skipped")
+  return false
+}
+
+/** the quickstart on the CPU backend in Node */
+const onCpu = () => Effect.runPromise(quickstart.pipe(Effect.provide(Cpu.layer())))
+
+describe("the browser example", () => {
+  it("builds with vite and no configuration, without Dawn", async () => {
+    await build({ root, configFile: false, logLevel: "warn" })
+    assert.isTrue(fs.existsSync(path.join(dist, "index.html")))
+    const js = fs.readdirSync(path.join(dist, "assets")).filter((f) => f.endsWith(".js"))
+      .map((f) => fs.readFileSync(path.join(dist, "assets", f), "utf8")).join("\n")
+    // the page's code is there; Dawn's loader (the Node-only import of the webgpu package) is not
+    assert.include(js, "navigator.gpu is undefined")
+    assert.notInclude(js, "npm install webgpu@")
+  }, 120_000)
+
+  it("computes on WebGPU in headless Chromium what the CPU backend computes in Node", async () => {
+    if (!haveBrowser()) return
+    const shown = await open(flags, path.join(dist, "screenshot.png"))
+    assert.strictEqual(shown.state, "done", shown.device)
+    // SwiftShader's adapter: the page ran on WebGPU, not on its CPU fallback
+    assert.include(shown.device, "(GPU)")
+    assert.isUndefined(shown.note)
+    const cpu = await onCpu()
+    assert.strictEqual(shown.values.length, cpu.result.length)
+    shown.values.forEach((v, i) => assert.closeTo(v, cpu.result[i], 1e-5, `value ${i}`))
+  }, 180_000)
+
+  it("falls back to the CPU backend with a visible note where the browser gives no adapter", async () => {
+    if (!haveBrowser()) return
+    const shown = await open(["--no-sandbox"])
+    assert.strictEqual(shown.state, "done", shown.device)
+    assert.include(shown.device, "(CPU)")
+    assert.include(shown.note, "the CPU backend ran instead")
+    assert.deepStrictEqual(shown.values, (await onCpu()).result)
+  }, 180_000)
+})
