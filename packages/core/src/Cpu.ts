@@ -215,6 +215,14 @@ export const register = (options?: Options): Layer.Layer<never, never, Registry.
 /**
  * A registry holding the CPU device.
  *
+ * @example
+ * ```ts
+ * import { Cpu, Registry } from "@effect-gpu/core"
+ * import { Effect } from "effect"
+ *
+ * Effect.runPromise(Registry.devices.pipe(Effect.provide(Cpu.layer()))).then((ds) => console.log(ds.length)) // 1
+ * ```
+ *
  * @since 0.1.0
  * @category layers
  */

@@ -73,6 +73,27 @@ export interface Builder {
 }
 
 /**
+ * @example
+ * ```ts
+ * import { Cpu, Graph, Ops, Registry } from "@effect-gpu/core"
+ * import { Effect } from "effect"
+ *
+ * const program = Effect.gen(function*() {
+ *   const g = Graph.make()
+ *   const a = yield* g.input("a", "f32", [4, 2]) // ne: [columns, rows], as ggml
+ *   const b = yield* g.input("b", "f32", [4, 3])
+ *   const y = yield* g.output(Ops.mulMat(a, b)) // [2, 3]: a's rows dotted with b's
+ *   const backend = yield* (yield* Registry.bestDevice).makeBackend()
+ *   const plan = yield* backend.allocate(g)
+ *   yield* plan.set(a, [1, 0, 0, 0, 0, 1, 0, 0])
+ *   yield* plan.set(b, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12])
+ *   yield* backend.compute(plan)
+ *   return Array.from(yield* plan.get(y)) // [1, 2, 5, 6, 9, 10]
+ * })
+ *
+ * Effect.runPromise(program.pipe(Effect.scoped, Effect.provide(Cpu.layer())))
+ * ```
+ *
  * @since 0.1.0
  * @category constructors
  */

@@ -85,6 +85,21 @@ export const layer: Layer.Layer<Registry> = Layer.effect(Registry, make)
 export const devices: Effect.Effect<ReadonlyArray<Device>, never, Registry> = Effect.flatMap(Registry, (r) => r.devices)
 
 /**
+ * @example
+ * ```ts
+ * import { Cpu, Registry } from "@effect-gpu/core"
+ * import { Effect } from "effect"
+ *
+ * // the best registered device: a GPU where a provider registered one, else the CPU
+ * const program = Effect.gen(function*() {
+ *   const device = yield* Registry.bestDevice
+ *   const props = yield* device.props
+ *   return `${props.name} (${props.type})`
+ * })
+ *
+ * Effect.runPromise(program.pipe(Effect.provide(Cpu.layer()))).then(console.log) // "CPU (CPU)"
+ * ```
+ *
  * @since 0.1.0
  * @category accessors
  */

@@ -36,6 +36,27 @@ const held = (s: Ledger.Snapshot) => [s.buffers, s.bytes, s.events, s.backends]
 /**
  * Runs `self` in a scope of its own and fails with `Leak` if anything it allocated is still live after.
  *
+ * @example
+ * ```ts
+ * import { Graph, Ops, Registry } from "@effect-gpu/core"
+ * import { LeakCheck, TestGpu } from "@effect-gpu/testing"
+ * import { Effect } from "effect"
+ *
+ * // fails with Leak if the plan, the backend or any buffer outlives the program's scope
+ * const program = LeakCheck.check(
+ *   Effect.gen(function*() {
+ *     const backend = yield* (yield* Registry.bestDevice).makeBackend()
+ *     const g = Graph.make()
+ *     const a = yield* g.input("a", "f32", [8])
+ *     yield* g.output(Ops.scale(a, 2))
+ *     const plan = yield* backend.allocate(g)
+ *     yield* backend.compute(plan)
+ *   })
+ * )
+ *
+ * Effect.runPromise(program.pipe(Effect.provide(TestGpu.layer())))
+ * ```
+ *
  * @since 0.1.0
  * @category combinators
  */

@@ -223,6 +223,18 @@ const makeDevice = (
 /**
  * A registry with the mock devices (and the CPU), plus the TestGpu service to inspect and steer them.
  *
+ * @example
+ * ```ts
+ * import { Registry } from "@effect-gpu/core"
+ * import { TestGpu } from "@effect-gpu/testing"
+ * import { Effect } from "effect"
+ *
+ * // Test0, a mock GPU that computes like the CPU; steer it (faults, latency, memory) through the TestGpu service
+ * const program = Effect.map(Registry.bestDevice, (d) => d.name)
+ *
+ * Effect.runPromise(program.pipe(Effect.provide(TestGpu.layer()))).then(console.log) // "Test0"
+ * ```
+ *
  * @since 0.1.0
  * @category layers
  */

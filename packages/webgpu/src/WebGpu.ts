@@ -189,6 +189,27 @@ export const layer = (
 /**
  * The WebGPU devices when an adapter exists, else the CPU alone.
  *
+ * @example
+ * ```ts
+ * import { Graph, Ops, Registry } from "@effect-gpu/core"
+ * import { WebGpu } from "@effect-gpu/webgpu"
+ * import { Effect } from "effect"
+ *
+ * const program = Effect.gen(function*() {
+ *   const device = yield* Registry.bestDevice // WebGPU0 where an adapter exists, else the CPU
+ *   const backend = yield* device.makeBackend()
+ *   const g = Graph.make()
+ *   const x = yield* g.input("x", "f32", [1024, 4])
+ *   const y = yield* g.output(Ops.softMax(x))
+ *   const plan = yield* backend.allocate(g)
+ *   yield* plan.set(x, new Float32Array(4096).fill(1))
+ *   yield* backend.compute(plan)
+ *   return (yield* plan.get(y))[0] // 1 / 1024
+ * })
+ *
+ * Effect.runPromise(program.pipe(Effect.scoped, Effect.provide(WebGpu.layerOrCpu())))
+ * ```
+ *
  * @since 0.1.0
  * @category layers
  */

@@ -103,6 +103,9 @@ export const isSoftware = (device: Device.Device): boolean => contexts.get(devic
 /**
  * the parts of GPUAdapterInfo the kernels choose by (subgroup sizes, matrix configurations, whether it
  * is a fallback adapter)
+ *
+ * @since 0.1.0
+ * @category models
  */
 export interface AdapterInfo {
   readonly isFallbackAdapter?: boolean | undefined
