@@ -23,6 +23,10 @@ const main = Effect.gen(function*() {
   yield* time("Effect.void", Effect.void)
   yield* time("withSpan", Effect.withSpan(Effect.void, "x", { captureStackTrace: false }))
   yield* time("useSpan", Effect.useSpan("x", { captureStackTrace: false }, () => Effect.void))
+  const fn = Effect.fn("x")(function*() {
+    yield* Effect.void
+  })
+  yield* time("Effect.fn (span and call-site trace)", fn())
   yield* time("semaphore withPermits(1)", lock.withPermits(1)(Effect.void))
   const backend = yield* Cpu.make().makeBackend()
   const g = Graph.make()

@@ -3,6 +3,7 @@
  *
  *   pnpm demo                                  # prints the device and the result
  *   EFFECT_GPU_TRACE=trace.json pnpm demo      # also writes a trace of the compute (kernels, WGSL, timings)
+ *   EFFECT_GPU_CHROME_TRACE=t.json pnpm demo   # the same as Chrome trace events (Perfetto, chrome://tracing)
  */
 import { Graph, Ops, Registry, Trace } from "@effect-gpu/core"
 import { WebGpu } from "@effect-gpu/webgpu"
@@ -32,7 +33,10 @@ const program = Effect.gen(function*() {
   yield* plan.set(bias, [0.1, -0.2, 0.3, -0.4])
 
   const tracePath = yield* Config.option(Config.string("EFFECT_GPU_TRACE"))
-  const trace = Option.isSome(tracePath) ? Option.some(yield* backend.captureNext) : Option.none()
+  const chromePath = yield* Config.option(Config.string("EFFECT_GPU_CHROME_TRACE"))
+  const trace = Option.isSome(tracePath) || Option.isSome(chromePath)
+    ? Option.some(yield* backend.captureNext)
+    : Option.none()
   yield* backend.compute(plan)
   const out = yield* plan.get(y)
 
@@ -43,11 +47,18 @@ const program = Effect.gen(function*() {
       `  [${col.map((v) => v.toFixed(4)).join(", ")}]  sum=${col.reduce((a, b) => a + b, 0).toFixed(4)}`
     )
   }
-  if (Option.isSome(tracePath) && Option.isSome(trace)) {
+  if (Option.isSome(trace)) {
     const t = yield* trace.value
     const fs = yield* FileSystem.FileSystem
-    yield* fs.writeFileString(tracePath.value, Trace.toJson(t))
-    yield* Console.log(`\n${Trace.format(t)}\ntrace written to ${tracePath.value}`)
+    yield* Console.log(`\n${Trace.format(t)}`)
+    if (Option.isSome(tracePath)) {
+      yield* fs.writeFileString(tracePath.value, Trace.toJson(t))
+      yield* Console.log(`trace written to ${tracePath.value}`)
+    }
+    if (Option.isSome(chromePath)) {
+      yield* fs.writeFileString(chromePath.value, Trace.toChromeTrace(t))
+      yield* Console.log(`Chrome trace events written to ${chromePath.value} (open in Perfetto or chrome://tracing)`)
+    }
   }
 })
 

@@ -25,6 +25,7 @@ import { AllocationError, OutOfBounds, Released, UnsupportedOp } from "./GpuErro
 import * as Graph from "./Graph.js"
 import * as GraphAllocator from "./GraphAllocator.js"
 import type * as Ledger from "./Ledger.js"
+import * as Metrics from "./Metrics.js"
 import * as Op from "./Op.js"
 import * as Plan from "./Plan.js"
 import * as Tensor from "./Tensor.js"
@@ -162,8 +163,14 @@ export interface MakeOptions {
  * other, but not made the parent of what runs inside (nothing there opens spans), which halves its cost
  * (bench/probes/effect-cost.ts).
  */
-const hotSpan = (name: string) => <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  Effect.useSpan(name, { captureStackTrace: false }, () => self)
+const hotSpan =
+  (name: string, attributes?: Record<string, unknown>) =>
+  <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    Effect.useSpan(
+      name,
+      attributes === undefined ? { captureStackTrace: false } : { captureStackTrace: false, attributes },
+      () => self
+    )
 
 /**
  * Builds a backend over a device's interpreter: ordering, events, capture, and allocation of plans.
@@ -344,7 +351,8 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
           Effect.zipRight(
             detach(Command.SetTensor({ buffer: dst.buffer, offset: dst.offset + offset, data: data.slice() }))
           ),
-          Effect.withSpan("Backend.setAsync", { captureStackTrace: false })
+          // on the per-token path (a token's ids each step): the cheap span
+          hotSpan("Backend.setAsync", { device: device.name, bytes: data.byteLength })
         ),
       getAsync: (src, offset = 0, size) => {
         const n = size ?? Tensor.nbytes(src.tensor) - offset
@@ -380,13 +388,22 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
           yield* detach(
             Command.CopyTensor({ src: src.buffer, srcOffset: src.offset, dst: dst.buffer, dstOffset: dst.offset, size })
           )
-        }).pipe(Effect.withSpan("Backend.copyAsync", { captureStackTrace: false })),
+        }).pipe(
+          // on the per-token path where a scheduler splits a graph: the cheap span
+          hotSpan("Backend.copyAsync", {
+            device: device.name,
+            from: from?.device.name ?? device.name,
+            bytes: Tensor.nbytes(src.tensor)
+          })
+        ),
       synchronize: Effect.zipRight(alive("synchronize"), run(Command.Synchronize(), false)).pipe(
         Effect.asVoid,
         hotSpan("Backend.synchronize")
       ),
-      allocate: (graph, allocOptions) =>
-        Effect.gen(function*() {
+      // Effect.fn: a span and the caller's site in failures' traces, ~11 us a call (bench/probes/effect-cost.ts),
+      // nothing against an allocation
+      allocate: Effect.fn("Backend.allocate", { attributes: { device: device.name } })(
+        function*(graph: Graph.Graph | Graph.Builder, allocOptions?: AllocateOptions) {
           yield* alive("allocate")
           const g = Graph.from(graph)
           const tooLarge = oversized(g, device.bufferType)
@@ -414,10 +431,22 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
             external: (t) => external.has(t.id)
           })
           const buffer = yield* bufferType.allocate(layout.size, { usage: "compute" })
-          return Plan.make({ graph: g, buffer, layout, bindings, transfer })
-        }).pipe(Effect.withSpan("Backend.allocate", { captureStackTrace: false })),
+          const plan = Plan.make({ graph: g, buffer, layout, bindings, transfer })
+          yield* Effect.annotateCurrentSpan({
+            "graph.nodes": g.nodes.length,
+            "graph.leafs": g.leafs.length,
+            "plan.id": plan.id,
+            // the compute buffer and the buffers bound here (leafs); bindings given by the caller are theirs
+            "bytes": layout.size +
+              [...new Set(bindings.slice(allocOptions?.bindings?.length ?? 0).map((b) => b.buffer))]
+                .reduce((s, b) => s + b.size, 0)
+          })
+          return plan
+        }
+      ),
       compute: (plan, computeOptions) =>
         Effect.suspend(() => {
+          const started = performance.now()
           const unusable = computeError(plan, "compute")
           if (unusable !== undefined) return Effect.fail(unusable)
           const abort = { aborted: false }
@@ -429,7 +458,8 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
               Effect.sync(() => {
                 abort.aborted = true
               }).pipe(Effect.zipRight(Effect.ignore(interpreter.fence)))
-            )
+            ),
+            Effect.tap(() => Metrics.recordCompute(device.name, performance.now() - started))
           )
           return capture === undefined
             ? Effect.asVoid(ran)
@@ -437,7 +467,13 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
               ran,
               (result) => result === undefined ? Effect.void : Deferred.succeed(capture, result as Trace)
             )
-        }).pipe(hotSpan("Backend.compute")),
+        }).pipe(
+          hotSpan("Backend.compute", {
+            device: device.name,
+            "plan.id": plan.id,
+            "graph.nodes": plan.graph.nodes.length
+          })
+        ),
       computeAsync: (plan, computeOptions) =>
         Effect.gen(function*() {
           const unusable = computeError(plan, "computeAsync")

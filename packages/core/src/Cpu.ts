@@ -157,7 +157,7 @@ export const supportsOp = (t: Tensor): boolean =>
  */
 export const make = (options?: Options): Device.Device => {
   const name = options?.name ?? "CPU"
-  const ledger = Ledger.make(options?.memory ?? 16 * 1024 ** 3)
+  const ledger = Ledger.make(options?.memory ?? 16 * 1024 ** 3, "CPU")
   // host memory, of a fresh array or of the caller's bytes (mapped: no copy)
   const hostType = (kind: "host" | "mapped", create: (size: number) => Uint8Array) =>
     BufferType.make({

@@ -4,6 +4,7 @@
  *
  * @since 0.1.0
  */
+import * as Metrics from "./Metrics.js"
 
 /**
  * @since 0.1.0
@@ -33,10 +34,13 @@ export interface Ledger {
 }
 
 /**
+ * A ledger with a budget of `totalMemory` bytes; with `device`, every allocation and release updates that
+ * device's memory metrics (`Metrics.bytesAllocated`, `Metrics.liveBuffers`).
+ *
  * @since 0.1.0
  * @category constructors
  */
-export const make = (totalMemory: number): Ledger => {
+export const make = (totalMemory: number, device?: string): Ledger => {
   let buffers = 0
   let bytes = 0
   let events = 0
@@ -48,11 +52,13 @@ export const make = (totalMemory: number): Ledger => {
       if (bytes + n > totalMemory) return false
       bytes += n
       buffers++
+      if (device !== undefined) Metrics.recordMemory(device, bytes, buffers)
       return true
     },
     release: (n) => {
       bytes -= n
       buffers--
+      if (device !== undefined) Metrics.recordMemory(device, bytes, buffers)
     },
     addEvent: (n) => {
       events += n

@@ -61,6 +61,8 @@ export interface Binding {
  */
 export interface Plan {
   readonly [TypeId]: TypeId
+  /** unique in the process: spans and traces name the plan by it */
+  readonly id: number
   readonly graph: Graph
   /** the compute buffer */
   readonly buffer: Buffer
@@ -145,6 +147,9 @@ const indexBounds = (graph: Graph): Map<number, number> => {
 export const checkAlive = (plan: Plan, operation: string): Effect.Effect<void, Released> =>
   Effect.suspend(() => (plan.released ? Effect.fail(new Released({ resource: "a plan", operation })) : Effect.void))
 
+/** plans made in this process: the next one's id */
+let nextId = 0
+
 /**
  * @since 0.1.0
  * @category constructors
@@ -200,6 +205,7 @@ export const make = (options: MakeOptions): Plan => {
     })
   const self: Plan = {
     [TypeId]: TypeId,
+    id: nextId++,
     graph,
     buffer,
     layout,

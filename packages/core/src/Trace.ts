@@ -74,3 +74,40 @@ export const format = (trace: Trace): string => {
  * @category formatting
  */
 export const toJson = (trace: Trace): string => JSON.stringify(trace, null, 2)
+
+/**
+ * The trace as Chrome trace-event JSON (opens in Perfetto and chrome://tracing): one process per trace
+ * (the device), a track of host time (running the node on the CPU, encoding it on a GPU) and, where the
+ * device measured it, a track of GPU time. Each dispatch is a complete event laid end to end on its track,
+ * with its op, tensor, kernel and variant as arguments (the sources stay out: `toJson` has them).
+ *
+ * @since 0.1.0
+ * @category formatting
+ */
+export const toChromeTrace = (trace: Trace): string => {
+  const pid = 1
+  const events: Array<Record<string, unknown>> = [
+    { ph: "M", pid, name: "process_name", args: { name: `${trace.device} (${trace.backend})` } },
+    { ph: "M", pid, tid: 1, name: "thread_name", args: { name: "host" } },
+    { ph: "M", pid, tid: 2, name: "thread_name", args: { name: "GPU" } }
+  ]
+  // microseconds, end to end on each track: the trace records durations, not start times
+  let host = 0
+  let gpu = 0
+  for (const e of trace.entries) {
+    const args = {
+      index: e.index,
+      tensor: `${e.name || "-"} ${e.dtype}[${e.ne.join(", ")}]`,
+      kernel: e.kernel,
+      ...(e.variant === undefined ? {} : { variant: e.variant })
+    }
+    const cat = typeof e.variant?.family === "string" ? e.variant.family : e.op
+    events.push({ ph: "X", pid, tid: 1, name: e.op, cat, ts: host, dur: e.hostTimeMs * 1000, args })
+    host += e.hostTimeMs * 1000
+    if (e.gpuTimeNs !== undefined) {
+      events.push({ ph: "X", pid, tid: 2, name: e.op, cat, ts: gpu, dur: e.gpuTimeNs / 1000, args })
+      gpu += e.gpuTimeNs / 1000
+    }
+  }
+  return JSON.stringify({ traceEvents: events, displayTimeUnit: "ms" })
+}

@@ -50,6 +50,14 @@ export * as GraphAllocator from "./GraphAllocator.js"
  * @since 0.1.0
  */
 export * as Ledger from "./Ledger.js"
+
+/**
+ * The backends' metrics (effect `Metric`), each tagged with its device (`device`): computes finished,
+ * their latency, the bytes of device memory allocated and the live buffers.
+ *
+ * @since 0.1.0
+ */
+export * as Metrics from "./Metrics.js"
 /**
  * @since 0.1.0
  */

@@ -120,7 +120,7 @@ const makeDevice = (
   state: { lost: string | undefined }
 ): Device.Device => {
   const cpu = Cpu.interpreter(name)
-  const ledger = Ledger.make(options.memory ?? 1024 ** 3)
+  const ledger = Ledger.make(options.memory ?? 1024 ** 3, name)
   const faults = options.faults ?? {}
   const lost = () => new DeviceLost({ device: name, reason: state.lost ?? "lost" })
   const detail = (command: Command): string => {

@@ -163,7 +163,7 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
     ...(options.quantizedDecode ? { quantizedDecode: options.quantizedDecode } : {}),
     ...(options.attentionDecode ? { attentionDecode: options.attentionDecode } : {})
   })
-  const ledger = Ledger.make(options.memory ?? gpu.limits.maxBufferSize)
+  const ledger = Ledger.make(options.memory ?? gpu.limits.maxBufferSize, name)
   const alignment = gpu.limits.minStorageBufferOffsetAlignment
   const maxSize = gpu.limits.maxStorageBufferBindingSize
   const bufferType = (kind: "private" | "shared") =>
