@@ -1,0 +1,8 @@
+/**
+ * @since 0.1.0
+ */
+export * as Gguf from "./Gguf.js"
+/**
+ * @since 0.1.0
+ */
+export * as ModelError from "./ModelError.js"
