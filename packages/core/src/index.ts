@@ -58,6 +58,13 @@ export * as Ledger from "./Ledger.js"
  * @since 0.1.0
  */
 export * as Metrics from "./Metrics.js"
+
+/**
+ * A graph over several backends (ggml's backend_sched): placement by support, splits, copies between.
+ *
+ * @since 0.1.0
+ */
+export * as Scheduler from "./Scheduler.js"
 /**
  * @since 0.1.0
  */

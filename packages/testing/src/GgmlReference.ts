@@ -15,6 +15,7 @@ import * as Graph from "@effect-gpu/core/Graph"
 import type { GluKind, RopeMode, UnaryKind } from "@effect-gpu/core/Op"
 import * as Ops from "@effect-gpu/core/Ops"
 import * as Quant from "@effect-gpu/core/Quant"
+import type * as Scheduler from "@effect-gpu/core/Scheduler"
 import type { Tensor } from "@effect-gpu/core/Tensor"
 import type { HostArray } from "@effect-gpu/core/TensorData"
 import * as Effect from "effect/Effect"
@@ -321,3 +322,32 @@ export const run = (
     const ours = yield* plan.get(built.output)
     return compare(c, ours, values(suite, c.output))
   }).pipe(Effect.withSpan("GgmlReference.run", { attributes: { case: c.name } }))
+
+/**
+ * Runs a case through a scheduler (placed and split over its backends, copies between) and compares it
+ * with ggml's result, as `run` does on one backend.
+ *
+ * @since 0.1.0
+ * @category running
+ */
+export const runScheduled = (
+  suite: Suite,
+  c: Case,
+  scheduler: Scheduler.Scheduler
+): Effect.Effect<
+  Outcome & { readonly splits: number; readonly nodes: number },
+  ShapeError | AllocationError | UnsupportedOp | OutOfBounds | BackendError | NotAnOutput,
+  Scope.Scope
+> =>
+  Effect.gen(function*() {
+    const built = yield* buildCase(c)
+    const plan = yield* scheduler.allocate(built.graph)
+    for (const spec of c.inputs) yield* plan.set(built.inputs.get(spec.name)!, values(suite, spec))
+    yield* scheduler.compute(plan)
+    const ours = yield* plan.get(built.output)
+    return {
+      ...compare(c, ours, values(suite, c.output)),
+      splits: plan.splits.length,
+      nodes: plan.splits.reduce((n, s) => n + s.nodes.length, 0)
+    }
+  }).pipe(Effect.withSpan("GgmlReference.runScheduled", { attributes: { case: c.name } }))

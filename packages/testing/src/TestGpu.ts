@@ -54,6 +54,8 @@ export interface Options {
   readonly maxBufferSize?: number
   /** the most commands the log keeps (the oldest go first); default 10 000 */
   readonly logLimit?: number
+  /** ops the mock devices do not support (by ggml's names, e.g. "soft_max"), as a GPU lacking a kernel */
+  readonly unsupported?: ReadonlyArray<string>
 }
 
 /**
@@ -214,7 +216,7 @@ const makeDevice = (
     bufferFromHost: (bytes, o) =>
       Effect.flatMap(bufferType.allocate(bytes.byteLength, o), (b) => Effect.as(b.set(0, bytes), b)),
     interpreter,
-    supportsOp: Cpu.supportsOp,
+    supportsOp: (t) => !(options.unsupported ?? []).includes(Op.name(t.op)) && Cpu.supportsOp(t),
     offloadMinBatch: 32,
     leafBuffer: false
   })

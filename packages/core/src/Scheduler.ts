@@ -1,0 +1,221 @@
+/**
+ * A graph over several backends (ggml's backend_sched), first step: each node is placed on the first
+ * backend, in priority order, whose device supports it (or where the caller pins it); consecutive nodes
+ * on one backend make a split; each split is its own graph, allocated on its backend, whose inputs from
+ * other splits are copied in before it runs. Views and leafs are rebuilt in every split that uses them.
+ * Copies go through the host for now (getBytes then setBytes), once per compute.
+ *
+ * @since 0.1.0
+ */
+import * as Effect from "effect/Effect"
+import type * as Scope from "effect/Scope"
+import type * as Backend from "./Backend.js"
+import type {
+  AllocationError,
+  BackendError,
+  DeviceLost,
+  NotAnOutput,
+  OutOfBounds,
+  Released,
+  ShapeError
+} from "./GpuError.js"
+import { UnsupportedOp } from "./GpuError.js"
+import * as Graph from "./Graph.js"
+import * as Op from "./Op.js"
+import { Op as OpCase } from "./Op.js"
+import type * as Plan from "./Plan.js"
+import * as Tensor from "./Tensor.js"
+import type * as TensorData from "./TensorData.js"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /** pins a node to a backend (its index in the scheduler's list); undefined leaves it to placement */
+  readonly placement?: (node: Tensor.Tensor) => number | undefined
+}
+
+/**
+ * One split: its backend, the original nodes it computes, and its copies in.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Split {
+  readonly backend: Backend.Backend
+  readonly nodes: ReadonlyArray<Tensor.Tensor>
+  readonly plan: Plan.Plan
+  /** the tensors other splits compute that this one reads: copied in before it runs */
+  readonly copies: ReadonlyArray<{ readonly from: number; readonly source: Tensor.Tensor; readonly bytes: number }>
+}
+
+/**
+ * A graph placed and allocated over the backends: set its inputs, compute, get its outputs.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ScheduledPlan {
+  readonly splits: ReadonlyArray<Split>
+  /** writes an input or weight of the original graph (into every split that reads it) */
+  readonly set: (
+    t: Tensor.Tensor,
+    data: TensorData.HostData
+  ) => Effect.Effect<void, ShapeError | OutOfBounds | Released>
+  /** reads an output of the original graph */
+  readonly get: (
+    t: Tensor.Tensor
+  ) => Effect.Effect<TensorData.HostArray, ShapeError | NotAnOutput | OutOfBounds | BackendError>
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Scheduler {
+  readonly backends: ReadonlyArray<Backend.Backend>
+  /** places and allocates a graph (scoped: every split's memory is released with the scope) */
+  readonly allocate: (
+    graph: Graph.Graph | Graph.Builder
+  ) => Effect.Effect<ScheduledPlan, AllocationError | UnsupportedOp | DeviceLost | Released, Scope.Scope>
+  /** runs the splits in order, each after its copies in; returns once the outputs are ready */
+  readonly compute: (plan: ScheduledPlan) => Effect.Effect<void, BackendError | ShapeError | NotAnOutput>
+}
+
+/** per split: the original tensors rebuilt in its graph, and the split that computes each boundary */
+interface Building {
+  readonly backend: number
+  readonly nodes: Array<Tensor.Tensor>
+  readonly local: Map<number, Tensor.Tensor>
+  readonly copies: Array<{ from: number; source: Tensor.Tensor; local: Tensor.Tensor }>
+}
+
+/**
+ * A scheduler over `backends`, in priority order (put the CPU last: it supports every op).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (backends: ReadonlyArray<Backend.Backend>, options: Options = {}): Scheduler => {
+  const place = (node: Tensor.Tensor): number | UnsupportedOp => {
+    // a pin is kept where that backend can run the node, else the node falls to placement
+    const pinned = options.placement?.(node)
+    if (pinned !== undefined && pinned >= 0 && pinned < backends.length && backends[pinned].device.supportsOp(node)) {
+      return pinned
+    }
+    const i = backends.findIndex((b) => b.device.supportsOp(node))
+    return i >= 0 ? i : new UnsupportedOp({
+      op: Op.name(node.op),
+      dtypes: [node.dtype, ...node.src.map((s) => s.dtype)],
+      device: backends.map((b) => b.device.name).join(", ")
+    })
+  }
+
+  const allocate = (graph: Graph.Graph | Graph.Builder) =>
+    Effect.gen(function*() {
+      const g = Graph.from(graph)
+      const outputs = new Set(g.outputs.map((t) => t.id))
+      // placement, then splits of consecutive nodes on one backend (views go with the splits that use them)
+      const splitOf = new Map<number, number>()
+      const splits: Array<Building> = []
+      for (const node of g.nodes) {
+        if (Op.isView(node.op)) continue
+        const at = place(node)
+        if (at instanceof UnsupportedOp) return yield* at
+        const last = splits[splits.length - 1]
+        if (last === undefined || last.backend !== at) {
+          splits.push({ backend: at, nodes: [], local: new Map(), copies: [] })
+        }
+        splits[splits.length - 1].nodes.push(node)
+        splitOf.set(node.id, splits.length - 1)
+      }
+      // each split's graph: its nodes over rebuilt views and leafs, and leafs standing for other splits' nodes
+      const needed = new Map<number, Set<number>>() // node id -> later splits that read it
+      const leafUsers = new Map<number, Array<{ split: number; local: Tensor.Tensor }>>()
+      splits.forEach((s, k) => {
+        const local = (t: Tensor.Tensor): Tensor.Tensor => {
+          const known = s.local.get(t.id)
+          if (known !== undefined) return known
+          let made: Tensor.Tensor
+          if (t.op._tag === "None") {
+            made = Tensor.unsafeMake(t.name, t.dtype, t.ne, t.op, [], t.flags & ~Tensor.Flags.output)
+            leafUsers.set(t.id, [...(leafUsers.get(t.id) ?? []), { split: k, local: made }])
+          } else if (Op.isView(t.op)) {
+            const owner = local(t.viewSrc ?? t.src[0])
+            made = Tensor.unsafeView(owner, t.ne, t.nb, t.viewOffset, t.op, t.src.map(local), t.dtype)
+          } else if (splitOf.get(t.id) === k) {
+            // an op writing into another tensor's memory (set_rows into its table) keeps doing so here
+            made = t.viewSrc === undefined
+              ? Tensor.unsafeMake(t.name, t.dtype, t.ne, t.op, t.src.map(local))
+              : Tensor.unsafeView(local(t.viewSrc), t.ne, t.nb, t.viewOffset, t.op, t.src.map(local), t.dtype)
+          } else {
+            // computed by an earlier split: an input here, copied in
+            made = Tensor.unsafeMake(t.name, t.dtype, t.ne, OpCase.None(), [], Tensor.Flags.input)
+            s.copies.push({ from: splitOf.get(t.id)!, source: t, local: made })
+            needed.set(t.id, new Set([...(needed.get(t.id) ?? []), k]))
+          }
+          s.local.set(t.id, made)
+          return made
+        }
+        for (const node of s.nodes) local(node)
+        for (const out of g.outputs) {
+          if (splitOf.get(out.id) === k || (Op.isView(out.op) && s.local.has(out.id))) local(out)
+        }
+      })
+      const plans: Array<Split> = []
+      for (const s of splits) {
+        // outputs of a split: the graph's outputs it computes and what later splits read
+        const outs = [...s.local.entries()]
+          .filter(([id, t]) => t.op._tag !== "None" && (outputs.has(id) || needed.has(id)))
+          .map(([, t]) => t)
+        for (const t of outs) Tensor.setFlag(t, Tensor.Flags.output)
+        const backend = backends[s.backend]
+        const plan = yield* backend.allocate(Graph.fromOutputs(outs))
+        plans.push({
+          backend,
+          nodes: s.nodes,
+          plan,
+          copies: s.copies.map((c) => ({ from: c.from, source: c.source, bytes: Tensor.nbytes(c.source) }))
+        })
+      }
+      const localIn = (k: number, t: Tensor.Tensor) => splits[k].local.get(t.id)!
+      const scheduled: ScheduledPlan = {
+        splits: plans,
+        set: (t, data) =>
+          Effect.forEach(leafUsers.get(t.id) ?? [], ({ local, split }) => plans[split].plan.set(local, data), {
+            discard: true
+          }),
+        get: (t) => {
+          const k = splits.findIndex((s, i) => splitOf.get(t.id) === i || (Op.isView(t.op) && s.local.has(t.id)))
+          // a tensor no split computes: the first split's plan answers NotAnOutput (or reads a leaf)
+          return k < 0 ? plans[0].plan.get(t) : plans[k].plan.get(localIn(k, t))
+        }
+      }
+      copiesOf.set(
+        scheduled,
+        splits.map((s) => s.copies.map((c) => ({ ...c, sourceLocal: () => localIn(c.from, c.source) })))
+      )
+      return scheduled
+    }).pipe(Effect.withSpan("Scheduler.allocate", { attributes: { backends: backends.map((b) => b.name).join(", ") } }))
+
+  // the split-local tensors of each plan's copies, kept off the public ScheduledPlan
+  const copiesOf = new WeakMap<
+    ScheduledPlan,
+    ReadonlyArray<ReadonlyArray<{ from: number; local: Tensor.Tensor; sourceLocal: () => Tensor.Tensor }>>
+  >()
+
+  const compute = (plan: ScheduledPlan) =>
+    Effect.gen(function*() {
+      const copies = copiesOf.get(plan) ?? []
+      for (const [k, split] of plan.splits.entries()) {
+        for (const c of copies[k] ?? []) {
+          const bytes = yield* plan.splits[c.from].plan.getBytes(c.sourceLocal())
+          yield* split.plan.setBytes(c.local, bytes)
+        }
+        yield* split.backend.compute(split.plan)
+      }
+    }).pipe(Effect.withSpan("Scheduler.compute", { attributes: { splits: plan.splits.length } }))
+
+  return { backends, allocate, compute }
+}

@@ -1,0 +1,118 @@
+import { Cpu, Graph, Ops, Registry, Scheduler } from "@effect-gpu/core"
+import { Generators, LeakCheck, TestGpu } from "@effect-gpu/testing"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Fiber, TestClock } from "effect"
+
+/** y = softmax(w^T x) + bias, viewed through a transpose before the add: three ops and a view */
+const build = Effect.gen(function*() {
+  const g = Graph.make()
+  const w = yield* g.param("w", "f32", [16, 12])
+  const x = yield* g.input("x", "f32", [16, 5])
+  const bias = yield* g.input("bias", "f32", [12, 5])
+  const p = Ops.softMax(Ops.mulMat(w, x))
+  const y = yield* g.output(Ops.add(Ops.cont(Ops.transpose(Ops.transpose(p))), bias))
+  return { g, w, x, bias, y }
+})
+
+const inputs = { w: Generators.values(1, 16 * 12), x: Generators.values(2, 16 * 5), bias: Generators.values(3, 60) }
+
+/** the graph on one backend: the reference */
+const single = Effect.gen(function*() {
+  const { bias, g, w, x, y } = yield* build
+  const backend = yield* Cpu.make().makeBackend()
+  const plan = yield* backend.allocate(g)
+  yield* plan.set(w, inputs.w)
+  yield* plan.set(x, inputs.x)
+  yield* plan.set(bias, inputs.bias)
+  yield* backend.compute(plan)
+  return Array.from(yield* plan.get(y))
+})
+
+describe("Scheduler", () => {
+  it.scoped("an op the GPU lacks runs on the CPU between two GPU splits, with the copies it needs", () =>
+    Effect.gen(function*() {
+      const want = yield* single
+      const [gpu, cpu] = yield* Registry.devices
+      assert.strictEqual(gpu.name, "Test0")
+      const scheduler = Scheduler.make([yield* gpu.makeBackend(), yield* cpu.makeBackend()])
+      const { bias, g, w, x, y } = yield* build
+      const plan = yield* scheduler.allocate(g)
+      // mul_mat on the GPU, soft_max on the CPU, the rest back on the GPU
+      assert.deepStrictEqual(plan.splits.map((s) => s.backend.device.name), ["Test0", "CPU", "Test0"])
+      assert.deepStrictEqual(plan.splits.map((s) => s.nodes.map((n) => n.op._tag)), [
+        ["MulMat"],
+        ["SoftMax"],
+        ["Cont", "Add"]
+      ])
+      // exactly two tensors cross: the product to the CPU, the softmax back
+      assert.deepStrictEqual(plan.splits.map((s) => s.copies.map((c) => [c.from, c.bytes])), [
+        [],
+        [[0, 12 * 5 * 4]],
+        [[1, 12 * 5 * 4]]
+      ])
+      yield* plan.set(w, inputs.w)
+      yield* plan.set(x, inputs.x)
+      yield* plan.set(bias, inputs.bias)
+      yield* scheduler.compute(plan)
+      const got = Array.from(yield* plan.get(y))
+      got.forEach((v, i) => assert.closeTo(v, want[i], 1e-6))
+    }).pipe(Effect.provide(TestGpu.layer({ unsupported: ["soft_max"] }))))
+
+  it.scoped("pinned nodes go where they are pinned; two virtual devices each run their half", () =>
+    Effect.gen(function*() {
+      const want = yield* single
+      const [d0, d1] = yield* Registry.devices
+      const { bias, g, w, x, y } = yield* build
+      const built = Graph.from(g)
+      const first = new Set(built.nodes.slice(0, 2).map((n) => n.id))
+      const scheduler = Scheduler.make([yield* d0.makeBackend(), yield* d1.makeBackend()], {
+        placement: (n) => (first.has(n.id) ? 0 : 1)
+      })
+      const plan = yield* scheduler.allocate(built)
+      assert.deepStrictEqual(plan.splits.map((s) => s.backend.device.name), ["Test0", "Test1"])
+      yield* plan.set(w, inputs.w)
+      yield* plan.set(x, inputs.x)
+      yield* plan.set(bias, inputs.bias)
+      yield* scheduler.compute(plan)
+      Array.from(yield* plan.get(y)).forEach((v, i) => assert.closeTo(v, want[i], 1e-6))
+    }).pipe(Effect.provide(TestGpu.layer({ devices: 2 }))))
+
+  it.effect("a scheduled plan leaves nothing behind once its scope closes", () =>
+    LeakCheck.check(Effect.gen(function*() {
+      const [gpu, cpu] = yield* Registry.devices
+      const scheduler = Scheduler.make([yield* gpu.makeBackend(), yield* cpu.makeBackend()])
+      const { g, x } = yield* build
+      const plan = yield* scheduler.allocate(g)
+      yield* plan.set(x, inputs.x)
+      yield* scheduler.compute(plan)
+    })).pipe(Effect.provide(TestGpu.layer({ unsupported: ["soft_max"] }))))
+
+  it.effect("an op no backend supports fails allocation with UnsupportedOp naming them", () =>
+    Effect.gen(function*() {
+      const [gpu] = yield* Registry.devices
+      const scheduler = Scheduler.make([yield* gpu.makeBackend()])
+      const { g } = yield* build
+      const error = yield* Effect.flip(scheduler.allocate(g))
+      assert.strictEqual(error._tag, "UnsupportedOp")
+    }).pipe(Effect.scoped, Effect.provide(TestGpu.layer({ unsupported: ["soft_max"] }))))
+
+  it.effect("interrupting a compute mid-split stops it, leaks nothing, and the next compute is right", () =>
+    LeakCheck.check(Effect.gen(function*() {
+      const want = yield* single
+      const [gpu, cpu] = yield* Registry.devices
+      const scheduler = Scheduler.make([yield* gpu.makeBackend(), yield* cpu.makeBackend()])
+      const { bias, g, w, x, y } = yield* build
+      const plan = yield* scheduler.allocate(g)
+      yield* plan.set(w, inputs.w)
+      yield* plan.set(x, inputs.x)
+      yield* plan.set(bias, inputs.bias)
+      // each GPU compute takes a second of the TestClock: the first split is still running
+      const running = yield* Effect.fork(scheduler.compute(plan))
+      yield* TestClock.adjust("100 millis")
+      yield* Fiber.interrupt(running)
+      const again = yield* Effect.fork(scheduler.compute(plan))
+      yield* TestClock.adjust("10 seconds")
+      yield* Fiber.join(again)
+      Array.from(yield* plan.get(y)).forEach((v, i) => assert.closeTo(v, want[i], 1e-6))
+    })).pipe(Effect.provide(TestGpu.layer({ unsupported: ["soft_max"], latency: "1 second" }))))
+})
