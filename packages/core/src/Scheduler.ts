@@ -219,3 +219,27 @@ export const make = (backends: ReadonlyArray<Backend.Backend>, options: Options 
 
   return { backends, allocate, compute }
 }
+
+/**
+ * Placement by layer, as llama.cpp's `--tensor-split`: `layers` layers shared out over the backends in
+ * proportion to `ratios` (layer l goes to the first backend whose cumulative share passes l / layers);
+ * `layerOf` says a node's layer, undefined leaving the node to placement. Activations cross at the
+ * boundaries.
+ *
+ * @since 0.1.0
+ * @category placement
+ */
+export const byLayer = (options: {
+  readonly ratios: ReadonlyArray<number>
+  readonly layers: number
+  readonly layerOf: (node: Tensor.Tensor) => number | undefined
+}): (node: Tensor.Tensor) => number | undefined => {
+  const total = options.ratios.reduce((a, b) => a + b, 0)
+  const cumulative = options.ratios.map((_, i) => options.ratios.slice(0, i + 1).reduce((a, b) => a + b, 0) / total)
+  return (node) => {
+    const layer = options.layerOf(node)
+    if (layer === undefined || total <= 0) return undefined
+    const at = cumulative.findIndex((c) => layer / options.layers < c)
+    return at < 0 ? options.ratios.length - 1 : at
+  }
+}
