@@ -3,11 +3,14 @@
  * backend, in priority order, whose device supports it (or where the caller pins it); consecutive nodes
  * on one backend make a split; each split is its own graph, allocated on its backend, whose inputs from
  * other splits are copied in before it runs. Views and leafs are rebuilt in every split that uses them.
- * Copies go through the host for now (getBytes then setBytes), once per compute.
+ * Copies go through the host for now (getBytes then setBytes), once per compute. `byLayer` places by
+ * layer (llama.cpp's --tensor-split); `captureNext` traces a compute split by split.
  *
  * @since 0.1.0
  */
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import * as FiberId from "effect/FiberId"
 import type * as Scope from "effect/Scope"
 import type * as Backend from "./Backend.js"
 import type {
@@ -70,6 +73,24 @@ export interface ScheduledPlan {
 }
 
 /**
+ * What one compute did, split by split: where it ran, what it copied in, and how long each part took
+ * (host time, milliseconds: the copies include their waits, the compute its wait for the results).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Trace {
+  readonly splits: ReadonlyArray<{
+    readonly device: string
+    readonly nodes: number
+    readonly copies: ReadonlyArray<{ readonly from: string; readonly bytes: number }>
+    readonly copyMs: number
+    readonly computeMs: number
+  }>
+  readonly totalMs: number
+}
+
+/**
  * @since 0.1.0
  * @category models
  */
@@ -81,6 +102,8 @@ export interface Scheduler {
   ) => Effect.Effect<ScheduledPlan, AllocationError | UnsupportedOp | DeviceLost | Released, Scope.Scope>
   /** runs the splits in order, each after its copies in; returns once the outputs are ready */
   readonly compute: (plan: ScheduledPlan) => Effect.Effect<void, BackendError | ShapeError | NotAnOutput>
+  /** the trace of the next compute: the outer effect arms it, the inner one waits for it */
+  readonly captureNext: Effect.Effect<Effect.Effect<Trace>>
 }
 
 /** per split: the original tensors rebuilt in its graph, and the split that computes each boundary */
@@ -205,19 +228,40 @@ export const make = (backends: ReadonlyArray<Backend.Backend>, options: Options 
     ReadonlyArray<ReadonlyArray<{ from: number; local: Tensor.Tensor; sourceLocal: () => Tensor.Tensor }>>
   >()
 
+  let capture: Deferred.Deferred<Trace> | undefined
   const compute = (plan: ScheduledPlan) =>
     Effect.gen(function*() {
       const copies = copiesOf.get(plan) ?? []
+      const armed = capture
+      capture = undefined
+      const started = performance.now()
+      const traced: Array<Trace["splits"][number]> = []
       for (const [k, split] of plan.splits.entries()) {
+        const t0 = performance.now()
         for (const c of copies[k] ?? []) {
           const bytes = yield* plan.splits[c.from].plan.getBytes(c.sourceLocal())
           yield* split.plan.setBytes(c.local, bytes)
         }
+        const t1 = performance.now()
         yield* split.backend.compute(split.plan)
+        traced.push({
+          device: split.backend.device.name,
+          nodes: split.nodes.length,
+          copies: split.copies.map((c) => ({ from: plan.splits[c.from].backend.device.name, bytes: c.bytes })),
+          copyMs: t1 - t0,
+          computeMs: performance.now() - t1
+        })
       }
+      if (armed !== undefined) yield* Deferred.succeed(armed, { splits: traced, totalMs: performance.now() - started })
     }).pipe(Effect.withSpan("Scheduler.compute", { attributes: { splits: plan.splits.length } }))
 
-  return { backends, allocate, compute }
+  const captureNext = Effect.sync(() => {
+    const deferred = Deferred.unsafeMake<Trace>(FiberId.none)
+    capture = deferred
+    return Deferred.await(deferred)
+  })
+
+  return { backends, allocate, compute, captureNext }
 }
 
 /**

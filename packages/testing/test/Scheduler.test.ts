@@ -53,7 +53,16 @@ describe("Scheduler", () => {
       yield* plan.set(w, inputs.w)
       yield* plan.set(x, inputs.x)
       yield* plan.set(bias, inputs.bias)
+      const capture = yield* scheduler.captureNext
       yield* scheduler.compute(plan)
+      const trace = yield* capture
+      assert.deepStrictEqual(trace.splits.map((s) => [s.device, s.nodes, s.copies]), [
+        ["Test0", 1, []],
+        ["CPU", 1, [{ from: "Test0", bytes: 240 }]],
+        ["Test0", 2, [{ from: "CPU", bytes: 240 }]]
+      ])
+      assert.isTrue(trace.splits.every((s) => s.copyMs >= 0 && s.computeMs >= 0))
+      assert.isAtLeast(trace.totalMs, trace.splits.reduce((t, s) => t + s.copyMs + s.computeMs, 0) - 1e-6)
       const got = Array.from(yield* plan.get(y))
       got.forEach((v, i) => assert.closeTo(v, want[i], 1e-6))
     }).pipe(Effect.provide(TestGpu.layer({ unsupported: ["soft_max"] }))))
