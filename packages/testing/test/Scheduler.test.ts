@@ -53,8 +53,19 @@ describe("Scheduler", () => {
       yield* plan.set(w, inputs.w)
       yield* plan.set(x, inputs.x)
       yield* plan.set(bias, inputs.bias)
+      const testGpu = yield* TestGpu.TestGpu
+      yield* testGpu.clear
       const capture = yield* scheduler.captureNext
       yield* scheduler.compute(plan)
+      // the GPU's command stream: its first split, the product read out (240 bytes), the softmax written
+      // back (240 bytes), its second split; nothing else crosses
+      const commands = (yield* testGpu.commands).filter((c) => c.command !== "Synchronize")
+      assert.deepStrictEqual(commands.map((c) => `${c.command} ${c.detail}`), [
+        "Compute mul_mat",
+        "GetTensor 240 bytes",
+        "SetTensor 240 bytes",
+        "Compute cont,add"
+      ])
       const trace = yield* capture
       assert.deepStrictEqual(trace.splits.map((s) => [s.device, s.nodes, s.copies]), [
         ["Test0", 1, []],
