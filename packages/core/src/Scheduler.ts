@@ -1,6 +1,7 @@
 /**
- * A graph over several backends (ggml's backend_sched), first step: each node is placed on the first
- * backend, in priority order, whose device supports it (or where the caller pins it); consecutive nodes
+ * A graph over several backends (ggml's backend_sched), first step: each node is placed where the
+ * caller pins it, else where its weights live (unless a backend earlier in the list offloads it, as a GPU
+ * takes a large batch), else on the first backend whose device supports it; consecutive nodes
  * on one backend make a split; each split is its own graph, allocated on its backend, whose inputs from
  * other splits are copied in before it runs. Views and leafs are rebuilt in every split that uses them.
  * Copies go through the host for now (getBytes then setBytes), once per compute. `byLayer` places by
@@ -37,6 +38,11 @@ import type * as TensorData from "./TensorData.js"
 export interface Options {
   /** pins a node to a backend (its index in the scheduler's list); undefined leaves it to placement */
   readonly placement?: (node: Tensor.Tensor) => number | undefined
+  /**
+   * where a weight (a leaf) lives: the backend its users go to, unless a backend before it in the list
+   * offloads them (ggml's offload_op: a large batch, e.g. mul_mat with 32 columns or more on a GPU)
+   */
+  readonly weights?: (leaf: Tensor.Tensor) => number | undefined
 }
 
 /**
@@ -126,6 +132,17 @@ export const make = (backends: ReadonlyArray<Backend.Backend>, options: Options 
     const pinned = options.placement?.(node)
     if (pinned !== undefined && pinned >= 0 && pinned < backends.length && backends[pinned].device.supportsOp(node)) {
       return pinned
+    }
+    // a node reading a weight goes where the weight lives, unless an earlier backend offloads it
+    const home = options.weights === undefined ? undefined : node.src
+      .map((s) => s.viewSrc ?? s)
+      .filter((s) => s.op._tag === "None")
+      .map((s) => options.weights!(s))
+      .find((h): h is number => h !== undefined && h >= 0 && h < backends.length)
+    if (home !== undefined) {
+      const offload = backends.findIndex((b, i) => i < home && b.device.supportsOp(node) && b.device.offloadOp(node))
+      if (offload >= 0) return offload
+      if (backends[home].device.supportsOp(node)) return home
     }
     const i = backends.findIndex((b) => b.device.supportsOp(node))
     return i >= 0 ? i : new UnsupportedOp({

@@ -135,4 +135,32 @@ describe("Scheduler", () => {
       yield* Fiber.join(again)
       Array.from(yield* plan.get(y)).forEach((v, i) => assert.closeTo(v, want[i], 1e-6))
     })).pipe(Effect.provide(TestGpu.layer({ unsupported: ["soft_max"], latency: "1 second" }))))
+
+  it.scoped("weights living on the CPU keep batch-1 products there; a batch of 32 is offloaded to the GPU", () =>
+    Effect.gen(function*() {
+      const [gpu, cpu] = yield* Registry.devices
+      const backends = [yield* gpu.makeBackend(), yield* cpu.makeBackend()]
+      const scheduler = Scheduler.make(backends, { weights: (leaf) => (leaf.name === "w" ? 1 : undefined) })
+      for (const [columns, device] of [[1, "CPU"], [8, "CPU"], [32, "Test0"]] as const) {
+        const g = Graph.make()
+        const w = yield* g.param("w", "f32", [64, 48])
+        const x = yield* g.input("x", "f32", [64, columns])
+        const y = yield* g.output(Ops.mulMat(w, x))
+        const plan = yield* scheduler.allocate(g)
+        assert.deepStrictEqual(plan.splits.map((s) => s.backend.device.name), [device], `${columns} columns`)
+        yield* plan.set(w, Generators.values(5, 64 * 48))
+        yield* plan.set(x, Generators.values(6, 64 * columns))
+        yield* scheduler.compute(plan)
+        const got = Array.from(yield* plan.get(y))
+        // against the product computed here
+        const a = Generators.values(5, 64 * 48)
+        const b = Generators.values(6, 64 * columns)
+        got.forEach((v, i) => {
+          const [m, n] = [i % 48, Math.floor(i / 48)]
+          let s = 0
+          for (let k = 0; k < 64; k++) s += a[m * 64 + k] * b[n * 64 + k]
+          assert.closeTo(v, s, 1e-4)
+        })
+      }
+    }).pipe(Effect.provide(TestGpu.layer())))
 })
