@@ -6,3 +6,7 @@ export * as Gguf from "./Gguf.js"
  * @since 0.1.0
  */
 export * as ModelError from "./ModelError.js"
+/**
+ * @since 0.1.0
+ */
+export * as Fixture from "./Fixture.js"

@@ -1,0 +1,200 @@
+/**
+ * Small models of the llama family with random weights and a synthetic vocabulary, written as GGUF the
+ * way llama.cpp's converter names and shapes them: the project's fixtures (no model can be downloaded),
+ * and the benchmark models with real shapes (generated where they run). Seeded: the same options give
+ * the same bytes.
+ *
+ * @since 0.1.0
+ */
+import * as DType from "@effect-gpu/core/DType"
+import * as Float16 from "@effect-gpu/core/Float16"
+import * as Quant from "@effect-gpu/core/Quant"
+import * as Gguf from "./Gguf.js"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type Architecture = "llama" | "qwen2" | "qwen3"
+
+/**
+ * The model to make. Matrices take `dtype` (their rows must be whole blocks of it); norms, biases and
+ * 1-D tensors are f32, as llama.cpp writes them.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  readonly architecture: Architecture
+  readonly dtype: DType.DType
+  readonly hidden: number
+  readonly layers: number
+  readonly heads: number
+  readonly kvHeads: number
+  readonly ffn: number
+  /** tokens of the synthetic vocabulary, special and byte tokens included (at least 259 for llama's) */
+  readonly vocab: number
+  readonly contextLength?: number
+  /** the output head shares the embedding (no output.weight) */
+  readonly tiedEmbeddings?: boolean
+  readonly seed?: number
+  readonly ropeFreqBase?: number
+  readonly rmsEps?: number
+}
+
+/** a seeded uniform generator (mulberry32) */
+const random = (seed: number) => {
+  let a = seed >>> 0
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0
+    let t = a
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+/** values of `dtype` as bytes (ggml's layout) */
+const encode = (dtype: DType.DType, values: Float32Array): Uint8Array => {
+  if (dtype === "f32") return new Uint8Array(values.buffer.slice(0))
+  if (dtype === "f16") return new Uint8Array(Float16.encodeArray(values).buffer)
+  if (DType.isQuantized(dtype)) return Quant.unsafeQuantize(dtype, values)
+  throw new Error(`fixtures take f32, f16 or a quantized type, not ${dtype}`)
+}
+
+/**
+ * The synthetic vocabulary: for `llama` (SentencePiece) <unk>, <s>, </s>, the 256 byte tokens and pieces
+ * with scores; for `gpt2` (byte-level BPE) the 256 byte characters, merged pieces and the merges that make
+ * them, then the special tokens.
+ *
+ * @since 0.1.0
+ * @category vocabulary
+ */
+export const vocabulary = (model: "llama" | "gpt2", size: number, seed = 7) => {
+  const rand = random(seed)
+  const letters = "abcdefghijklmnopqrstuvwxyz"
+  const pieces: Array<string> = []
+  const seen = new Set<string>()
+  while (pieces.length < size) {
+    const n = 1 + Math.floor(rand() * 4)
+    const word = Array.from({ length: n }, () => letters[Math.floor(rand() * letters.length)]).join("")
+    const piece = model === "llama" ? (rand() < 0.5 ? `\u2581${word}` : word) : (rand() < 0.5 ? `\u0120${word}` : word)
+    if (!seen.has(piece)) {
+      seen.add(piece)
+      pieces.push(piece)
+    }
+  }
+  if (model === "llama") {
+    const special = ["<unk>", "<s>", "</s>"]
+    const bytes = Array.from({ length: 256 }, (_, b) => `<0x${b.toString(16).toUpperCase().padStart(2, "0")}>`)
+    const rest = size - special.length - bytes.length
+    if (rest < 0) throw new Error(`a llama vocabulary needs at least 259 tokens, not ${size}`)
+    const tokens = [...special, ...bytes, ...pieces.slice(0, rest)]
+    // token types: 1 normal, 2 unknown, 3 control, 6 byte
+    const types = tokens.map((_, i) => (i === 0 ? 2 : i < 3 ? 3 : i < 259 ? 6 : 1))
+    const scores = tokens.map((_, i) => (i < 259 ? 0 : -(i - 259)))
+    return { model, tokens, types, scores, merges: [] as Array<string>, bos: 1, eos: 2 }
+  }
+  // GPT-2's byte characters: printable bytes as themselves, the others shifted past 255
+  const byteChars: Array<string> = []
+  let shift = 0
+  for (let b = 0; b < 256; b++) {
+    const printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255)
+    byteChars.push(String.fromCharCode(printable ? b : 256 + shift++))
+  }
+  const special = ["<|begin_of_text|>", "<|end_of_text|>"]
+  const rest = size - 256 - special.length
+  if (rest < 0) throw new Error(`a gpt2 vocabulary needs at least 258 tokens, not ${size}`)
+  const merged = pieces.filter((p) => [...p].length >= 2).slice(0, rest)
+  const filler = pieces.filter((p) => [...p].length < 2 && !byteChars.includes(p))
+  const words = [...merged, ...filler].slice(0, rest)
+  // each merged piece is made from its first character and the rest (a tokenizer test needs real merges)
+  const merges = words.filter((w) => [...w].length >= 2).map((w) => `${[...w][0]} ${[...w].slice(1).join("")}`)
+  const tokens = [...byteChars, ...words, ...special]
+  const types = tokens.map((_, i) => (i >= tokens.length - special.length ? 3 : 1))
+  return {
+    model,
+    tokens,
+    types,
+    scores: [] as Array<number>,
+    merges,
+    bos: tokens.length - 2,
+    eos: tokens.length - 1
+  }
+}
+
+/**
+ * A model as GGUF bytes.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (options: Options): Uint8Array => {
+  const { architecture: arch, dtype, ffn, heads, hidden, kvHeads, layers } = options
+  const rand = random(options.seed ?? 1)
+  const headDim = hidden / heads
+  if (!Number.isInteger(headDim) || heads % kvHeads !== 0) {
+    throw new Error(`${heads} heads must divide the hidden size ${hidden}, and ${kvHeads} KV heads the heads`)
+  }
+  const vocab = vocabulary(arch === "llama" ? "llama" : "gpt2", options.vocab, (options.seed ?? 1) + 1)
+  const tensors: Array<{ name: string; dtype: DType.DType; ne: Array<number>; data: Uint8Array }> = []
+  // weights of a few hundredths keep activations near 1 through the layers
+  const matrix = (name: string, ne: Array<number>, scale = 1 / Math.sqrt(ne[0])) => {
+    const values = Float32Array.from({ length: ne[0] * ne[1] }, () => (rand() * 2 - 1) * scale)
+    tensors.push({ name, dtype, ne, data: encode(dtype, values) })
+  }
+  const vector = (name: string, n: number, around: number, spread: number) => {
+    const values = Float32Array.from({ length: n }, () => around + (rand() * 2 - 1) * spread)
+    tensors.push({ name, dtype: "f32", ne: [n], data: encode("f32", values) })
+  }
+  matrix("token_embd.weight", [hidden, vocab.tokens.length], 1)
+  for (let i = 0; i < layers; i++) {
+    const b = `blk.${i}`
+    vector(`${b}.attn_norm.weight`, hidden, 1, 0.1)
+    matrix(`${b}.attn_q.weight`, [hidden, heads * headDim])
+    matrix(`${b}.attn_k.weight`, [hidden, kvHeads * headDim])
+    matrix(`${b}.attn_v.weight`, [hidden, kvHeads * headDim])
+    if (arch === "qwen2") {
+      vector(`${b}.attn_q.bias`, heads * headDim, 0, 0.1)
+      vector(`${b}.attn_k.bias`, kvHeads * headDim, 0, 0.1)
+      vector(`${b}.attn_v.bias`, kvHeads * headDim, 0, 0.1)
+    }
+    if (arch === "qwen3") {
+      vector(`${b}.attn_q_norm.weight`, headDim, 1, 0.1)
+      vector(`${b}.attn_k_norm.weight`, headDim, 1, 0.1)
+    }
+    matrix(`${b}.attn_output.weight`, [heads * headDim, hidden])
+    vector(`${b}.ffn_norm.weight`, hidden, 1, 0.1)
+    matrix(`${b}.ffn_gate.weight`, [hidden, ffn])
+    matrix(`${b}.ffn_up.weight`, [hidden, ffn])
+    matrix(`${b}.ffn_down.weight`, [ffn, hidden])
+  }
+  vector("output_norm.weight", hidden, 1, 0.1)
+  if (options.tiedEmbeddings !== true) matrix("output.weight", [hidden, vocab.tokens.length])
+
+  const u32 = (value: number): Gguf.Value => ({ type: "u32", value })
+  const f32 = (value: number): Gguf.Value => ({ type: "f32", value: Math.fround(value) })
+  const metadata: Array<readonly [string, Gguf.Value]> = [
+    ["general.architecture", { type: "string", value: arch }],
+    ["general.name", { type: "string", value: `effect-gpu fixture ${arch} ${dtype}` }],
+    [`${arch}.context_length`, u32(options.contextLength ?? 2048)],
+    [`${arch}.embedding_length`, u32(hidden)],
+    [`${arch}.block_count`, u32(layers)],
+    [`${arch}.feed_forward_length`, u32(ffn)],
+    [`${arch}.attention.head_count`, u32(heads)],
+    [`${arch}.attention.head_count_kv`, u32(kvHeads)],
+    [`${arch}.attention.layer_norm_rms_epsilon`, f32(options.rmsEps ?? 1e-5)],
+    [`${arch}.rope.freq_base`, f32(options.ropeFreqBase ?? 10000)],
+    [`${arch}.rope.dimension_count`, u32(headDim)],
+    [`${arch}.vocab_size`, u32(vocab.tokens.length)],
+    ["tokenizer.ggml.model", { type: "string", value: vocab.model }],
+    ["tokenizer.ggml.tokens", { type: "array", itemType: "string", value: vocab.tokens }],
+    ["tokenizer.ggml.token_type", { type: "array", itemType: "i32", value: vocab.types }],
+    ...(vocab.model === "llama"
+      ? [["tokenizer.ggml.scores", { type: "array", itemType: "f32", value: vocab.scores }] as const]
+      : [["tokenizer.ggml.merges", { type: "array", itemType: "string", value: vocab.merges }] as const]),
+    ["tokenizer.ggml.bos_token_id", u32(vocab.bos)],
+    ["tokenizer.ggml.eos_token_id", u32(vocab.eos)]
+  ]
+  return Gguf.write({ metadata, tensors })
+}
