@@ -10,3 +10,7 @@ export * as ModelError from "./ModelError.js"
  * @since 0.1.0
  */
 export * as Fixture from "./Fixture.js"
+/**
+ * @since 0.1.0
+ */
+export * as Hyperparameters from "./Hyperparameters.js"
