@@ -14,3 +14,7 @@ export * as Fixture from "./Fixture.js"
  * @since 0.1.0
  */
 export * as Hyperparameters from "./Hyperparameters.js"
+/**
+ * @since 0.1.0
+ */
+export * as Weights from "./Weights.js"

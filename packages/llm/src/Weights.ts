@@ -1,0 +1,133 @@
+/**
+ * A model's tensors in a device's memory, loaded from GGUF bytes as they are (quantized blocks stay
+ * blocks: no dequantized copy), in buffers of the device's buffer type that each stay within its largest
+ * buffer. Graphs use them through `AllocateOptions.bindings`.
+ *
+ * @since 0.1.0
+ */
+import type * as Device from "@effect-gpu/core/Device"
+import type { BackendError, DeviceLost, OutOfBounds, Released } from "@effect-gpu/core/GpuError"
+import { AllocationError } from "@effect-gpu/core/GpuError"
+import * as Plan from "@effect-gpu/core/Plan"
+import * as Tensor from "@effect-gpu/core/Tensor"
+import * as Effect from "effect/Effect"
+import type * as Scope from "effect/Scope"
+import type * as Gguf from "./Gguf.js"
+import { ModelError } from "./ModelError.js"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Weights {
+  /** the model's tensors (leafs flagged as params) by their GGUF names */
+  readonly tensors: ReadonlyMap<string, Tensor.Tensor>
+  /** where each lives: pass them as `AllocateOptions.bindings` */
+  readonly bindings: ReadonlyArray<Plan.Binding>
+  readonly bytes: number
+}
+
+/**
+ * How far a load is: bytes copied of the total, and the tensor just copied.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Progress {
+  readonly bytes: number
+  readonly total: number
+  readonly tensor: string
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface LoadOptions {
+  /** names the file in failures */
+  readonly file?: string
+  /** called after each tensor */
+  readonly onProgress?: (progress: Progress) => Effect.Effect<void>
+  /** the largest piece written at once (bytes); default 64 MiB */
+  readonly chunk?: number
+}
+
+/**
+ * Loads every tensor of `gguf` (whose bytes are `bytes`, the whole file) into `device`'s memory. A model
+ * that does not fit fails with AllocationError before any byte is copied; the memory lives as long as the
+ * scope.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const load = (
+  device: Device.Device,
+  gguf: Gguf.GgufFile,
+  bytes: Uint8Array,
+  options: LoadOptions = {}
+): Effect.Effect<
+  Weights,
+  ModelError | AllocationError | DeviceLost | Released | OutOfBounds | BackendError,
+  Scope.Scope
+> =>
+  Effect.gen(function*() {
+    const file = options.file ?? "<bytes>"
+    const bufferType = device.bufferType
+    const last = gguf.tensors.reduce((end, t) => Math.max(end, t.offset + t.nbytes), 0)
+    if (last > bytes.byteLength) {
+      return yield* new ModelError({
+        file,
+        problem: `truncated: the tensors need ${last} bytes, the file has ${bytes.byteLength}`
+      })
+    }
+    const tensors = yield* Effect.forEach(gguf.tensors, (info) =>
+      Tensor.make(info.name, info.dtype, info.ne, { flags: Tensor.Flags.param }).pipe(
+        Effect.mapError((e) =>
+          new ModelError({ file, problem: `tensor ${info.name}: ${e.message}` })
+        )
+      ))
+    // buffers within the device's largest, tensors back to back; all checked before anything is allocated
+    const groups: Array<Array<number>> = []
+    let size = 0
+    for (const [i, t] of tensors.entries()) {
+      const slot = bufferType.allocSize(t)
+      if (slot > bufferType.maxSize) {
+        return yield* new AllocationError({
+          bufferType: bufferType.name,
+          requested: slot,
+          available: bufferType.maxSize,
+          reason: `tensor ${t.name} (${slot} bytes) is larger than one buffer of ${device.name}`
+        })
+      }
+      if (groups.length === 0 || size + slot > bufferType.maxSize) {
+        groups.push([])
+        size = 0
+      }
+      groups[groups.length - 1].push(i)
+      size += slot + bufferType.alignment
+    }
+    const total = gguf.tensors.reduce((s, t) => s + t.nbytes, 0)
+    const memory = yield* device.memory
+    if (total > memory.free) {
+      return yield* new AllocationError({
+        bufferType: bufferType.name,
+        requested: total,
+        available: memory.free,
+        reason: `the model's ${gguf.tensors.length} tensors (${total} bytes) do not fit ${device.name}`
+      })
+    }
+    const bindings: Array<Plan.Binding> = []
+    for (const group of groups) bindings.push(...yield* Plan.bind(bufferType, group.map((i) => tensors[i])))
+    const chunk = options.chunk ?? 64 * 1024 * 1024
+    let copied = 0
+    for (const binding of bindings) {
+      const info = gguf.tensors[tensors.indexOf(binding.tensor)]
+      for (let at = 0; at < info.nbytes; at += chunk) {
+        const end = Math.min(info.nbytes, at + chunk)
+        yield* binding.buffer.set(binding.offset + at, bytes.subarray(info.offset + at, info.offset + end))
+      }
+      copied += info.nbytes
+      if (options.onProgress !== undefined) yield* options.onProgress({ bytes: copied, total, tensor: info.name })
+    }
+    return { tensors: new Map(tensors.map((t) => [t.name, t])), bindings, bytes: total }
+  }).pipe(Effect.withSpan("Weights.load", { attributes: { device: device.name, tensors: gguf.tensors.length } }))
