@@ -18,3 +18,7 @@ export * as Hyperparameters from "./Hyperparameters.js"
  * @since 0.1.0
  */
 export * as Weights from "./Weights.js"
+/**
+ * @since 0.1.0
+ */
+export * as Forward from "./Forward.js"

@@ -1,0 +1,121 @@
+import { Registry } from "@effect-gpu/core"
+import { Cpu } from "@effect-gpu/core"
+import { Fixture, Forward, Gguf, Hyperparameters, Weights } from "@effect-gpu/llm"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+
+const shape = { hidden: 64, layers: 2, heads: 4, kvHeads: 2, ffn: 96, vocab: 300, dtype: "f32" } as const
+const tokens = [1, 5, 260, 42, 7, 299]
+
+/**
+ * The model in plain float64 from the file's f32 weights, as llama.cpp defines it: the independent
+ * answer the graph must give.
+ */
+const reference = (bytes: Uint8Array, file: Gguf.GgufFile, h: Hyperparameters.Hyperparameters) => {
+  const get = (name: string) => {
+    const t = file.tensors.find((x) => x.name === name)
+    if (t === undefined) return undefined
+    return new Float32Array(bytes.slice(t.offset, t.offset + t.nbytes).buffer)
+  }
+  const must = (name: string) => get(name)!
+  const matvec = (w: Float32Array, x: ArrayLike<number>, out: number) => {
+    const n = x.length
+    return Array.from({ length: out }, (_, o) => {
+      let s = 0
+      for (let i = 0; i < n; i++) s += w[o * n + i] * x[i]
+      return s
+    })
+  }
+  const rms = (x: ReadonlyArray<number>, w: ArrayLike<number>) => {
+    const scale = 1 / Math.sqrt(x.reduce((s, v) => s + v * v, 0) / x.length + h.rmsEps)
+    return x.map((v, i) => v * scale * w[i])
+  }
+  const rope = (x: Array<number>, pos: number) => {
+    const half = h.ropeDims / 2
+    for (let j = 0; j < half; j++) {
+      const theta = pos * Math.pow(h.ropeFreqBase, (-2 * j) / h.ropeDims)
+      const [a, b] = h.ropeNeox ? [j, j + half] : [2 * j, 2 * j + 1]
+      const [x0, x1] = [x[a], x[b]]
+      x[a] = x0 * Math.cos(theta) - x1 * Math.sin(theta)
+      x[b] = x0 * Math.sin(theta) + x1 * Math.cos(theta)
+    }
+  }
+  const D = h.headDim
+  const emb = must("token_embd.weight")
+  let xs = tokens.map((t) => Array.from(emb.subarray(t * h.hidden, (t + 1) * h.hidden)))
+  for (let l = 0; l < h.layers; l++) {
+    const b = `blk.${l}`
+    const xn = xs.map((x) => rms(x, must(`${b}.attn_norm.weight`)))
+    const proj = (which: string, heads: number) =>
+      xn.map((x, pos) => {
+        const p = matvec(must(`${b}.attn_${which}.weight`), x, heads * D)
+        const bias = get(`${b}.attn_${which}.bias`)
+        if (bias !== undefined) p.forEach((_, i) => (p[i] += bias[i]))
+        const perHead = Array.from({ length: heads }, (_, hh) => p.slice(hh * D, (hh + 1) * D))
+        const qk = which === "v" ? undefined : get(`${b}.attn_${which}_norm.weight`)
+        return perHead.map((v) => {
+          const r = qk === undefined ? v : rms(v, qk)
+          if (which !== "v") rope(r, pos)
+          return r
+        })
+      })
+    const q = proj("q", h.heads)
+    const k = proj("k", h.kvHeads)
+    const v = proj("v", h.kvHeads)
+    const group = h.heads / h.kvHeads
+    const attn = xn.map((_, i) => {
+      const o: Array<number> = []
+      for (let hh = 0; hh < h.heads; hh++) {
+        const g = Math.floor(hh / group)
+        const scores = Array.from(
+          { length: i + 1 },
+          (_, j) => q[i][hh].reduce((s, qv, d) => s + qv * k[j][g][d], 0) / Math.sqrt(D)
+        )
+        const max = Math.max(...scores)
+        const ps = scores.map((s) => Math.exp(s - max))
+        const sum = ps.reduce((a, c) => a + c, 0)
+        for (let d = 0; d < D; d++) o.push(ps.reduce((s, p, j) => s + p * v[j][g][d], 0) / sum)
+      }
+      return matvec(must(`${b}.attn_output.weight`), o, h.hidden)
+    })
+    xs = xs.map((x, i) => x.map((val, d) => val + attn[i][d]))
+    xs = xs.map((x) => {
+      const xf = rms(x, must(`${b}.ffn_norm.weight`))
+      const gate = matvec(must(`${b}.ffn_gate.weight`), xf, h.ffn)
+      const up = matvec(must(`${b}.ffn_up.weight`), xf, h.ffn)
+      const act = gate.map((gv, i) => (gv / (1 + Math.exp(-gv))) * up[i])
+      const down = matvec(must(`${b}.ffn_down.weight`), act, h.hidden)
+      return x.map((val, d) => val + down[d])
+    })
+  }
+  const head = get("output.weight") ?? emb
+  return xs.map((x) => matvec(head, rms(x, must("output_norm.weight")), h.vocab))
+}
+
+describe("the forward graph", () => {
+  for (const architecture of ["llama", "qwen2", "qwen3"] as const) {
+    it.scoped(`${architecture}: logits at every position as llama.cpp defines the model`, () =>
+      Effect.gen(function*() {
+        const bytes = Fixture.make({ architecture, ...shape, tiedEmbeddings: architecture === "qwen2" })
+        const file = yield* Gguf.parse(bytes)
+        const h = yield* Hyperparameters.fromGguf(file)
+        const device = yield* Registry.bestDevice
+        const weights = yield* Weights.load(device, file, bytes)
+        const forward = yield* Forward.make(h, weights, tokens.length)
+        const backend = yield* device.makeBackend()
+        const plan = yield* backend.allocate(forward.graph, { bindings: weights.bindings })
+        const inputs = forward.inputs(tokens.length)
+        yield* plan.set(forward.tokens, Int32Array.from(tokens))
+        yield* plan.set(forward.positions, inputs.positions)
+        yield* plan.set(forward.mask, inputs.mask)
+        yield* backend.compute(plan)
+        const logits = Array.from(yield* plan.get(forward.logits))
+        const want = reference(bytes, file, h)
+        want.forEach((row, i) =>
+          row.forEach((v, t) =>
+            assert.closeTo(logits[i * h.vocab + t], v, 1e-3 * (1 + Math.abs(v)), `token ${i}, logit ${t}`)
+          )
+        )
+      }).pipe(Effect.provide(Cpu.layer())))
+  }
+})
