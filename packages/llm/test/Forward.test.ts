@@ -1,6 +1,7 @@
-import { Registry } from "@effect-gpu/core"
-import { Cpu } from "@effect-gpu/core"
+import { Cpu, Registry } from "@effect-gpu/core"
+import type { Device } from "@effect-gpu/core"
 import { Fixture, Forward, Gguf, Hyperparameters, Weights } from "@effect-gpu/llm"
+import { WebGpu } from "@effect-gpu/webgpu"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 
@@ -118,4 +119,35 @@ describe("the forward graph", () => {
         )
       }).pipe(Effect.provide(Cpu.layer())))
   }
+
+  // on WebGPU (lavapipe in CI): the decode form of attention (6 query rows), rope, norms and products
+  it.scoped("qwen3 in q8_0 on WebGPU gives the CPU backend's logits", () =>
+    Effect.gen(function*() {
+      const devices = yield* Registry.devices
+      const gpu = devices.find((d) => d.name.startsWith("WebGPU"))
+      if (gpu === undefined) {
+        if (process.env.CI === "true") assert.fail("no WebGPU adapter under CI=true")
+        console.log("no WebGPU adapter here: the forward graph's WebGPU test is skipped")
+        return
+      }
+      const bytes = Fixture.make({ architecture: "qwen3", ...shape, dtype: "q8_0", hidden: 128 })
+      const file = yield* Gguf.parse(bytes)
+      const h = yield* Hyperparameters.fromGguf(file)
+      const run = (device: Device.Device) =>
+        Effect.gen(function*() {
+          const weights = yield* Weights.load(device, file, bytes)
+          const forward = yield* Forward.make(h, weights, tokens.length)
+          const backend = yield* device.makeBackend()
+          const plan = yield* backend.allocate(forward.graph, { bindings: weights.bindings })
+          const inputs = forward.inputs(tokens.length)
+          yield* plan.set(forward.tokens, Int32Array.from(tokens))
+          yield* plan.set(forward.positions, inputs.positions)
+          yield* plan.set(forward.mask, inputs.mask)
+          yield* backend.compute(plan)
+          return Array.from(yield* plan.get(forward.logits))
+        })
+      const cpu = yield* run(devices.find((d) => d.name === "CPU")!)
+      const ours = yield* run(gpu)
+      cpu.forEach((v, i) => assert.closeTo(ours[i], v, 2e-3 * (1 + Math.abs(v)), `logit ${i}`))
+    }).pipe(Effect.provide(WebGpu.layerOrCpu())), 120_000)
 })
