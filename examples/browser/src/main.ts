@@ -5,7 +5,7 @@
 import { Cpu } from "@effect-gpu/core"
 import { WebGpu } from "@effect-gpu/webgpu"
 import { Effect } from "effect"
-import { M, N, quickstart } from "./quickstart.js"
+import { M, N, quickstart } from "../../quickstart/program.js"
 
 const show = (id: string, text: string) => {
   const el = document.getElementById(id)!

@@ -6,7 +6,7 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { chromium } from "playwright-core"
 import { build, preview } from "vite"
-import { quickstart } from "../src/quickstart.js"
+import { quickstart } from "../../quickstart/program.js"
 
 const root = path.join(path.dirname(fileURLToPath(import.meta.url)), "..")
 const dist = path.join(root, "dist")

@@ -246,31 +246,39 @@ export const make = (backends: ReadonlyArray<Backend.Backend>, options: Options 
   >()
 
   let capture: Deferred.Deferred<Trace> | undefined
+  // the per-token path: the cheap span (not made the parent of the splits' own), as Backend.compute's
   const compute = (plan: ScheduledPlan) =>
-    Effect.gen(function*() {
-      const copies = copiesOf.get(plan) ?? []
-      const armed = capture
-      capture = undefined
-      const started = performance.now()
-      const traced: Array<Trace["splits"][number]> = []
-      for (const [k, split] of plan.splits.entries()) {
-        const t0 = performance.now()
-        for (const c of copies[k] ?? []) {
-          const bytes = yield* plan.splits[c.from].plan.getBytes(c.sourceLocal())
-          yield* split.plan.setBytes(c.local, bytes)
-        }
-        const t1 = performance.now()
-        yield* split.backend.compute(split.plan)
-        traced.push({
-          device: split.backend.device.name,
-          nodes: split.nodes.length,
-          copies: split.copies.map((c) => ({ from: plan.splits[c.from].backend.device.name, bytes: c.bytes })),
-          copyMs: t1 - t0,
-          computeMs: performance.now() - t1
+    Effect.useSpan(
+      "Scheduler.compute",
+      { captureStackTrace: false, attributes: { splits: plan.splits.length } },
+      () =>
+        Effect.gen(function*() {
+          const copies = copiesOf.get(plan) ?? []
+          const armed = capture
+          capture = undefined
+          const started = performance.now()
+          const traced: Array<Trace["splits"][number]> = []
+          for (const [k, split] of plan.splits.entries()) {
+            const t0 = performance.now()
+            for (const c of copies[k] ?? []) {
+              const bytes = yield* plan.splits[c.from].plan.getBytes(c.sourceLocal())
+              yield* split.plan.setBytes(c.local, bytes)
+            }
+            const t1 = performance.now()
+            yield* split.backend.compute(split.plan)
+            traced.push({
+              device: split.backend.device.name,
+              nodes: split.nodes.length,
+              copies: split.copies.map((c) => ({ from: plan.splits[c.from].backend.device.name, bytes: c.bytes })),
+              copyMs: t1 - t0,
+              computeMs: performance.now() - t1
+            })
+          }
+          if (armed !== undefined) {
+            yield* Deferred.succeed(armed, { splits: traced, totalMs: performance.now() - started })
+          }
         })
-      }
-      if (armed !== undefined) yield* Deferred.succeed(armed, { splits: traced, totalMs: performance.now() - started })
-    }).pipe(Effect.withSpan("Scheduler.compute", { attributes: { splits: plan.splits.length } }))
+    )
 
   const captureNext = Effect.sync(() => {
     const deferred = Deferred.unsafeMake<Trace>(FiberId.none)

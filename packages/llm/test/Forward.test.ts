@@ -93,6 +93,21 @@ const reference = (bytes: Uint8Array, file: Gguf.GgufFile, h: Hyperparameters.Hy
   return xs.map((x) => matvec(head, rms(x, must("output_norm.weight")), h.vocab))
 }
 
+/** the model's logits for `tokens` on `device`: [vocab, tokens] */
+const logitsOn = (device: Device.Device, bytes: Uint8Array, file: Gguf.GgufFile, h: Hyperparameters.Hyperparameters) =>
+  Effect.gen(function*() {
+    const weights = yield* Weights.load(device, file, bytes)
+    const forward = yield* Forward.make(h, weights, tokens.length)
+    const backend = yield* device.makeBackend()
+    const plan = yield* backend.allocate(forward.graph, { bindings: weights.bindings })
+    const inputs = forward.inputs(tokens.length)
+    yield* plan.set(forward.tokens, Int32Array.from(tokens))
+    yield* plan.set(forward.positions, inputs.positions)
+    yield* plan.set(forward.mask, inputs.mask)
+    yield* backend.compute(plan)
+    return Array.from(yield* plan.get(forward.logits))
+  })
+
 describe("the forward graph", () => {
   for (const architecture of ["llama", "qwen2", "qwen3"] as const) {
     it.scoped(`${architecture}: logits at every position as llama.cpp defines the model`, () =>
@@ -100,17 +115,7 @@ describe("the forward graph", () => {
         const bytes = Fixture.make({ architecture, ...shape, tiedEmbeddings: architecture === "qwen2" })
         const file = yield* Gguf.parse(bytes)
         const h = yield* Hyperparameters.fromGguf(file)
-        const device = yield* Registry.bestDevice
-        const weights = yield* Weights.load(device, file, bytes)
-        const forward = yield* Forward.make(h, weights, tokens.length)
-        const backend = yield* device.makeBackend()
-        const plan = yield* backend.allocate(forward.graph, { bindings: weights.bindings })
-        const inputs = forward.inputs(tokens.length)
-        yield* plan.set(forward.tokens, Int32Array.from(tokens))
-        yield* plan.set(forward.positions, inputs.positions)
-        yield* plan.set(forward.mask, inputs.mask)
-        yield* backend.compute(plan)
-        const logits = Array.from(yield* plan.get(forward.logits))
+        const logits = yield* logitsOn(yield* Registry.bestDevice, bytes, file, h)
         const want = reference(bytes, file, h)
         want.forEach((row, i) =>
           row.forEach((v, t) =>
@@ -133,21 +138,8 @@ describe("the forward graph", () => {
       const bytes = Fixture.make({ architecture: "qwen3", ...shape, dtype: "q8_0", hidden: 128 })
       const file = yield* Gguf.parse(bytes)
       const h = yield* Hyperparameters.fromGguf(file)
-      const run = (device: Device.Device) =>
-        Effect.gen(function*() {
-          const weights = yield* Weights.load(device, file, bytes)
-          const forward = yield* Forward.make(h, weights, tokens.length)
-          const backend = yield* device.makeBackend()
-          const plan = yield* backend.allocate(forward.graph, { bindings: weights.bindings })
-          const inputs = forward.inputs(tokens.length)
-          yield* plan.set(forward.tokens, Int32Array.from(tokens))
-          yield* plan.set(forward.positions, inputs.positions)
-          yield* plan.set(forward.mask, inputs.mask)
-          yield* backend.compute(plan)
-          return Array.from(yield* plan.get(forward.logits))
-        })
-      const cpu = yield* run(devices.find((d) => d.name === "CPU")!)
-      const ours = yield* run(gpu)
+      const cpu = yield* logitsOn(devices.find((d) => d.name === "CPU")!, bytes, file, h)
+      const ours = yield* logitsOn(gpu, bytes, file, h)
       cpu.forEach((v, i) => assert.closeTo(ours[i], v, 2e-3 * (1 + Math.abs(v)), `logit ${i}`))
     }).pipe(Effect.provide(WebGpu.layerOrCpu())), 120_000)
 })

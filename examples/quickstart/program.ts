@@ -1,7 +1,8 @@
 /**
- * The quickstart's computation, shared by the page and by the test that checks the page against the CPU
- * backend in Node: softmax(w^T x + bias) with w [K, M], x [K, N], bias [M, 1].
+ * The quickstart's computation, shared by the demo, the browser page and the page's test (which checks it
+ * against the CPU backend in Node): softmax(w^T x + bias) with w [K, M], x [K, N], bias [M, 1].
  */
+import type { Trace } from "@effect-gpu/core"
 import { Graph, Ops, Registry } from "@effect-gpu/core"
 import { Effect } from "effect"
 
@@ -15,10 +16,13 @@ export interface Outcome {
   readonly type: string
   readonly description: string
   readonly result: ReadonlyArray<number>
+  /** the compute's per-dispatch trace, where asked for */
+  readonly trace?: Trace.Trace
 }
 
-export const quickstart: Effect.Effect<Outcome, unknown, Registry.Registry> = Effect.scoped(
-  Effect.gen(function*() {
+/** the quickstart on the best device; with `capture`, its compute traced */
+export const run = (capture = false): Effect.Effect<Outcome, unknown, Registry.Registry> =>
+  Effect.scoped(Effect.gen(function*() {
     const device = yield* Registry.bestDevice
     const props = yield* device.props
     const backend = yield* device.makeBackend()
@@ -31,8 +35,12 @@ export const quickstart: Effect.Effect<Outcome, unknown, Registry.Registry> = Ef
     yield* plan.set(w, Array.from({ length: K * M }, (_, i) => Math.sin(i + 1)))
     yield* plan.set(x, Array.from({ length: K * N }, (_, i) => Math.cos(i + 1)))
     yield* plan.set(bias, [0.1, -0.2, 0.3, -0.4])
+    const trace = capture ? yield* backend.captureNext : undefined
     yield* backend.compute(plan)
     const out = yield* plan.get(y)
-    return { device: props.name, type: props.type, description: props.description, result: Array.from(out) }
-  })
-)
+    const outcome = { device: props.name, type: props.type, description: props.description, result: Array.from(out) }
+    return trace === undefined ? outcome : { ...outcome, trace: yield* trace }
+  }))
+
+/** the quickstart on the best device, untraced */
+export const quickstart: Effect.Effect<Outcome, unknown, Registry.Registry> = run()

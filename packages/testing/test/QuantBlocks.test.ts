@@ -1,4 +1,4 @@
-import { Cpu, Quant, Registry } from "@effect-gpu/core"
+import { Quant } from "@effect-gpu/core"
 import type { DType } from "@effect-gpu/core"
 import { GgmlReference } from "@effect-gpu/testing"
 import { assert, describe, it } from "@effect/vitest"
@@ -6,22 +6,6 @@ import { Effect } from "effect"
 import { loadReference } from "./reference.js"
 
 const suite = loadReference("ggml-next")
-
-describe("ggml's next cases (quantized types, attention, experts) on the CPU backend", () => {
-  it("has all 70 cases", () => {
-    assert.strictEqual(suite.cases.length, 70)
-  })
-
-  for (const c of suite.cases) {
-    it.scoped(c.name, () =>
-      Effect.gen(function*() {
-        const device = yield* Registry.deviceByName("CPU")
-        const backend = yield* device.makeBackend()
-        const outcome = yield* GgmlReference.run(suite, c, backend)
-        assert.isTrue(outcome.passed, `${c.name}: ${outcome.detail} (bound ${outcome.bound})`)
-      }).pipe(Effect.provide(Cpu.layer())))
-  }
-})
 
 describe("Quant against ggml's blocks", () => {
   it("quantize gives ggml's q8_0 and q4_0 blocks byte for byte", () => {
