@@ -3,7 +3,9 @@
  * embedding rows, then per layer rms_norm, q/k/v projections (qwen2's biases, qwen3's q/k norms), rope,
  * fused attention under a causal mask with grouped KV heads, the output projection and a residual, then
  * rms_norm and the swiglu feed-forward with a residual; the output norm and head give the logits.
- * First step: the whole sequence at once, without a KV cache.
+ * Without a cache it runs a whole sequence from position 0; with one (KvCache) it runs a batch at any
+ * position, storing the batch's keys and values with set_rows and attending over the cache's first
+ * positions.
  *
  * @since 0.1.0
  */
@@ -13,12 +15,14 @@ import * as Ops from "@effect-gpu/core/Ops"
 import type * as Tensor from "@effect-gpu/core/Tensor"
 import * as Effect from "effect/Effect"
 import type { Hyperparameters } from "./Hyperparameters.js"
+import * as KvCache from "./KvCache.js"
 import { ModelError } from "./ModelError.js"
 import type { Weights } from "./Weights.js"
 
 /**
- * The graph and the inputs to set before computing it: the token ids (i32), their positions (i32) and
- * the causal mask (f16, 0 or -inf); `logits` is [vocab, tokens].
+ * The graph and the inputs to set before computing it: the token ids (i32), their positions (i32, also
+ * the cache rows they are stored in) and the causal mask (f16, 0 or -inf, [keys, tokens]); `logits` is
+ * [vocab, tokens], or [vocab, 1] for the last token only.
  *
  * @since 0.1.0
  * @category models
@@ -29,9 +33,32 @@ export interface Forward {
   readonly positions: Tensor.Tensor
   readonly mask: Tensor.Tensor
   readonly logits: Tensor.Tensor
-  /** the values of positions and mask for `n` tokens from position 0 */
-  readonly inputs: (n: number) => { readonly positions: Int32Array; readonly mask: Float32Array }
+  /** the values of positions and mask for this graph's tokens from position `start` */
+  readonly inputs: (start: number) => { readonly positions: Int32Array; readonly mask: Float32Array }
 }
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /** names the model in failures */
+  readonly file?: string
+  /** store keys and values in this cache and attend over its first `keys` positions */
+  readonly cache?: { readonly cache: KvCache.KvCache; readonly keys: number }
+  /** the logits of every token, not only of the last (default false) */
+  readonly allLogits?: boolean
+}
+
+/**
+ * The causal mask of `n` tokens from position `start` over `keys` cached positions: [keys, n], a key is
+ * seen by the tokens at or after its position.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const causalMask = (n: number, start: number, keys: number): Float32Array =>
+  Float32Array.from({ length: n * keys }, (_, i) => (i % keys) <= start + Math.floor(i / keys) ? 0 : -Infinity)
 
 /**
  * Builds the forward graph for `n` tokens.
@@ -43,9 +70,18 @@ export const make = (
   h: Hyperparameters,
   weights: Weights,
   n: number,
-  file = "<model>"
+  options: Options = {}
 ): Effect.Effect<Forward, ModelError | ShapeError> =>
   Effect.gen(function*() {
+    const file = options.file ?? "<model>"
+    const cache = options.cache
+    const keys = cache?.keys ?? n
+    if (cache !== undefined && (keys > cache.cache.size || keys < n)) {
+      return yield* new ModelError({
+        file,
+        problem: `a batch of ${n} over ${keys} cached positions does not fit a cache of ${cache.cache.size}`
+      })
+    }
     const tensor = (name: string): Effect.Effect<Tensor.Tensor, ModelError> => {
       const t = weights.tensors.get(name)
       return t === undefined
@@ -53,10 +89,11 @@ export const make = (
         : Effect.succeed(t)
     }
     const optional = (name: string) => weights.tensors.get(name)
+    const kvRow = h.headDim * h.kvHeads
     const g = Graph.make()
     const tokens = yield* g.input("tokens", "i32", [n])
     const positions = yield* g.input("positions", "i32", [n])
-    const mask = yield* g.input("mask", "f16", [n, n])
+    const mask = yield* g.input("mask", "f16", [keys, n])
     const norm = (x: Tensor.TensorLike, weight: Tensor.Tensor) => Ops.mul(Ops.rmsNorm(x, h.rmsEps), weight)
     const rope = (x: Tensor.TensorLike) =>
       Ops.rope(x, positions, { nDims: h.ropeDims, mode: h.ropeNeox ? 2 : 0, freqBase: h.ropeFreqBase })
@@ -78,12 +115,16 @@ export const make = (
       const k = yield* rope(yield* project("k", h.kvHeads))
       const v = yield* project("v", h.kvHeads)
       // flash_attn_ext takes [D, tokens, heads]; its result is [D, heads, tokens]
-      const o = yield* Ops.flashAttnExt(
-        Ops.permute(q, [0, 2, 1, 3]),
-        Ops.permute(k, [0, 2, 1, 3]),
-        Ops.permute(v, [0, 2, 1, 3]),
-        { scale: 1 / Math.sqrt(h.headDim), mask }
-      )
+      const [kAll, vAll] = cache === undefined
+        ? [Ops.permute(k, [0, 2, 1, 3]), Ops.permute(v, [0, 2, 1, 3])]
+        : [
+          KvCache.window(h, yield* Ops.setRows(cache.cache.keys[l], Ops.reshape(k, [kvRow, n]), positions), keys),
+          KvCache.window(h, yield* Ops.setRows(cache.cache.values[l], Ops.reshape(v, [kvRow, n]), positions), keys)
+        ]
+      const o = yield* Ops.flashAttnExt(Ops.permute(q, [0, 2, 1, 3]), kAll, vAll, {
+        scale: 1 / Math.sqrt(h.headDim),
+        mask
+      })
       const attn = yield* Ops.mulMat(yield* tensor(`${b}.attn_output.weight`), Ops.reshape(o, [h.headDim * h.heads, n]))
       x = yield* Ops.add(x, attn)
       const xf = yield* norm(x, yield* tensor(`${b}.ffn_norm.weight`))
@@ -92,19 +133,20 @@ export const make = (
       x = yield* Ops.add(x, Ops.mulMat(yield* tensor(`${b}.ffn_down.weight`), Ops.swiglu(gate, up)))
     }
     const head = optional("output.weight") ?? (yield* tensor("token_embd.weight"))
-    const logits = yield* g.output(Ops.mulMat(head, norm(x, yield* tensor("output_norm.weight"))), "logits")
+    // only the rows whose logits are wanted go through the head
+    const last = options.allLogits === true || n === 1
+      ? x
+      : yield* Ops.view(x, [h.hidden, 1], [x.nb[1]], (n - 1) * x.nb[1])
+    const logits = yield* g.output(Ops.mulMat(head, norm(last, yield* tensor("output_norm.weight"))), "logits")
     return {
       graph: g,
       tokens,
       positions,
       mask,
       logits,
-      inputs: (count: number) => ({
-        positions: Int32Array.from({ length: count }, (_, i) => i),
-        mask: Float32Array.from(
-          { length: count * count },
-          (_, i) => (i % count) <= Math.floor(i / count) ? 0 : -Infinity
-        )
+      inputs: (start: number) => ({
+        positions: Int32Array.from({ length: n }, (_, i) => start + i),
+        mask: causalMask(n, start, keys)
       })
     }
   })

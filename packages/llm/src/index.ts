@@ -22,3 +22,11 @@ export * as Weights from "./Weights.js"
  * @since 0.1.0
  */
 export * as Forward from "./Forward.js"
+/**
+ * @since 0.1.0
+ */
+export * as KvCache from "./KvCache.js"
+/**
+ * @since 0.1.0
+ */
+export * as Context from "./Context.js"

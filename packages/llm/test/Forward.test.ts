@@ -97,10 +97,10 @@ const reference = (bytes: Uint8Array, file: Gguf.GgufFile, h: Hyperparameters.Hy
 const logitsOn = (device: Device.Device, bytes: Uint8Array, file: Gguf.GgufFile, h: Hyperparameters.Hyperparameters) =>
   Effect.gen(function*() {
     const weights = yield* Weights.load(device, file, bytes)
-    const forward = yield* Forward.make(h, weights, tokens.length)
+    const forward = yield* Forward.make(h, weights, tokens.length, { allLogits: true })
     const backend = yield* device.makeBackend()
     const plan = yield* backend.allocate(forward.graph, { bindings: weights.bindings })
-    const inputs = forward.inputs(tokens.length)
+    const inputs = forward.inputs(0)
     yield* plan.set(forward.tokens, Int32Array.from(tokens))
     yield* plan.set(forward.positions, inputs.positions)
     yield* plan.set(forward.mask, inputs.mask)

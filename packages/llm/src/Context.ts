@@ -1,0 +1,189 @@
+/**
+ * A model running on one device: its weights, a KV cache and the plans that evaluate batches of tokens
+ * against it. A prompt goes through in micro-batches (`ubatch`); each token after it in a batch of one.
+ * Plans are made once per (batch size, cached keys rounded up to `keyPadding`) and reused, so decoding
+ * allocates nothing and makes no pipelines per token.
+ *
+ * @since 0.1.0
+ */
+import type * as Backend from "@effect-gpu/core/Backend"
+import type * as Device from "@effect-gpu/core/Device"
+import type {
+  AllocationError,
+  BackendError,
+  DeviceLost,
+  NotAnOutput,
+  OutOfBounds,
+  Released,
+  ShapeError,
+  UnsupportedOp
+} from "@effect-gpu/core/GpuError"
+import type * as Plan from "@effect-gpu/core/Plan"
+import * as Effect from "effect/Effect"
+import * as Ref from "effect/Ref"
+import * as Scope from "effect/Scope"
+import * as Forward from "./Forward.js"
+import type { Hyperparameters } from "./Hyperparameters.js"
+import * as KvCache from "./KvCache.js"
+import { ModelError } from "./ModelError.js"
+import type { Weights } from "./Weights.js"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /** positions the cache holds (default: the model's context length, at most 4096) */
+  readonly size?: number
+  /** the largest batch a prompt is evaluated in (default 512) */
+  readonly ubatch?: number
+  /** attention reads the cache in multiples of this many positions (default 256) */
+  readonly keyPadding?: number
+  /** names the model in failures */
+  readonly file?: string
+}
+
+/**
+ * What evaluating can fail with.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export type EvaluateError =
+  | ModelError
+  | ShapeError
+  | AllocationError
+  | UnsupportedOp
+  | DeviceLost
+  | Released
+  | OutOfBounds
+  | BackendError
+  | NotAnOutput
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Context {
+  readonly hyperparameters: Hyperparameters
+  readonly backend: Backend.Backend
+  /** positions the cache holds */
+  readonly size: number
+  /** tokens in the cache */
+  readonly position: Effect.Effect<number>
+  /**
+   * Runs `tokens` after those in the cache and keeps them there; the logits of the last token ([vocab]),
+   * or of each (`allLogits`: [vocab × tokens], token-major). Evaluations run one at a time; an interrupted
+   * one keeps the micro-batches it finished.
+   */
+  readonly evaluate: (
+    tokens: ReadonlyArray<number>,
+    options?: { readonly allLogits?: boolean }
+  ) => Effect.Effect<Float32Array, EvaluateError>
+  /** forgets the cache from position `n` on (0: all of it) */
+  readonly truncate: (n: number) => Effect.Effect<void>
+}
+
+interface Compiled {
+  readonly forward: Forward.Forward
+  readonly plan: Plan.Plan
+}
+
+/**
+ * A context for `weights` on `device` (the weights' device); the cache, plans and backend live as long as
+ * the scope.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (
+  device: Device.Device,
+  h: Hyperparameters,
+  weights: Weights,
+  options: Options = {}
+): Effect.Effect<Context, AllocationError | DeviceLost | Released | ShapeError | ModelError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const file = options.file ?? "<model>"
+    const size = options.size ?? Math.min(h.contextLength, 4096)
+    const ubatch = options.ubatch ?? 512
+    const keyPadding = options.keyPadding ?? 256
+    for (const [name, value] of [["size", size], ["ubatch", ubatch], ["keyPadding", keyPadding]] as const) {
+      if (!Number.isSafeInteger(value) || value < 1) {
+        return yield* new ModelError({
+          file,
+          problem: `context option ${name} must be a positive integer, not ${value}`
+        })
+      }
+    }
+    const scope = yield* Effect.scope
+    const cache = yield* KvCache.make(h, device.bufferType, size)
+    const backend = yield* device.makeBackend()
+    const bindings = [...weights.bindings, ...cache.bindings]
+    const position = yield* Ref.make(0)
+    const plans = new Map<string, Compiled>()
+    const lock = yield* Effect.makeSemaphore(1)
+
+    const compiled = (n: number, keys: number, allLogits: boolean) => {
+      const key = `${n}:${keys}:${allLogits}`
+      const known = plans.get(key)
+      if (known !== undefined) return Effect.succeed(known)
+      return Effect.gen(function*() {
+        const forward = yield* Forward.make(h, weights, n, { file, cache: { cache, keys }, allLogits })
+        const plan = yield* backend.allocate(forward.graph, { bindings })
+        const made = { forward, plan }
+        plans.set(key, made)
+        return made
+      }).pipe(Scope.extend(scope))
+    }
+
+    const batch = (tokens: ReadonlyArray<number>, start: number, allLogits: boolean) =>
+      Effect.gen(function*() {
+        const n = tokens.length
+        const keys = Math.min(size, Math.ceil((start + n) / keyPadding) * keyPadding)
+        const { forward, plan } = yield* compiled(n, keys, allLogits)
+        const inputs = forward.inputs(start)
+        yield* plan.set(forward.tokens, Int32Array.from(tokens))
+        yield* plan.set(forward.positions, inputs.positions)
+        yield* plan.set(forward.mask, inputs.mask)
+        yield* backend.compute(plan)
+        return (yield* plan.get(forward.logits)) as Float32Array
+      })
+
+    const evaluate: Context["evaluate"] = (tokens, evaluateOptions) =>
+      lock.withPermits(1)(Effect.gen(function*() {
+        const allLogits = evaluateOptions?.allLogits === true
+        const start = yield* Ref.get(position)
+        if (tokens.length === 0) return yield* new ModelError({ file, problem: "evaluate needs at least one token" })
+        if (start + tokens.length > size) {
+          return yield* new ModelError({
+            file,
+            problem: `${tokens.length} tokens after ${start} do not fit the context of ${size} positions`
+          })
+        }
+        const bad = tokens.find((t) => !Number.isSafeInteger(t) || t < 0 || t >= h.vocab)
+        if (bad !== undefined) {
+          return yield* new ModelError({ file, problem: `token ${bad} is outside the vocabulary of ${h.vocab}` })
+        }
+        const parts: Array<Float32Array> = []
+        for (let at = 0; at < tokens.length; at += ubatch) {
+          const piece = tokens.slice(at, at + ubatch)
+          const last = at + ubatch >= tokens.length
+          const logits = yield* batch(piece, start + at, allLogits)
+          yield* Ref.set(position, start + at + piece.length)
+          if (allLogits || last) parts.push(logits)
+        }
+        if (parts.length === 1) return parts[0]
+        const all = new Float32Array(parts.reduce((s, p) => s + p.length, 0))
+        parts.reduce((at, p) => (all.set(p, at), at + p.length), 0)
+        return all
+      })).pipe(Effect.withSpan("Context.evaluate", { attributes: { tokens: tokens.length } }))
+
+    return {
+      hyperparameters: h,
+      backend,
+      size,
+      position: Ref.get(position),
+      evaluate,
+      truncate: (n) => lock.withPermits(1)(Ref.update(position, (p) => Math.max(0, Math.min(p, n))))
+    }
+  })

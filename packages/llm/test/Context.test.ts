@@ -1,0 +1,112 @@
+import { Cpu, Registry } from "@effect-gpu/core"
+import type { Device } from "@effect-gpu/core"
+import { Context, Fixture, Forward, Gguf, Hyperparameters, Weights } from "@effect-gpu/llm"
+import { WebGpu } from "@effect-gpu/webgpu"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Exit } from "effect"
+
+const shape = { hidden: 64, layers: 2, heads: 4, kvHeads: 2, ffn: 96, vocab: 300 } as const
+const tokens = [1, 5, 260, 42, 7, 299, 3]
+
+const model = (options: Partial<Fixture.Options> = {}) =>
+  Effect.gen(function*() {
+    const bytes = Fixture.make({ architecture: "llama", ...shape, dtype: "f32", ...options })
+    const file = yield* Gguf.parse(bytes)
+    const h = yield* Hyperparameters.fromGguf(file)
+    return { bytes, file, h }
+  })
+
+/** the whole sequence at once without a cache: every position's logits, token-major */
+const uncached = (device: Device.Device, m: Effect.Effect.Success<ReturnType<typeof model>>) =>
+  Effect.gen(function*() {
+    const weights = yield* Weights.load(device, m.file, m.bytes)
+    const forward = yield* Forward.make(m.h, weights, tokens.length, { allLogits: true })
+    const backend = yield* device.makeBackend()
+    const plan = yield* backend.allocate(forward.graph, { bindings: weights.bindings })
+    const inputs = forward.inputs(0)
+    yield* plan.set(forward.tokens, Int32Array.from(tokens))
+    yield* plan.set(forward.positions, inputs.positions)
+    yield* plan.set(forward.mask, inputs.mask)
+    yield* backend.compute(plan)
+    return (yield* plan.get(forward.logits)) as Float32Array
+  })
+
+const close = (got: ArrayLike<number>, want: ArrayLike<number>, what: string) => {
+  assert.strictEqual(got.length, want.length, what)
+  let worst = 0
+  for (let i = 0; i < want.length; i++) worst = Math.max(worst, Math.abs(got[i] - want[i]) / (1 + Math.abs(want[i])))
+  // the cache holds keys and values in f16; the uncached graph keeps them in f32
+  assert.isBelow(worst, 5e-3, what)
+}
+
+/** the CPU, or the WebGPU adapter (lavapipe in CI; a missing one fails under CI=true) */
+const pick = (gpu: boolean) =>
+  Effect.gen(function*() {
+    const devices = yield* Registry.devices
+    if (!gpu) return devices.find((d) => d.name === "CPU")
+    const found = devices.find((d) => d.name.startsWith("WebGPU"))
+    if (found === undefined) {
+      if (process.env.CI === "true") assert.fail("no WebGPU adapter under CI=true")
+      console.log("no WebGPU adapter here: the context's WebGPU tests are skipped")
+    }
+    return found
+  })
+
+const suite = (gpu: boolean) =>
+  describe(`a context on ${gpu ? "WebGPU" : "the CPU"}`, () => {
+    const layer = gpu ? WebGpu.layerOrCpu() : Cpu.layer()
+    it.scoped("micro-batches, cache windows and decoding give the uncached graph's logits", () =>
+      Effect.gen(function*() {
+        const device = yield* pick(gpu)
+        if (device === undefined) return
+        const m = yield* model({ architecture: "qwen3" })
+        const want = yield* uncached(device, m)
+        const weights = yield* Weights.load(device, m.file, m.bytes)
+        // a batch of 3 and windows of 4 keys: the prompt crosses both boundaries
+        const context = yield* Context.make(device, m.h, weights, { size: 16, ubatch: 3, keyPadding: 4 })
+        const all = yield* context.evaluate(tokens, { allLogits: true })
+        close(all, want, "every position, in micro-batches")
+        assert.strictEqual(yield* context.position, tokens.length)
+        // the prompt less its last token, then the last alone: the last position's logits
+        yield* context.truncate(0)
+        yield* context.evaluate(tokens.slice(0, -1))
+        const last = yield* context.evaluate(tokens.slice(-1))
+        close(last, want.subarray((tokens.length - 1) * m.h.vocab), "prefill n-1 then decode 1")
+        // one token at a time through the same plans
+        yield* context.truncate(2)
+        for (const t of tokens.slice(2, -1)) yield* context.evaluate([t])
+        const again = yield* context.evaluate(tokens.slice(-1))
+        close(again, last, "decoding token by token after truncating")
+      }).pipe(Effect.provide(layer)), 120_000)
+
+    it.scoped("bad input fails with ModelError and leaves the cache as it was", () =>
+      Effect.gen(function*() {
+        const device = yield* pick(gpu)
+        if (device === undefined) return
+        const m = yield* model()
+        const weights = yield* Weights.load(device, m.file, m.bytes)
+        const context = yield* Context.make(device, m.h, weights, { size: 8 })
+        yield* context.evaluate([1, 2])
+        for (
+          const [input, problem] of [
+            [[1, 2, 3, 4, 5, 6, 7], "do not fit the context of 8"],
+            [[1, 300], "token 300 is outside the vocabulary of 300"],
+            [[], "at least one token"]
+          ] as const
+        ) {
+          const exit = yield* Effect.exit(context.evaluate(input))
+          assert.isTrue(Exit.isFailure(exit), problem)
+          if (Exit.isFailure(exit)) {
+            const error = exit.cause._tag === "Fail" ? exit.cause.error : undefined
+            assert.strictEqual(error?._tag, "ModelError")
+            assert.include(error?.message ?? "", problem)
+          }
+        }
+        assert.strictEqual(yield* context.position, 2)
+        const bad = yield* Effect.exit(Context.make(device, m.h, weights, { ubatch: 0 }))
+        assert.isTrue(Exit.isFailure(bad))
+      }).pipe(Effect.provide(layer)))
+  })
+
+suite(false)
+suite(true)
