@@ -272,7 +272,8 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
               }
               results.push(Array.from(yield* plan.get(y)))
             }
-            assert.isBelow(nmse(results[0], results[1]), 1e-6, dtype)
+            // the CPU rounds activations to q8_0 / q8_K blocks as ggml's CPU does; these kernels keep them f32
+            assert.isBelow(nmse(results[0], results[1]), 5e-5, dtype)
           }
         }),
       120_000

@@ -10,7 +10,7 @@ import * as Float16 from "../Float16.js"
 const f = Math.fround
 
 /** ggml's nearest_int: round half to even through the f32 magic number 1.5 * 2^23 */
-const nearestInt = (x: number): number => f(f(x) + 12582912) - 12582912
+export const nearestInt = (x: number): number => f(f(x) + 12582912) - 12582912
 
 /** C's (int8_t) / (int) cast of a float: toward zero */
 const trunc = (x: number): number => (x < 0 ? Math.ceil(x) : Math.floor(x))

@@ -1,17 +1,50 @@
 /**
- * Matrix-product reference kernels: mul_mat over any weight type (quantized rows dequantized, f16
- * weights meeting activations rounded to f16 as ggml's CPU does), mul_mat_id over chosen experts, and
- * add_id. Dot products accumulate in f64.
+ * Matrix-product reference kernels: mul_mat over any weight type, with activations rounded as ggml's CPU
+ * rounds them for that type (f16 for f16 weights; q8_0 blocks for q4_0, q4_1, q5_0 and q8_0; q8_K blocks
+ * for the k-quants), mul_mat_id over chosen experts, and add_id. Dot products accumulate in f64.
  *
  * @internal
  */
 import * as Float16 from "../../Float16.js"
+import { dequantize, nearestInt, quantize } from "../quant.js"
 import type { Acc } from "./acc.js"
 
-/** b's rows as ggml's CPU multiplies them with `a`'s type: f16 weights meet activations rounded to f16 */
+/** x through ggml's q8_K (blocks of 256, an f32 scale from the value of largest magnitude), back to values */
+const roundQ8K = (x: Float64Array) => {
+  for (let at = 0; at + 256 <= x.length; at += 256) {
+    let amax = 0
+    let max = 0
+    for (let j = 0; j < 256; j++) {
+      const v = Math.fround(x[at + j])
+      if (Math.abs(v) > amax) {
+        amax = Math.abs(v)
+        max = v
+      }
+    }
+    if (amax === 0) {
+      x.fill(0, at, at + 256)
+      continue
+    }
+    const iscale = Math.fround(-127 / max)
+    const d = Math.fround(1 / iscale)
+    for (let j = 0; j < 256; j++) {
+      const q = Math.min(127, nearestInt(iscale * Math.fround(x[at + j])))
+      x[at + j] = q * d
+    }
+  }
+}
+
+/** b's rows as ggml's CPU multiplies them with `a`'s type (its vec_dot_type) */
 const columnOf = (a: Acc, b: Acc, j: number, i2: number, i3: number, out: Float64Array) => {
   b.row(j, i2, i3, out)
-  if (a.t.dtype === "f16") { for (let k = 0; k < out.length; k++) out[k] = Float16.round(out[k]) }
+  const type = a.t.dtype
+  if (type === "f16") {
+    for (let k = 0; k < out.length; k++) out[k] = Float16.round(out[k])
+  } else if (type === "q4_K" || type === "q6_K") {
+    roundQ8K(out)
+  } else if (type === "q8_0" || type === "q4_0" || type === "q4_1" || type === "q5_0") {
+    if (out.length % 32 === 0) out.set(dequantize("q8_0", quantize("q8_0", Float32Array.from(out)), out.length / 32))
+  }
   return out
 }
 
