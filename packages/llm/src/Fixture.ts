@@ -10,6 +10,7 @@ import * as DType from "@effect-gpu/core/DType"
 import * as Float16 from "@effect-gpu/core/Float16"
 import * as Quant from "@effect-gpu/core/Quant"
 import * as Gguf from "./Gguf.js"
+import * as Tokenizer from "./Tokenizer.js"
 
 /**
  * @since 0.1.0
@@ -40,6 +41,8 @@ export interface Options {
   readonly seed?: number
   readonly ropeFreqBase?: number
   readonly rmsEps?: number
+  /** the vocabulary's kind: SentencePiece for llama, byte-level BPE for qwen (and for Llama 3: `gpt2`) */
+  readonly tokenizer?: "llama" | "gpt2"
 }
 
 /** a seeded uniform generator (mulberry32) */
@@ -63,63 +66,70 @@ const encode = (dtype: DType.DType, values: Float32Array): Uint8Array => {
 }
 
 /**
- * The synthetic vocabulary: for `llama` (SentencePiece) <unk>, <s>, </s>, the 256 byte tokens and pieces
- * with scores; for `gpt2` (byte-level BPE) the 256 byte characters, merged pieces and the merges that make
- * them, then the special tokens.
+ * The synthetic vocabulary, grown as real ones are: each new piece joins two pieces already there, so that
+ * merges reach it. For `llama` (SentencePiece) <unk>, <s>, </s>, the 256 byte tokens, then pieces scored
+ * by age (older pieces merge first); for `gpt2` (byte-level BPE) the 256 byte characters, the pieces and
+ * the merges that make them in rank order, then special tokens. Both end with a user-defined token.
  *
  * @since 0.1.0
  * @category vocabulary
  */
 export const vocabulary = (model: "llama" | "gpt2", size: number, seed = 7) => {
   const rand = random(seed)
-  const letters = "abcdefghijklmnopqrstuvwxyz"
-  const pieces: Array<string> = []
-  const seen = new Set<string>()
-  while (pieces.length < size) {
-    const n = 1 + Math.floor(rand() * 4)
-    const word = Array.from({ length: n }, () => letters[Math.floor(rand() * letters.length)]).join("")
-    const piece = model === "llama" ? (rand() < 0.5 ? `\u2581${word}` : word) : (rand() < 0.5 ? `\u0120${word}` : word)
-    if (!seen.has(piece)) {
-      seen.add(piece)
-      pieces.push(piece)
-    }
+  const pick = <A>(xs: ReadonlyArray<A>) => xs[Math.floor(rand() * xs.length)]
+  const space = model === "llama" ? "\u2581" : "\u0120"
+  const letters = [..."etaoinshrdlucmfwypvbgkqjxz"]
+  // frequent letters first, as a corpus would rank them; accented letters and digits come as bytes
+  const starts = [...letters.map((l) => space + l), ...".,!?'".split("").map((c) => space + c)]
+  const special = model === "llama"
+    ? ["<unk>", "<s>", "</s>"]
+    : ["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"]
+  const userDefined = "<|tool|>"
+  const fixed = model === "llama" ? special.length + 256 + 1 : 256 + special.length + 1
+  const rest = size - fixed
+  if (rest < letters.length + 1) {
+    throw new Error(`a ${model} vocabulary needs at least ${fixed + letters.length + 1} tokens, not ${size}`)
   }
+  const pieces: Array<string> = [...letters]
+  const tails: Array<string> = [...letters]
+  const merges: Array<string> = []
+  const seen = new Set(pieces)
+  const join = (a: string, b: string) => {
+    const p = a + b
+    if (seen.has(p) || p.length > 8) return
+    seen.add(p)
+    pieces.push(p)
+    if (!p.startsWith(space)) tails.push(p)
+    merges.push(`${a} ${b}`)
+  }
+  // BPE's letters are byte tokens already: it grows that many more pieces
+  const wanted = model === "llama" ? rest : rest + letters.length
+  // the space before a letter first, then words grown a piece at a time
+  for (const s of starts) if (pieces.length < wanted) join(s.slice(0, 1), s.slice(1))
+  while (pieces.length < wanted) join(pick(pieces), pick(tails))
   if (model === "llama") {
-    const special = ["<unk>", "<s>", "</s>"]
     const bytes = Array.from({ length: 256 }, (_, b) => `<0x${b.toString(16).toUpperCase().padStart(2, "0")}>`)
-    const rest = size - special.length - bytes.length
-    if (rest < 0) throw new Error(`a llama vocabulary needs at least 259 tokens, not ${size}`)
-    const tokens = [...special, ...bytes, ...pieces.slice(0, rest)]
-    // token types: 1 normal, 2 unknown, 3 control, 6 byte
-    const types = tokens.map((_, i) => (i === 0 ? 2 : i < 3 ? 3 : i < 259 ? 6 : 1))
-    const scores = tokens.map((_, i) => (i < 259 ? 0 : -(i - 259)))
+    // SentencePiece has the space and the letters as pieces of their own
+    const spmPieces = [space, ...pieces.filter((p) => p !== space)].slice(0, rest)
+    const tokens = [...special, ...bytes, ...spmPieces, userDefined]
+    // token types: 1 normal, 2 unknown, 3 control, 4 user-defined, 6 byte
+    const types = tokens.map((_, i) => (i === 0 ? 2 : i < 3 ? 3 : i < 259 ? 6 : i === tokens.length - 1 ? 4 : 1))
+    const scores = tokens.map((_, i) => (i < 259 || i === tokens.length - 1 ? 0 : -(i - 259)))
     return { model, tokens, types, scores, merges: [] as Array<string>, bos: 1, eos: 2 }
   }
-  // GPT-2's byte characters: printable bytes as themselves, the others shifted past 255
-  const byteChars: Array<string> = []
-  let shift = 0
-  for (let b = 0; b < 256; b++) {
-    const printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255)
-    byteChars.push(String.fromCharCode(printable ? b : 256 + shift++))
-  }
-  const special = ["<|begin_of_text|>", "<|end_of_text|>"]
-  const rest = size - 256 - special.length
-  if (rest < 0) throw new Error(`a gpt2 vocabulary needs at least 258 tokens, not ${size}`)
-  const merged = pieces.filter((p) => [...p].length >= 2).slice(0, rest)
-  const filler = pieces.filter((p) => [...p].length < 2 && !byteChars.includes(p))
-  const words = [...merged, ...filler].slice(0, rest)
-  // each merged piece is made from its first character and the rest (a tokenizer test needs real merges)
-  const merges = words.filter((w) => [...w].length >= 2).map((w) => `${[...w][0]} ${[...w].slice(1).join("")}`)
-  const tokens = [...byteChars, ...words, ...special]
-  const types = tokens.map((_, i) => (i >= tokens.length - special.length ? 3 : 1))
+  const byteChars = Tokenizer.byteCharacters
+  const bpePieces = pieces.filter((p) => [...p].length >= 2 && !byteChars.includes(p))
+  const tokens = [...byteChars, ...bpePieces.slice(0, rest), ...special, userDefined]
+  const kept = new Set(tokens)
+  const types = tokens.map((t, i) => (i < 256 + Math.min(rest, bpePieces.length) ? 1 : t === userDefined ? 4 : 3))
   return {
     model,
     tokens,
     types,
     scores: [] as Array<number>,
-    merges,
-    bos: tokens.length - 2,
-    eos: tokens.length - 1
+    merges: merges.filter((m) => kept.has(m.replace(" ", ""))),
+    bos: tokens.indexOf(special[0]),
+    eos: tokens.indexOf(special[1])
   }
 }
 
@@ -136,7 +146,8 @@ export const make = (options: Options): Uint8Array => {
   if (!Number.isInteger(headDim) || heads % kvHeads !== 0) {
     throw new Error(`${heads} heads must divide the hidden size ${hidden}, and ${kvHeads} KV heads the heads`)
   }
-  const vocab = vocabulary(arch === "llama" ? "llama" : "gpt2", options.vocab, (options.seed ?? 1) + 1)
+  const tokenizer = options.tokenizer ?? (arch === "llama" ? "llama" : "gpt2")
+  const vocab = vocabulary(tokenizer, options.vocab, (options.seed ?? 1) + 1)
   const tensors: Array<{ name: string; dtype: DType.DType; ne: Array<number>; data: Uint8Array }> = []
   // weights of a few hundredths keep activations near 1 through the layers
   const matrix = (name: string, ne: Array<number>, scale = 1 / Math.sqrt(ne[0])) => {
@@ -147,7 +158,12 @@ export const make = (options: Options): Uint8Array => {
     const values = Float32Array.from({ length: n }, () => around + (rand() * 2 - 1) * spread)
     tensors.push({ name, dtype: "f32", ne: [n], data: encode("f32", values) })
   }
-  matrix("token_embd.weight", [hidden, vocab.tokens.length], 1)
+  // a tied head reads the embedding as its weights: at unit scale each token would predict itself
+  matrix(
+    "token_embd.weight",
+    [hidden, vocab.tokens.length],
+    options.tiedEmbeddings === true ? 1 / Math.sqrt(hidden) : 1
+  )
   for (let i = 0; i < layers; i++) {
     const b = `blk.${i}`
     vector(`${b}.attn_norm.weight`, hidden, 1, 0.1)
@@ -188,6 +204,9 @@ export const make = (options: Options): Uint8Array => {
     [`${arch}.rope.dimension_count`, u32(headDim)],
     [`${arch}.vocab_size`, u32(vocab.tokens.length)],
     ["tokenizer.ggml.model", { type: "string", value: vocab.model }],
+    ...(vocab.model === "gpt2"
+      ? [["tokenizer.ggml.pre", { type: "string", value: arch === "llama" ? "llama-bpe" : "qwen2" }] as const]
+      : []),
     ["tokenizer.ggml.tokens", { type: "array", itemType: "string", value: vocab.tokens }],
     ["tokenizer.ggml.token_type", { type: "array", itemType: "i32", value: vocab.types }],
     ...(vocab.model === "llama"

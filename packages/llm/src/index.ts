@@ -30,3 +30,11 @@ export * as KvCache from "./KvCache.js"
  * @since 0.1.0
  */
 export * as Context from "./Context.js"
+/**
+ * @since 0.1.0
+ */
+export * as Tokenizer from "./Tokenizer.js"
+/**
+ * @since 0.1.0
+ */
+export * as Sampler from "./Sampler.js"
