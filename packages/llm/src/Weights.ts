@@ -28,6 +28,30 @@ export interface Weights {
 }
 
 /**
+ * Where a model's bytes come from: the whole file in memory, or reads by offset (a file too large for
+ * one buffer).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Source {
+  /** the file's size in bytes */
+  readonly size: number
+  readonly read: (offset: number, length: number) => Effect.Effect<Uint8Array, ModelError>
+}
+
+/**
+ * A source over bytes in memory.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const fromBytes = (bytes: Uint8Array): Source => ({
+  size: bytes.byteLength,
+  read: (offset, length) => Effect.succeed(bytes.subarray(offset, offset + length))
+})
+
+/**
  * How far a load is: bytes copied of the total, and the tensor just copied.
  *
  * @since 0.1.0
@@ -53,9 +77,9 @@ export interface LoadOptions {
 }
 
 /**
- * Loads every tensor of `gguf` (whose bytes are `bytes`, the whole file) into `device`'s memory. A model
- * that does not fit fails with AllocationError before any byte is copied; the memory lives as long as the
- * scope.
+ * Loads every tensor of `gguf` (whose bytes are `bytes`: the whole file, or a Source) into `device`'s
+ * memory, a chunk at a time. A model that does not fit fails with AllocationError before any byte is
+ * copied; the memory lives as long as the scope.
  *
  * @since 0.1.0
  * @category constructors
@@ -63,7 +87,7 @@ export interface LoadOptions {
 export const load = (
   device: Device.Device,
   gguf: Gguf.GgufFile,
-  bytes: Uint8Array,
+  bytes: Uint8Array | Source,
   options: LoadOptions = {}
 ): Effect.Effect<
   Weights,
@@ -72,12 +96,13 @@ export const load = (
 > =>
   Effect.gen(function*() {
     const file = options.file ?? "<bytes>"
+    const source = bytes instanceof Uint8Array ? fromBytes(bytes) : bytes
     const bufferType = device.bufferType
     const last = gguf.tensors.reduce((end, t) => Math.max(end, t.offset + t.nbytes), 0)
-    if (last > bytes.byteLength) {
+    if (last > source.size) {
       return yield* new ModelError({
         file,
-        problem: `truncated: the tensors need ${last} bytes, the file has ${bytes.byteLength}`
+        problem: `truncated: the tensors need ${last} bytes, the file has ${source.size}`
       })
     }
     const tensors = yield* Effect.forEach(gguf.tensors, (info) =>
@@ -124,7 +149,7 @@ export const load = (
       const info = gguf.tensors[tensors.indexOf(binding.tensor)]
       for (let at = 0; at < info.nbytes; at += chunk) {
         const end = Math.min(info.nbytes, at + chunk)
-        yield* binding.buffer.set(binding.offset + at, bytes.subarray(info.offset + at, info.offset + end))
+        yield* binding.buffer.set(binding.offset + at, yield* source.read(info.offset + at, end - at))
       }
       copied += info.nbytes
       if (options.onProgress !== undefined) yield* options.onProgress({ bytes: copied, total, tensor: info.name })

@@ -38,3 +38,11 @@ export * as Tokenizer from "./Tokenizer.js"
  * @since 0.1.0
  */
 export * as Sampler from "./Sampler.js"
+/**
+ * @since 0.1.0
+ */
+export * as ModelFile from "./ModelFile.js"
+/**
+ * @since 0.1.0
+ */
+export * as Llm from "./Llm.js"

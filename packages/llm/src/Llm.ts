@@ -1,0 +1,277 @@
+/**
+ * A GGUF model loaded on a device, as a scoped service: its tokenizer, a context with a KV cache, and
+ * `generate`, a Stream of tokens with their text. Generations run one at a time, in the order they were
+ * asked for; one interrupted stops at the next token and leaves the context usable, and a prompt that
+ * starts like the last one reuses the cached positions.
+ *
+ * @since 0.1.0
+ */
+import type * as Device from "@effect-gpu/core/Device"
+import type {
+  AllocationError,
+  BackendError,
+  DeviceLost,
+  NoAdapter,
+  OutOfBounds,
+  Released,
+  ShapeError
+} from "@effect-gpu/core/GpuError"
+import * as Registry from "@effect-gpu/core/Registry"
+import type * as FileSystem from "@effect/platform/FileSystem"
+import * as EffectContext from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import * as Context from "./Context.js"
+import * as Gguf from "./Gguf.js"
+import * as Hyperparameters from "./Hyperparameters.js"
+import { ModelError } from "./ModelError.js"
+import * as ModelFile from "./ModelFile.js"
+import * as Sampler from "./Sampler.js"
+import * as Tokenizer from "./Tokenizer.js"
+import * as Weights from "./Weights.js"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface LoadOptions extends Context.Options {
+  /** where the model runs (default: the registry's best device) */
+  readonly device?: Device.Device
+  /** called after each tensor is copied */
+  readonly onProgress?: (progress: Weights.Progress) => Effect.Effect<void>
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface GenerateOptions extends Sampler.Options {
+  /** tokens to generate at most (default 128) */
+  readonly maxTokens?: number
+  /** texts that end the generation; the text stops before them */
+  readonly stop?: ReadonlyArray<string>
+  /** go on past end-of-generation tokens (benchmarks) */
+  readonly ignoreEndOfGeneration?: boolean
+  /** for a text prompt: add BOS as the model asks (default true) */
+  readonly addSpecial?: boolean
+  /** for a text prompt: read special tokens' text as those tokens (default true) */
+  readonly parseSpecial?: boolean
+}
+
+/**
+ * A generated token and the text it completes (empty while a character or a possible stop string is
+ * incomplete; held text comes out with a later token or the last one).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Generated {
+  readonly token: number
+  readonly text: string
+}
+
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export type LoadError = ModelError | AllocationError | DeviceLost | Released | OutOfBounds | BackendError | ShapeError
+
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export type GenerateError = Context.EvaluateError | Sampler.InvalidSampling
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Model {
+  /** names the model: its path, or what the caller said */
+  readonly file: string
+  readonly device: Device.Device
+  readonly hyperparameters: Hyperparameters.Hyperparameters
+  readonly tokenizer: Tokenizer.Tokenizer
+  readonly context: Context.Context
+  /** the model's weights in bytes */
+  readonly bytes: number
+  /**
+   * Tokens after `prompt` (text, or token ids used as they are). Pulling the stream computes; stopping
+   * it (interruption, `Stream.take`) stops at the next token.
+   */
+  readonly generate: (
+    prompt: string | ReadonlyArray<number>,
+    options?: GenerateOptions
+  ) => Stream.Stream<Generated, GenerateError>
+  /** the logits of every position of `tokens` from an empty context ([vocab × tokens], token-major) */
+  readonly evaluate: (tokens: ReadonlyArray<number>) => Effect.Effect<Float32Array, Context.EvaluateError>
+}
+
+/**
+ * The model as a service.
+ *
+ * @since 0.1.0
+ * @category tags
+ */
+export class Llm extends EffectContext.Tag("@effect-gpu/llm/Llm")<Llm, Model>() {}
+
+/** the longest suffix of `text` that begins one of `stops` */
+const heldBack = (text: string, stops: ReadonlyArray<string>) => {
+  let hold = 0
+  for (const stop of stops) {
+    for (let k = Math.min(stop.length - 1, text.length); k > hold; k--) {
+      if (stop.startsWith(text.slice(text.length - k))) {
+        hold = k
+        break
+      }
+    }
+  }
+  return hold
+}
+
+/**
+ * A model from a parsed GGUF file and its bytes, on `options.device` or the registry's best device.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (
+  file: string,
+  gguf: Gguf.GgufFile,
+  source: Uint8Array | Weights.Source,
+  options: LoadOptions = {}
+): Effect.Effect<Model, LoadError | NoAdapter, Scope.Scope | Registry.Registry> =>
+  Effect.gen(function*() {
+    const h = yield* Hyperparameters.fromGguf(gguf, file)
+    const tokenizer = yield* Tokenizer.fromGguf(gguf, file)
+    const device = options.device ?? (yield* Registry.bestDevice)
+    const weights = yield* Weights.load(device, gguf, source, {
+      file,
+      ...(options.onProgress !== undefined ? { onProgress: options.onProgress } : {})
+    })
+    const context = yield* Context.make(device, h, weights, { ...options, file })
+    const lock = yield* Effect.makeSemaphore(1)
+    // the tokens whose keys and values the context holds
+    let cached: Array<number> = []
+
+    const generate: Model["generate"] = (prompt, generateOptions = {}) =>
+      Stream.unwrapScoped(Effect.gen(function*() {
+        const sampler = yield* Sampler.make(generateOptions)
+        const maxTokens = generateOptions.maxTokens ?? 128
+        if (!Number.isSafeInteger(maxTokens) || maxTokens < 1) {
+          return yield* new Sampler.InvalidSampling({
+            option: "maxTokens",
+            value: maxTokens,
+            reason: "must be 1 or more"
+          })
+        }
+        const stops = (generateOptions.stop ?? []).filter((s) => s.length > 0)
+        const ends = generateOptions.ignoreEndOfGeneration === true ? new Set<number>() : tokenizer.endOfGeneration
+        yield* Effect.acquireRelease(lock.take(1), () => lock.release(1))
+        const tokens = typeof prompt === "string"
+          ? tokenizer.tokenize(prompt, {
+            addSpecial: generateOptions.addSpecial ?? true,
+            parseSpecial: generateOptions.parseSpecial ?? true
+          })
+          : [...prompt]
+        if (tokens.length === 0) return yield* new ModelError({ file, problem: "the prompt has no tokens" })
+        // keep the positions the last generation left that this prompt starts with
+        let keep = 0
+        while (keep < cached.length && keep < tokens.length - 1 && cached[keep] === tokens[keep]) keep++
+        yield* context.truncate(keep)
+        cached = cached.slice(0, keep)
+        let logits = yield* context.evaluate(tokens.slice(keep))
+        cached.push(...tokens.slice(keep))
+        const history = [...tokens]
+        const decoder = Tokenizer.decoder(tokenizer)
+        let pending = ""
+        let last: number | undefined
+        let done = false
+
+        const step = Effect.gen(function*() {
+          if (done) return yield* Effect.fail(Option.none())
+          // the previous token is computed when the next is asked for: a stream stopped after a token
+          // leaves nothing half done
+          if (last !== undefined) {
+            logits = yield* context.evaluate([last]).pipe(Effect.mapError(Option.some))
+            cached.push(last)
+          }
+          const token = sampler.sample(logits, history)
+          history.push(token)
+          last = token
+          if (ends.has(token)) {
+            done = true
+            const text = pending + decoder.flush()
+            return text.length > 0 ? { token, text } : yield* Effect.fail(Option.none())
+          }
+          pending += decoder.push(token)
+          const found = stops.map((s) => pending.indexOf(s)).filter((i) => i >= 0)
+          if (found.length > 0) {
+            done = true
+            return { token, text: pending.slice(0, Math.min(...found)) }
+          }
+          if (history.length - tokens.length >= maxTokens) {
+            done = true
+            return { token, text: pending + decoder.flush() }
+          }
+          const hold = heldBack(pending, stops)
+          const text = pending.slice(0, pending.length - hold)
+          pending = pending.slice(pending.length - hold)
+          return { token, text }
+        })
+        return Stream.repeatEffectOption(step)
+      })).pipe(Stream.withSpan("Llm.generate", { attributes: { file } }))
+
+    const evaluate: Model["evaluate"] = (tokens) =>
+      lock.withPermits(1)(Effect.gen(function*() {
+        yield* context.truncate(0)
+        cached = []
+        const logits = yield* context.evaluate(tokens, { allLogits: true })
+        cached = [...tokens]
+        return logits
+      }))
+
+    return { file, device, hyperparameters: h, tokenizer, context, bytes: weights.bytes, generate, evaluate }
+  }).pipe(Effect.withSpan("Llm.make", { attributes: { file } }))
+
+/**
+ * A model from the bytes of a GGUF file.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const fromBytes = (
+  bytes: Uint8Array,
+  options: LoadOptions & { readonly file?: string } = {}
+): Effect.Effect<Model, LoadError | NoAdapter, Scope.Scope | Registry.Registry> =>
+  Effect.flatMap(
+    Gguf.parse(bytes, { file: options.file ?? "<bytes>" }),
+    (gguf) => make(options.file ?? "<bytes>", gguf, bytes, options)
+  )
+
+/**
+ * A model from a GGUF file, read by offset (a model larger than memory's largest buffer loads).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const load = (
+  path: string,
+  options: LoadOptions = {}
+): Effect.Effect<Model, LoadError | NoAdapter, Scope.Scope | Registry.Registry | FileSystem.FileSystem> =>
+  Effect.flatMap(ModelFile.open(path), (f) => make(path, f.gguf, f.source, options))
+
+/**
+ * The model at `path` as the Llm service.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (
+  path: string,
+  options: LoadOptions = {}
+): Layer.Layer<Llm, LoadError | NoAdapter, Registry.Registry | FileSystem.FileSystem> =>
+  Layer.scoped(Llm, load(path, options))
