@@ -1,0 +1,141 @@
+/**
+ * generate: a GGUF model's tokens as they come, with prompt and generation speed at the end.
+ *
+ *   pnpm generate --model m.gguf --prompt "Once upon a time"
+ *   pnpm generate                                   # no model: a small synthetic one, made in memory
+ *   pnpm generate --model m.gguf --prompt-tokens 1,2,3 --greedy --max-tokens 16 --json
+ */
+import type { Device } from "@effect-gpu/core"
+import { Registry } from "@effect-gpu/core"
+import { Fixture, Llm } from "@effect-gpu/llm"
+import { WebGpu } from "@effect-gpu/webgpu"
+import { NodeContext, NodeRuntime } from "@effect/platform-node"
+import { Console, Effect, Layer, Stream } from "effect"
+import { type Args, parse, usage, UsageError } from "./args.js"
+
+const write = (stream: NodeJS.WriteStream, text: string) => Effect.sync(() => stream.write(text))
+
+/** the device asked for */
+const pick = (args: Args) =>
+  Effect.gen(function*() {
+    if (args.device === "best") return yield* Registry.bestDevice
+    const devices = yield* Registry.devices
+    const found = devices.find((d: Device.Device) =>
+      args.device === "cpu" ? d.name === "CPU" : d.name.startsWith("WebGPU")
+    )
+    if (found === undefined) return yield* new UsageError({ reason: `no ${args.device} device here` })
+    return found
+  })
+
+/** a bar on stderr while the weights load, redrawn each percent */
+const progress = (args: Args) => {
+  let shown = -1
+  return (p: { readonly bytes: number; readonly total: number }) => {
+    const percent = Math.floor((p.bytes / p.total) * 100)
+    if (args.json || percent === shown) return Effect.void
+    shown = percent
+    return bar(p)
+  }
+}
+
+const bar = (p: { readonly bytes: number; readonly total: number }) =>
+  write(
+    process.stderr,
+    `\rloading [${"#".repeat(Math.round((p.bytes / p.total) * 30)).padEnd(30, ".")}] ${(p.bytes / 1e6).toFixed(1)}/${
+      (p.total / 1e6).toFixed(1)
+    } MB${p.bytes === p.total ? "\n" : ""}`
+  )
+
+const program = Effect.gen(function*() {
+  const args = yield* parse(process.argv.slice(2))
+  if (args.help) return yield* Console.log(usage)
+  const device = yield* pick(args)
+  const options = {
+    device,
+    onProgress: progress(args),
+    ...(args.context !== undefined ? { size: args.context } : {}),
+    ...(args.ubatch !== undefined ? { ubatch: args.ubatch } : {})
+  }
+  const model = args.model === undefined
+    ? yield* Effect.zipRight(
+      args.json ? Effect.void : write(
+        process.stderr,
+        "no --model: a synthetic qwen3 model made in memory (2 layers, a 300-token vocabulary, random weights:\n" +
+          "its text is noise; it shows the path a real model takes)\n"
+      ),
+      Llm.fromBytes(
+        Fixture.make({
+          architecture: "qwen3",
+          dtype: "q8_0",
+          hidden: 256,
+          layers: 2,
+          heads: 4,
+          kvHeads: 2,
+          ffn: 512,
+          vocab: 300,
+          seed: 3
+        }),
+        { ...options, file: "synthetic qwen3" }
+      )
+    )
+    : yield* Llm.load(args.model, options)
+  if (!args.json) {
+    yield* write(
+      process.stderr,
+      `${model.file} on ${device.name}: ${model.hyperparameters.architecture}, ${model.hyperparameters.layers} layers, ${
+        (model.bytes / 1e6).toFixed(1)
+      } MB\n`
+    )
+  }
+  const sampling = {
+    maxTokens: args.maxTokens,
+    ignoreEndOfGeneration: args.ignoreEos,
+    ...(args.greedy ? { temperature: 0 } : {}),
+    ...Object.fromEntries(
+      (["temperature", "topK", "topP", "minP", "repeatPenalty", "seed"] as const)
+        .filter((k) => args[k] !== undefined && !(args.greedy && k === "temperature"))
+        .map((k) => [k, args[k]])
+    )
+  }
+  const prompt = args.promptTokens ?? args.prompt
+  const promptLength = args.promptTokens?.length ?? model.tokenizer.tokenize(args.prompt).length
+  if (!args.json && args.promptTokens === undefined) yield* write(process.stdout, args.prompt)
+  const tokens: Array<number> = []
+  let text = ""
+  const start = performance.now()
+  let first = 0
+  yield* model.generate(prompt, sampling).pipe(
+    Stream.runForEach((g) =>
+      Effect.gen(function*() {
+        if (tokens.length === 0) first = performance.now()
+        tokens.push(g.token)
+        text += g.text
+        if (!args.json) yield* write(process.stdout, g.text)
+      })
+    )
+  )
+  const end = performance.now()
+  // the first token comes with the prompt's evaluation; each later one is one decoding step
+  const promptTokS = tokens.length > 0 ? promptLength / ((first - start) / 1000) : 0
+  const genTokS = tokens.length > 1 ? (tokens.length - 1) / ((end - first) / 1000) : 0
+  if (args.json) {
+    yield* Console.log(JSON.stringify({ tokens, text, prompt_tok_s: promptTokS, gen_tok_s: genTokS }))
+  } else {
+    yield* write(
+      process.stderr,
+      `\n\nprompt: ${promptLength} tokens, ${promptTokS.toFixed(1)} tok/s; generated: ${tokens.length} tokens, ${
+        genTokS.toFixed(1)
+      } tok/s\n`
+    )
+  }
+})
+
+program.pipe(
+  Effect.catchTag(
+    "UsageError",
+    (e) => Effect.zipRight(Console.error(`${e.message}\n\n${usage}`), Effect.sync(() => process.exitCode = 2))
+  ),
+  Effect.scoped,
+  Effect.provide(Layer.merge(WebGpu.layerOrCpu(), NodeContext.layer)),
+  NodeRuntime.runMain
+)
