@@ -133,13 +133,27 @@ export const vocabulary = (model: "llama" | "gpt2", size: number, seed = 7) => {
   }
 }
 
+/** a tensor to write: `pool` is its bytes, or (tiled) whole rows of them repeated up to `nbytes` */
+interface Planned {
+  readonly name: string
+  readonly dtype: DType.DType
+  readonly ne: Array<number>
+  readonly nbytes: number
+  readonly pool: () => Uint8Array
+}
+
 /**
- * A model as GGUF bytes.
+ * How a model is written: `tile`, if set, caps the random values drawn per tensor (whole rows, repeated
+ * to fill it), so that models with real shapes are written in seconds.
  *
  * @since 0.1.0
- * @category constructors
+ * @category models
  */
-export const make = (options: Options): Uint8Array => {
+export interface WriteOptions {
+  readonly tile?: number
+}
+
+const plan = (options: Options, writeOptions: WriteOptions = {}) => {
   const { architecture: arch, dtype, ffn, heads, hidden, kvHeads, layers } = options
   const rand = random(options.seed ?? 1)
   const headDim = hidden / heads
@@ -148,15 +162,29 @@ export const make = (options: Options): Uint8Array => {
   }
   const tokenizer = options.tokenizer ?? (arch === "llama" ? "llama" : "gpt2")
   const vocab = vocabulary(tokenizer, options.vocab, (options.seed ?? 1) + 1)
-  const tensors: Array<{ name: string; dtype: DType.DType; ne: Array<number>; data: Uint8Array }> = []
+  const tensors: Array<Planned> = []
+  const rowBytes = (type: DType.DType, n: number) => (n / DType.blockSize(type)) * DType.typeSize(type)
   // weights of a few hundredths keep activations near 1 through the layers
   const matrix = (name: string, ne: Array<number>, scale = 1 / Math.sqrt(ne[0])) => {
-    const values = Float32Array.from({ length: ne[0] * ne[1] }, () => (rand() * 2 - 1) * scale)
-    tensors.push({ name, dtype, ne, data: encode(dtype, values) })
+    const rows = writeOptions.tile === undefined
+      ? ne[1]
+      : Math.min(ne[1], Math.max(1, Math.floor(writeOptions.tile / ne[0])))
+    tensors.push({
+      name,
+      dtype,
+      ne,
+      nbytes: rowBytes(dtype, ne[0]) * ne[1],
+      pool: () => encode(dtype, Float32Array.from({ length: ne[0] * rows }, () => (rand() * 2 - 1) * scale))
+    })
   }
   const vector = (name: string, n: number, around: number, spread: number) => {
-    const values = Float32Array.from({ length: n }, () => around + (rand() * 2 - 1) * spread)
-    tensors.push({ name, dtype: "f32", ne: [n], data: encode("f32", values) })
+    tensors.push({
+      name,
+      dtype: "f32",
+      ne: [n],
+      nbytes: 4 * n,
+      pool: () => encode("f32", Float32Array.from({ length: n }, () => around + (rand() * 2 - 1) * spread))
+    })
   }
   // a tied head reads the embedding as its weights: at unit scale each token would predict itself
   matrix(
@@ -215,5 +243,43 @@ export const make = (options: Options): Uint8Array => {
     ["tokenizer.ggml.bos_token_id", u32(vocab.bos)],
     ["tokenizer.ggml.eos_token_id", u32(vocab.eos)]
   ]
-  return Gguf.write({ metadata, tensors })
+  return { metadata, tensors }
+}
+
+/**
+ * A model as GGUF bytes.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (options: Options): Uint8Array => {
+  const { metadata, tensors } = plan(options)
+  // pools drawn in order: the seeded values are the same whichever way the model is written
+  return Gguf.write({ metadata, tensors: tensors.map((t) => ({ ...t, data: t.pool() })) })
+}
+
+/**
+ * Writes a model a piece at a time to `sink` (a file too large for memory): the header, then each
+ * tensor, its pool repeated where `tile` is set.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const write = (options: Options, sink: (bytes: Uint8Array) => void, writeOptions: WriteOptions = {}): number => {
+  const { metadata, tensors } = plan(options, writeOptions)
+  const head = Gguf.header({ metadata, tensors })
+  sink(head)
+  let written = head.byteLength
+  for (const t of tensors) {
+    const pool = t.pool()
+    for (let at = 0; at < t.nbytes; at += pool.byteLength) {
+      const piece = pool.subarray(0, Math.min(pool.byteLength, t.nbytes - at))
+      sink(piece)
+      written += piece.byteLength
+    }
+    const pad = Gguf.padding(t.nbytes)
+    if (pad.byteLength > 0) sink(pad)
+    written += pad.byteLength
+  }
+  return written
 }

@@ -391,12 +391,32 @@ class Writer {
 }
 
 /**
- * Writes a GGUF v3 file (the fixtures: small models with random weights).
+ * What `header` takes: metadata in order, and each tensor's name, type, shape and size in bytes.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface HeaderSpec {
+  readonly metadata: ReadonlyArray<readonly [string, Value]>
+  readonly tensors: ReadonlyArray<{
+    readonly name: string
+    readonly dtype: DType.DType
+    readonly ne: ReadonlyArray<number>
+    readonly nbytes: number
+  }>
+  /** written as general.alignment where it is not 32 */
+  readonly alignment?: number
+}
+
+/**
+ * A GGUF v3 file's bytes up to its data: the header, metadata and tensor infos, padded to the alignment.
+ * The tensors' bytes follow in order, each padded to the alignment: a file too large for memory is
+ * written a piece at a time.
  *
  * @since 0.1.0
  * @category writing
  */
-export const write = (spec: Spec): Uint8Array => {
+export const header = (spec: HeaderSpec): Uint8Array => {
   const alignment = spec.alignment ?? DEFAULT_ALIGNMENT
   const metadata: Array<readonly [string, Value]> = [...spec.metadata]
   if (alignment !== DEFAULT_ALIGNMENT) metadata.push(["general.alignment", { type: "u32", value: alignment }])
@@ -417,21 +437,40 @@ export const write = (spec: Spec): Uint8Array => {
     }
   }
   let rel = 0
-  const offsets = spec.tensors.map((t) => {
-    const at = rel
-    rel = Math.ceil((rel + t.data.byteLength) / alignment) * alignment
-    return at
-  })
-  spec.tensors.forEach((t, i) => {
+  spec.tensors.forEach((t) => {
     const id = TYPE_IDS.find(([d]) => d === t.dtype)?.[1]
     if (id === undefined) throw new Error(`GGUF has no type for ${t.dtype}`)
     w.string(t.name)
     w.u32(t.ne.length)
     for (const n of t.ne) w.u64(n)
     w.u32(id)
-    w.u64(offsets[i])
+    w.u64(rel)
+    rel = Math.ceil((rel + t.nbytes) / alignment) * alignment
   })
   w.pad(alignment)
+  return w.result()
+}
+
+/**
+ * The zero bytes after a tensor of `nbytes` that bring the next to the alignment.
+ *
+ * @since 0.1.0
+ * @category writing
+ */
+export const padding = (nbytes: number, alignment = DEFAULT_ALIGNMENT): Uint8Array =>
+  new Uint8Array(Math.ceil(nbytes / alignment) * alignment - nbytes)
+
+/**
+ * Writes a GGUF v3 file (the fixtures: small models with random weights).
+ *
+ * @since 0.1.0
+ * @category writing
+ */
+export const write = (spec: Spec): Uint8Array => {
+  const alignment = spec.alignment ?? DEFAULT_ALIGNMENT
+  const head = header({ ...spec, tensors: spec.tensors.map((t) => ({ ...t, nbytes: t.data.byteLength })) })
+  const w = new Writer()
+  w.bytes(head)
   for (const t of spec.tensors) {
     w.bytes(t.data)
     w.pad(alignment)

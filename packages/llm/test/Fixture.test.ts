@@ -56,4 +56,31 @@ describe("fixtures", () => {
     // every merge makes a token of the vocabulary
     for (const m of bpe.merges) assert.include(bpe.tokens, m.replace(" ", ""))
   })
+
+  it.effect("written a piece at a time: the same bytes; tiled, the same header and sizes with repeated rows", () =>
+    Effect.gen(function*() {
+      const options = { architecture: "qwen3", dtype: "q4_0", ...small } as const
+      const pieces: Array<Uint8Array> = []
+      const n = Fixture.write(options, (b) => pieces.push(b.slice()))
+      const joined = new Uint8Array(n)
+      pieces.reduce((at, p) => (joined.set(p, at), at + p.byteLength), 0)
+      assert.deepStrictEqual(joined, Fixture.make(options))
+      const tiled: Array<Uint8Array> = []
+      const size = Fixture.write(options, (b) => tiled.push(b.slice()), { tile: 512 })
+      assert.strictEqual(size, n)
+      const bytes = new Uint8Array(size)
+      tiled.reduce((at, p) => (bytes.set(p, at), at + p.byteLength), 0)
+      const file = yield* Gguf.parse(bytes)
+      const gate = file.tensors.find((t) => t.name === "blk.0.ffn_gate.weight")!
+      // 512 values are two rows of 256: row 2 repeats row 0
+      const row = gate.nbytes / gate.ne[1]
+      assert.deepStrictEqual(
+        bytes.subarray(gate.offset + 2 * row, gate.offset + 3 * row),
+        bytes.subarray(gate.offset, gate.offset + row)
+      )
+      assert.notDeepEqual(
+        bytes.subarray(gate.offset + row, gate.offset + 2 * row),
+        bytes.subarray(gate.offset, gate.offset + row)
+      )
+    }))
 })

@@ -1,0 +1,124 @@
+/**
+ * The llama-family models of issue 20 at real shapes, random weights, on the best device: prefill of 512
+ * tokens, and decode of 128 tokens after a 512-token prompt, in tok/s (best of 3 after a warm-up run).
+ * Prints one JSON line per model, and the bandwidth fraction of decode (model bytes x tok/s / 4.8 TB/s).
+ *
+ *   tsx llm.ts models DIR [NAME...]      write the models (tiled random weights; seconds, not minutes)
+ *   tsx llm.ts run DIR [NAME...]         measure them (names: 1b-f16 1b-q8_0 1b-q4_0 8b-q8_0 8b-q4_0)
+ *   tsx llm.ts run DIR --quick           a small model (lavapipe: checks the path, not the speed)
+ */
+import { Registry } from "@effect-gpu/core"
+import { Fixture, Llm } from "@effect-gpu/llm"
+import { WebGpu } from "@effect-gpu/webgpu"
+import { NodeContext } from "@effect/platform-node"
+import { Effect, Layer, Stream } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+
+const llama1b = { hidden: 2048, layers: 16, heads: 32, kvHeads: 8, ffn: 8192, vocab: 32000 } as const
+const llama8b = { hidden: 4096, layers: 32, heads: 32, kvHeads: 8, ffn: 14336, vocab: 128256 } as const
+const quick = { hidden: 256, layers: 2, heads: 4, kvHeads: 2, ffn: 512, vocab: 1000 } as const
+
+const MODELS: Record<string, Fixture.Options> = {
+  "1b-f16": { architecture: "llama", dtype: "f16", ...llama1b },
+  "1b-q8_0": { architecture: "llama", dtype: "q8_0", ...llama1b },
+  "1b-q4_0": { architecture: "llama", dtype: "q4_0", ...llama1b },
+  "8b-q8_0": { architecture: "llama", dtype: "q8_0", ...llama8b },
+  "8b-q4_0": { architecture: "llama", dtype: "q4_0", ...llama8b },
+  quick: { architecture: "llama", dtype: "q8_0", ...quick }
+}
+
+const PROMPT = 512
+const DECODE = 128
+const HBM = 4.8e12
+
+const [command, dir, ...rest] = process.argv.slice(2)
+const names = rest.filter((n) => !n.startsWith("--"))
+const chosen = rest.includes("--quick")
+  ? ["quick"]
+  : names.length > 0
+  ? names
+  : Object.keys(MODELS).filter((n) => n !== "quick")
+for (const n of chosen) {
+  if (MODELS[n] === undefined) {
+    console.error(`unknown model ${n}: ${Object.keys(MODELS).join(", ")}`)
+    process.exit(2)
+  }
+}
+if ((command !== "models" && command !== "run") || dir === undefined) {
+  console.error("usage: tsx llm.ts models|run DIR [NAME...] [--quick]")
+  process.exit(2)
+}
+const file = (name: string) => path.join(dir, `${name}.gguf`)
+
+if (command === "models") {
+  fs.mkdirSync(dir, { recursive: true })
+  for (const name of chosen) {
+    const started = performance.now()
+    const fd = fs.openSync(file(name), "w")
+    const bytes = Fixture.write(MODELS[name], (b) => fs.writeSync(fd, b), { tile: 1 << 18 })
+    fs.closeSync(fd)
+    console.error(`${name}: ${(bytes / 1e9).toFixed(2)} GB in ${((performance.now() - started) / 1000).toFixed(1)} s`)
+  }
+  process.exit(0)
+}
+
+/** seeded token ids past the byte tokens */
+const tokens = (n: number, vocab: number, seed: number) => {
+  let a = seed
+  return Array.from({ length: n }, () => {
+    a = (Math.imul(a, 1103515245) + 12345) >>> 0
+    return 300 + (a % (vocab - 300))
+  })
+}
+
+const measure = (name: string) =>
+  Effect.gen(function*() {
+    const device = yield* Registry.bestDevice
+    const loadStart = performance.now()
+    const model = yield* Llm.load(file(name), { device, size: PROMPT + DECODE + 64, ubatch: PROMPT })
+    const loadS = (performance.now() - loadStart) / 1000
+    const prompt = tokens(PROMPT, model.hyperparameters.vocab, 7)
+    const prefill: Array<number> = []
+    for (let run = 0; run < 4; run++) {
+      yield* model.context.truncate(0)
+      const t0 = performance.now()
+      yield* model.context.evaluate(prompt)
+      prefill.push(PROMPT / ((performance.now() - t0) / 1000))
+    }
+    const decode: Array<number> = []
+    for (let run = 0; run < 4; run++) {
+      // a different first token each run: the prompt's positions are evaluated again
+      const p = [run + 1, ...prompt.slice(1)]
+      let first = 0
+      let count = 0
+      yield* Stream.runForEach(
+        model.generate(p, { temperature: 0, maxTokens: DECODE + 1, ignoreEndOfGeneration: true }),
+        () => Effect.sync(() => (count++ === 0 ? first = performance.now() : 0))
+      )
+      decode.push(DECODE / ((performance.now() - first) / 1000))
+    }
+    // the first of each is a warm-up (plans, pipelines, clocks)
+    const best = (xs: ReadonlyArray<number>) => Math.max(...xs.slice(1))
+    const result = {
+      model: name,
+      device: device.name,
+      bytes: model.bytes,
+      load_s: Number(loadS.toFixed(2)),
+      prefill_tok_s: Number(best(prefill).toFixed(1)),
+      decode_tok_s: Number(best(decode).toFixed(1)),
+      decode_bandwidth_fraction: Number(((model.bytes * best(decode)) / HBM).toFixed(3)),
+      runs: { prefill: prefill.map((x) => Number(x.toFixed(1))), decode: decode.map((x) => Number(x.toFixed(1))) }
+    }
+    console.log(JSON.stringify(result))
+  }).pipe(Effect.scoped)
+
+Effect.runPromise(
+  Effect.forEach(chosen, measure, { discard: true }).pipe(
+    // a GPU run needs the GPU: no adapter fails (--quick may fall back to the CPU)
+    Effect.provide(Layer.merge(rest.includes("--quick") ? WebGpu.layerOrCpu() : WebGpu.layer(), NodeContext.layer))
+  )
+).catch((e) => {
+  console.error(e)
+  process.exit(1)
+})
