@@ -6,6 +6,7 @@
  *   tsx llm.ts models DIR [NAME...]      write the models (tiled random weights; seconds, not minutes)
  *   tsx llm.ts run DIR [NAME...]         measure them (names: 1b-f16 1b-q8_0 1b-q4_0 8b-q8_0 8b-q4_0)
  *   tsx llm.ts run DIR --quick           a small model (lavapipe: checks the path, not the speed)
+ *   tsx llm.ts run DIR NAME --profile    also one decoding step's dispatches: GPU time per op, and the wall time
  */
 import { Registry } from "@effect-gpu/core"
 import { Fixture, Llm } from "@effect-gpu/llm"
@@ -111,6 +112,36 @@ const measure = (name: string) =>
       runs: { prefill: prefill.map((x) => Number(x.toFixed(1))), decode: decode.map((x) => Number(x.toFixed(1))) }
     }
     console.log(JSON.stringify(result))
+    if (rest.includes("--profile")) {
+      // one decoding step at position 512, traced: the GPU's time per op against the step's wall time
+      yield* model.context.truncate(PROMPT)
+      const trace = yield* model.context.backend.captureNext
+      const t0 = performance.now()
+      yield* model.context.evaluate([prompt[0]])
+      const wallMs = performance.now() - t0
+      const entries = (yield* trace).entries
+      const byOp = new Map<string, { count: number; gpuMs: number }>()
+      for (const e of entries) {
+        const key = `${e.op}:${e.kernel.split(":")[0]}`
+        const row = byOp.get(key) ?? { count: 0, gpuMs: 0 }
+        row.count++
+        row.gpuMs += (e.gpuTimeNs ?? 0) / 1e6
+        byOp.set(key, row)
+      }
+      const gpuMs = entries.reduce((s, e) => s + (e.gpuTimeNs ?? 0) / 1e6, 0)
+      console.log(JSON.stringify({
+        model: name,
+        profile: "one decoding step (traced, so slower than untraced)",
+        dispatches: entries.length,
+        wall_ms: Number(wallMs.toFixed(2)),
+        gpu_ms: Number(gpuMs.toFixed(2)),
+        ops: [...byOp.entries()].sort((a, b) => b[1].gpuMs - a[1].gpuMs).map(([op, r]) => ({
+          op,
+          count: r.count,
+          gpu_ms: Number(r.gpuMs.toFixed(3))
+        }))
+      }))
+    }
   }).pipe(Effect.scoped)
 
 Effect.runPromise(
