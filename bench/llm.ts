@@ -7,6 +7,7 @@
  *   tsx llm.ts run DIR [NAME...]         measure them (names: 1b-f16 1b-q8_0 1b-q4_0 8b-q8_0 8b-q4_0)
  *   tsx llm.ts run DIR --quick           a small model (lavapipe: checks the path, not the speed)
  *   tsx llm.ts run DIR NAME --profile    also one decoding step's dispatches: GPU time per op, and the wall time
+ *   tsx llm.ts run DIR NAME --attention-splits N   attention's decode form with the keys in N splits
  */
 import { Registry } from "@effect-gpu/core"
 import { Fixture, Llm } from "@effect-gpu/llm"
@@ -34,7 +35,7 @@ const DECODE = 128
 const HBM = 4.8e12
 
 const [command, dir, ...rest] = process.argv.slice(2)
-const names = rest.filter((n) => !n.startsWith("--"))
+const names = rest.filter((n, i) => !n.startsWith("--") && rest[i - 1] !== "--attention-splits")
 const chosen = rest.includes("--quick")
   ? ["quick"]
   : names.length > 0
@@ -51,6 +52,8 @@ if ((command !== "models" && command !== "run") || dir === undefined) {
   process.exit(2)
 }
 const file = (name: string) => path.join(dir, `${name}.gguf`)
+const splitsAt = rest.indexOf("--attention-splits")
+const gpuOptions = splitsAt >= 0 ? { attentionDecode: { splits: Number(rest[splitsAt + 1]) } } : {}
 
 if (command === "models") {
   fs.mkdirSync(dir, { recursive: true })
@@ -147,7 +150,12 @@ const measure = (name: string) =>
 Effect.runPromise(
   Effect.forEach(chosen, measure, { discard: true }).pipe(
     // a GPU run needs the GPU: no adapter fails (--quick may fall back to the CPU)
-    Effect.provide(Layer.merge(rest.includes("--quick") ? WebGpu.layerOrCpu() : WebGpu.layer(), NodeContext.layer))
+    Effect.provide(
+      Layer.merge(
+        rest.includes("--quick") ? WebGpu.layerOrCpu(gpuOptions) : WebGpu.layer(gpuOptions),
+        NodeContext.layer
+      )
+    )
   )
 ).catch((e) => {
   console.error(e)
