@@ -1,0 +1,108 @@
+/**
+ * Tokens as server-sent events: POST /generate with {"prompt": "..."} or {"tokens": [ids]} and sampling
+ * options answers `text/event-stream`, one `token` event per token ({"token", "text"}) and a `done` event
+ * ({"tokens", "text"}); GET /health names the model and its device. A body that is not valid gets 400
+ * saying what and where, one over BODY_LIMIT bytes 413. Generations run one at a time in the order they
+ * came (the model's queue); a client that disconnects stops its generation at the next token.
+ */
+import { Llm } from "@effect-gpu/llm"
+import type { HttpServerError } from "@effect/platform"
+import { HttpRouter, HttpServer, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { Config, Effect, Option, ParseResult, Schema, Stream } from "effect"
+
+const Probability = Schema.Number.pipe(Schema.between(0, 1))
+
+export const GenerateRequest = Schema.Struct({
+  prompt: Schema.optionalWith(Schema.String.pipe(Schema.maxLength(16384)), { exact: true }),
+  tokens: Schema.optionalWith(Schema.Array(Schema.Int.pipe(Schema.nonNegative())).pipe(Schema.maxItems(4096)), {
+    exact: true
+  }),
+  maxTokens: Schema.optionalWith(Schema.Int.pipe(Schema.between(1, 4096)), { exact: true }),
+  temperature: Schema.optionalWith(Schema.Number.pipe(Schema.between(0, 10)), { exact: true }),
+  topK: Schema.optionalWith(Schema.Int.pipe(Schema.nonNegative()), { exact: true }),
+  topP: Schema.optionalWith(Probability.pipe(Schema.greaterThan(0)), { exact: true }),
+  minP: Schema.optionalWith(Probability, { exact: true }),
+  repeatPenalty: Schema.optionalWith(Schema.Number.pipe(Schema.positive()), { exact: true }),
+  seed: Schema.optionalWith(Schema.Int, { exact: true }),
+  stop: Schema.optionalWith(Schema.Array(Schema.String).pipe(Schema.maxItems(8)), { exact: true }),
+  ignoreEndOfGeneration: Schema.optionalWith(Schema.Boolean, { exact: true })
+}).pipe(
+  Schema.filter((r) =>
+    (r.prompt === undefined) !== (r.tokens === undefined) || "send either prompt (text) or tokens (ids)"
+  )
+)
+
+/** the largest body accepted, in bytes (default 64 KiB) */
+export const bodyLimit = Config.integer("BODY_LIMIT").pipe(Config.withDefault(64 * 1024))
+
+const error = (status: number, message: string) => HttpServerResponse.unsafeJson({ error: message }, { status })
+
+class TooLarge {
+  readonly _tag = "TooLarge"
+  constructor(readonly limit: number) {}
+}
+
+const body = Effect.gen(function*() {
+  const request = yield* HttpServerRequest.HttpServerRequest
+  const limit = yield* bodyLimit
+  if (Number(request.headers["content-length"] ?? "0") > limit) return yield* Effect.fail(new TooLarge(limit))
+  const text = yield* request.text.pipe(
+    HttpServerRequest.withMaxBodySize(Option.some(limit)),
+    Effect.mapError((e): TooLarge | HttpServerError.RequestError =>
+      String(e.cause).includes("maxBytes") ? new TooLarge(limit) : e
+    )
+  )
+  return yield* Schema.decodeUnknown(Schema.parseJson(GenerateRequest))(text)
+})
+
+/** schema failures as `path: message` lines */
+const describe = (e: ParseResult.ParseError) =>
+  ParseResult.ArrayFormatter.formatErrorSync(e).map((i) =>
+    `${i.path.length > 0 ? i.path.join(".") : "body"}: ${i.message}`
+  ).join("; ")
+
+const encoder = new TextEncoder()
+const event = (name: string, data: unknown) => encoder.encode(`event: ${name}\ndata: ${JSON.stringify(data)}\n\n`)
+
+export const router = HttpRouter.empty.pipe(
+  HttpRouter.get(
+    "/health",
+    Effect.map(Llm.Llm, (m) =>
+      HttpServerResponse.unsafeJson({
+        model: m.file,
+        device: m.device.name,
+        architecture: m.hyperparameters.architecture
+      }))
+  ),
+  HttpRouter.post(
+    "/generate",
+    Effect.gen(function*() {
+      const request = yield* body
+      const model = yield* Llm.Llm
+      const { prompt, tokens, ...options } = request
+      const generated: Array<number> = []
+      let text = ""
+      const events = model.generate(tokens ?? prompt ?? "", options).pipe(
+        Stream.map((g) => {
+          generated.push(g.token)
+          text += g.text
+          return event("token", g)
+        }),
+        Stream.concat(Stream.suspend(() => Stream.succeed(event("done", { tokens: generated, text })))),
+        Stream.catchAll((e) => Stream.succeed(event("error", { error: e.message })))
+      )
+      return HttpServerResponse.stream(events, {
+        contentType: "text/event-stream",
+        headers: { "cache-control": "no-cache" }
+      })
+    }).pipe(
+      Effect.catchTags({
+        TooLarge: (e) => Effect.succeed(error(413, `the body is over ${e.limit} bytes`)),
+        ParseError: (e) => Effect.succeed(error(400, describe(e))),
+        RequestError: (e) => Effect.succeed(error(400, `unreadable body: ${e.message}`))
+      })
+    )
+  )
+)
+
+export const app = HttpServer.serve(router).pipe(HttpServer.withLogAddress)

@@ -1,0 +1,117 @@
+import { Cpu } from "@effect-gpu/core"
+import { Fixture, Llm } from "@effect-gpu/llm"
+import { HttpBody, HttpClient } from "@effect/platform"
+import { NodeHttpServer } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Chunk, Effect, Fiber, Layer, Stream } from "effect"
+import * as Server from "../src/Server.js"
+
+const bytes = Fixture.make({
+  architecture: "qwen3",
+  dtype: "q8_0",
+  hidden: 128,
+  layers: 2,
+  heads: 4,
+  kvHeads: 2,
+  ffn: 256,
+  vocab: 300,
+  seed: 9
+})
+const model = Layer.scoped(Llm.Llm, Llm.fromBytes(bytes, { file: "fixture", size: 1024 })).pipe(
+  Layer.provide(Cpu.layer())
+)
+const serve = Server.app.pipe(Layer.provideMerge(model), Layer.provideMerge(NodeHttpServer.layerTest))
+
+const prompt = [1, 40, 271, 7, 120, 33]
+const greedy = { temperature: 0, maxTokens: 12, ignoreEndOfGeneration: true }
+
+/** server-sent events as [name, data] */
+const parse = (text: string) =>
+  text.split("\n\n").filter((e) => e.length > 0).map((e) => {
+    const [name, data] = e.split("\n")
+    return [name.replace("event: ", ""), JSON.parse(data.replace("data: ", ""))] as const
+  })
+
+const post = (body: unknown) =>
+  Effect.gen(function*() {
+    const client = yield* HttpClient.HttpClient
+    const res = yield* client.post("/generate", { body: HttpBody.text(JSON.stringify(body), "application/json") })
+    return { status: res.status, type: res.headers["content-type"], text: yield* res.text }
+  })
+
+/** what the model generates for these options, asked directly */
+const direct = (options: typeof greedy, tokens = prompt) =>
+  Effect.flatMap(Llm.Llm, (m) => Stream.runCollect(m.generate(tokens, options))).pipe(Effect.map(Chunk.toArray))
+
+describe("llm-server", () => {
+  it.scoped("streams the model's tokens as server-sent events, then a done event", () =>
+    Effect.gen(function*() {
+      const want = yield* direct(greedy)
+      const { status, text, type } = yield* post({ tokens: prompt, ...greedy })
+      assert.strictEqual(status, 200, text)
+      assert.include(type, "text/event-stream")
+      const events = parse(text)
+      assert.deepStrictEqual(
+        events.slice(0, -1).map(([name, data]) => [name, data.token]),
+        want.map((g) => ["token", g.token])
+      )
+      const [name, done] = events[events.length - 1]
+      assert.strictEqual(name, "done")
+      assert.deepStrictEqual(done.tokens, want.map((g) => g.token))
+      assert.strictEqual(done.text, want.map((g) => g.text).join(""))
+      const health = yield* Effect.flatMap(HttpClient.HttpClient, (c) => c.get("/health"))
+      assert.deepInclude(yield* health.json, { model: "fixture", device: "CPU", architecture: "qwen3" })
+    }).pipe(Effect.provide(serve)))
+
+  it.scoped("bad requests get 400 saying what is wrong; a body over the limit 413", () =>
+    Effect.gen(function*() {
+      for (
+        const [body, says] of [
+          [{ prompt: "a", tokens: [1] }, "either prompt"],
+          [{ prompt: "a", topP: 2 }, "topP"],
+          [{ tokens: [1, -2] }, "tokens"],
+          [{ prompt: "a", maxTokens: 0 }, "maxTokens"]
+        ] as const
+      ) {
+        const { status, text } = yield* post(body)
+        assert.strictEqual(status, 400, JSON.stringify(body))
+        assert.include(text, says)
+      }
+      const client = yield* HttpClient.HttpClient
+      const malformed = yield* client.post("/generate", { body: HttpBody.text("{\"prompt\":", "application/json") })
+      assert.strictEqual(malformed.status, 400)
+      const big = yield* post({ prompt: "x".repeat(70 * 1024) })
+      assert.strictEqual(big.status, 413)
+    }).pipe(Effect.provide(serve)))
+
+  it.live(
+    "a client that disconnects stops its generation; requests at once are served in turn, each right",
+    () =>
+      Effect.gen(function*() {
+        const m = yield* Llm.Llm
+        const client = yield* HttpClient.HttpClient
+        // read the first event, then go away
+        const fiber = yield* Effect.fork(Effect.scoped(Effect.gen(function*() {
+          const res = yield* client.post("/generate", {
+            body: HttpBody.text(JSON.stringify({ tokens: prompt, ...greedy, maxTokens: 900 }), "application/json")
+          })
+          yield* Stream.runDrain(res.stream)
+        })))
+        while ((yield* m.context.position) <= prompt.length + 2) yield* Effect.sleep("5 millis")
+        yield* Fiber.interrupt(fiber)
+        yield* Effect.sleep("300 millis")
+        const stopped = yield* m.context.position
+        yield* Effect.sleep("300 millis")
+        assert.strictEqual(yield* m.context.position, stopped, "the generation went on after the client left")
+        assert.isBelow(stopped, prompt.length + 900)
+        const other = [1, 9, 8, 7]
+        const [a, b] = yield* Effect.all([post({ tokens: prompt, ...greedy }), post({ tokens: other, ...greedy })], {
+          concurrency: "unbounded"
+        })
+        const tokensOf = (text: string) => parse(text).filter(([n]) => n === "token").map(([, d]) => d.token)
+        assert.deepStrictEqual(tokensOf(a.text), (yield* direct(greedy)).map((g) => g.token))
+        assert.deepStrictEqual(tokensOf(b.text), (yield* direct(greedy, other)).map((g) => g.token))
+      }).pipe(Effect.scoped, Effect.provide(serve)),
+    60_000
+  )
+})
