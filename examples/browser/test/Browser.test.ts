@@ -7,6 +7,7 @@ import { fileURLToPath } from "node:url"
 import { chromium } from "playwright-core"
 import { build, preview } from "vite"
 import { quickstart } from "../../quickstart/program.js"
+import { generate } from "../src/generate.js"
 
 const root = path.join(path.dirname(fileURLToPath(import.meta.url)), "..")
 const dist = path.join(root, "dist")
@@ -27,14 +28,16 @@ const open = async (args: ReadonlyArray<string>, screenshot?: string) => {
   const server = await preview({ root, configFile: false, logLevel: "warn", preview: { port: 0, host: "127.0.0.1" } })
   const browser = await chromium.launch({ executablePath: browserPath!, args: [...args] })
   try {
-    const page = await browser.newPage({ viewport: { width: 900, height: 360 } })
+    const page = await browser.newPage({ viewport: { width: 900, height: 760 } })
     await page.goto(server.resolvedUrls!.local[0])
     await page.waitForSelector("body[data-state]", { timeout: 90_000 })
     const shown = {
       state: await page.getAttribute("body", "data-state"),
       device: (await page.textContent("#device")) ?? "",
       note: (await page.isVisible("#note")) ? await page.textContent("#note") : undefined,
-      values: JSON.parse((await page.getAttribute("#result", "data-values")) ?? "[]") as Array<number>
+      values: JSON.parse((await page.getAttribute("#result", "data-values")) ?? "[]") as Array<number>,
+      tokens: JSON.parse((await page.getAttribute("#tokens", "data-tokens")) ?? "[]") as Array<number>,
+      speed: (await page.textContent("#speed")) ?? ""
     }
     if (screenshot !== undefined) await page.screenshot({ path: screenshot })
     return shown
@@ -54,6 +57,9 @@ const haveBrowser = () => {
 
 /** the quickstart on the CPU backend in Node */
 const onCpu = () => Effect.runPromise(quickstart.pipe(Effect.provide(Cpu.layer())))
+
+/** the page's model's greedy tokens on the CPU backend in Node */
+const tokensOnCpu = () => Effect.runPromise(generate(() => {}).pipe(Effect.provide(Cpu.layer())))
 
 describe("the browser example", () => {
   it("builds with vite and no configuration, without Dawn", async () => {
@@ -76,6 +82,9 @@ describe("the browser example", () => {
     const cpu = await onCpu()
     assert.strictEqual(shown.values.length, cpu.result.length)
     shown.values.forEach((v, i) => assert.closeTo(v, cpu.result[i], 1e-5, `value ${i}`))
+    // a model's 16 greedy tokens, generated on the page's WebGPU device, are the CPU backend's
+    assert.include(shown.speed, "16 tokens on WebGPU", shown.speed)
+    assert.deepStrictEqual(shown.tokens, (await tokensOnCpu()).tokens)
   }, 180_000)
 
   it("falls back to the CPU backend with a visible note where the browser gives no adapter", async () => {
@@ -85,5 +94,6 @@ describe("the browser example", () => {
     assert.include(shown.device, "(CPU)")
     assert.include(shown.note, "the CPU backend ran instead")
     assert.deepStrictEqual(shown.values, (await onCpu()).result)
+    assert.deepStrictEqual(shown.tokens, (await tokensOnCpu()).tokens)
   }, 180_000)
 })

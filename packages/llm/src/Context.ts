@@ -18,7 +18,9 @@ import type {
   ShapeError,
   UnsupportedOp
 } from "@effect-gpu/core/GpuError"
+import * as Ops from "@effect-gpu/core/Ops"
 import type * as Plan from "@effect-gpu/core/Plan"
+import * as Tensor from "@effect-gpu/core/Tensor"
 import * as Effect from "effect/Effect"
 import * as Ref from "effect/Ref"
 import * as Scope from "effect/Scope"
@@ -41,6 +43,8 @@ export interface Options {
   readonly keyPadding?: number
   /** names the model in failures */
   readonly file?: string
+  /** the cache's type (default f16, or f32 where the device cannot store f16 rows) */
+  readonly cacheType?: "f16" | "f32"
 }
 
 /**
@@ -84,6 +88,15 @@ export interface Context {
   readonly truncate: (n: number) => Effect.Effect<void>
 }
 
+/** whether the backend writes f16 rows with set_rows (a browser without shader-f16 does not) */
+const storesF16 = (backend: Backend.Backend) =>
+  Effect.gen(function*() {
+    const dst = yield* Tensor.make("probe_dst", "f16", [64, 4])
+    const src = yield* Tensor.make("probe_src", "f32", [64, 1])
+    const idx = yield* Tensor.make("probe_idx", "i32", [1])
+    return backend.device.supportsOp(yield* Ops.setRows(dst, src, idx))
+  })
+
 interface Compiled {
   readonly forward: Forward.Forward
   readonly plan: Plan.Plan
@@ -116,8 +129,9 @@ export const make = (
       }
     }
     const scope = yield* Effect.scope
-    const cache = yield* KvCache.make(h, device.bufferType, size)
     const backend = yield* device.makeBackend()
+    const cacheType = options.cacheType ?? ((yield* storesF16(backend)) ? "f16" : "f32")
+    const cache = yield* KvCache.make(h, device.bufferType, size, cacheType)
     const bindings = [...weights.bindings, ...cache.bindings]
     const position = yield* Ref.make(0)
     const plans = new Map<string, Compiled>()

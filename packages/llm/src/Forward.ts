@@ -93,7 +93,8 @@ export const make = (
     const g = Graph.make()
     const tokens = yield* g.input("tokens", "i32", [n])
     const positions = yield* g.input("positions", "i32", [n])
-    const mask = yield* g.input("mask", "f16", [keys, n])
+    // f32 beside an f32 cache: a device without f16 (a browser without shader-f16) takes neither as f16
+    const mask = yield* g.input("mask", cache?.cache.dtype === "f32" ? "f32" : "f16", [keys, n])
     const norm = (x: Tensor.TensorLike, weight: Tensor.Tensor) => Ops.mul(Ops.rmsNorm(x, h.rmsEps), weight)
     const rope = (x: Tensor.TensorLike) =>
       Ops.rope(x, positions, { nDims: h.ropeDims, mode: h.ropeNeox ? 2 : 0, freqBase: h.ropeFreqBase })

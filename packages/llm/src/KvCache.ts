@@ -1,6 +1,6 @@
 /**
  * A model's KV cache: per layer, the keys and the values of every position so far, in f16 device memory
- * (llama.cpp's layout: one row of `headDim × kvHeads` per position). Graphs write a batch's rows with
+ * (f32 where the device has no f16; llama.cpp's layout: one row of `headDim × kvHeads` per position). Graphs write a batch's rows with
  * set_rows at the batch's positions and attend over a view of the first positions.
  *
  * @since 0.1.0
@@ -20,6 +20,7 @@ import type { Hyperparameters } from "./Hyperparameters.js"
 export interface KvCache {
   /** positions it holds */
   readonly size: number
+  readonly dtype: "f16" | "f32"
   /** per layer: [headDim × kvHeads, size] f16 */
   readonly keys: ReadonlyArray<Tensor.Tensor>
   readonly values: ReadonlyArray<Tensor.Tensor>
@@ -38,7 +39,8 @@ export interface KvCache {
 export const make = (
   h: Hyperparameters,
   bufferType: BufferType.BufferType,
-  size: number
+  size: number,
+  dtype: "f16" | "f32" = "f16"
 ): Effect.Effect<KvCache, AllocationError | DeviceLost | Released | ShapeError, Scope.Scope> =>
   Effect.gen(function*() {
     const row = h.headDim * h.kvHeads
@@ -46,13 +48,13 @@ export const make = (
     const values: Array<Tensor.Tensor> = []
     const bindings: Array<Plan.Binding> = []
     for (let l = 0; l < h.layers; l++) {
-      const k = yield* Tensor.make(`cache_k.${l}`, "f16", [row, size], { flags: Tensor.Flags.param })
-      const v = yield* Tensor.make(`cache_v.${l}`, "f16", [row, size], { flags: Tensor.Flags.param })
+      const k = yield* Tensor.make(`cache_k.${l}`, dtype, [row, size], { flags: Tensor.Flags.param })
+      const v = yield* Tensor.make(`cache_v.${l}`, dtype, [row, size], { flags: Tensor.Flags.param })
       keys.push(k)
       values.push(v)
       bindings.push(...yield* Plan.bind(bufferType, [k, v], { usage: "compute" }))
     }
-    return { size, keys, values, bindings, bytes: 2 * h.layers * row * size * 2 }
+    return { size, dtype, keys, values, bindings, bytes: 2 * h.layers * row * size * (dtype === "f16" ? 2 : 4) }
   })
 
 /**
@@ -68,7 +70,7 @@ export const window = (
   written: Tensor.Tensor,
   length: number
 ): Effect.Effect<Tensor.Tensor, ShapeError> => {
-  const element = 2
+  const element = written.dtype === "f16" ? 2 : 4
   const row = h.headDim * h.kvHeads * element
   return Tensor.view(written, [h.headDim, length, h.kvHeads], [row, h.headDim * element, row * length], 0)
 }

@@ -140,6 +140,8 @@ describe("the forward graph", () => {
       const h = yield* Hyperparameters.fromGguf(file)
       const cpu = yield* logitsOn(devices.find((d) => d.name === "CPU")!, bytes, file, h)
       const ours = yield* logitsOn(gpu, bytes, file, h)
-      cpu.forEach((v, i) => assert.closeTo(ours[i], v, 2e-3 * (1 + Math.abs(v)), `logit ${i}`))
+      // the CPU rounds activations to q8_0 blocks before each quantized product, as ggml's CPU does; the
+      // WebGPU kernels keep them f32 (as llama.cpp's Vulkan backend does): logits differ by that rounding
+      cpu.forEach((v, i) => assert.closeTo(ours[i], v, 2e-2 * (1 + Math.abs(v)), `logit ${i}`))
     }).pipe(Effect.provide(WebGpu.layerOrCpu())), 120_000)
 })
