@@ -78,7 +78,13 @@ const program = Effect.gen(function*() {
         { ...options, file: "synthetic qwen3" }
       )
     )
-    : yield* Llm.load(args.model, options)
+    : yield* Effect.gen(function*() {
+      // the loading bar follows the load's progress stream
+      const { onProgress, ...rest } = options
+      const loading = yield* Llm.loadWithProgress(args.model!, rest)
+      yield* Stream.runForEach(loading.progress, onProgress)
+      return yield* loading.model
+    })
   if (!args.json) {
     yield* write(
       process.stderr,
@@ -135,6 +141,11 @@ program.pipe(
     "UsageError",
     (e) => Effect.zipRight(Console.error(`${e.message}\n\n${usage}`), Effect.sync(() => process.exitCode = 2))
   ),
+  // a model that cannot be used, or does not fit: the reason, not a stack
+  Effect.catchTags({
+    ModelError: (e) => Effect.zipRight(Console.error(e.message), Effect.sync(() => process.exitCode = 1)),
+    AllocationError: (e) => Effect.zipRight(Console.error(e.message), Effect.sync(() => process.exitCode = 1))
+  }),
   Effect.scoped,
   Effect.provide(Layer.merge(WebGpu.layerOrCpu(), NodeContext.layer)),
   NodeRuntime.runMain

@@ -20,9 +20,12 @@ import * as Registry from "@effect-gpu/core/Registry"
 import type * as FileSystem from "@effect/platform/FileSystem"
 import * as EffectContext from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
+import * as Mailbox from "effect/Mailbox"
 import * as Option from "effect/Option"
-import type * as Scope from "effect/Scope"
+import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as Context from "./Context.js"
 import * as Gguf from "./Gguf.js"
@@ -263,6 +266,36 @@ export const load = (
   options: LoadOptions = {}
 ): Effect.Effect<Model, LoadError | NoAdapter, Scope.Scope | Registry.Registry | FileSystem.FileSystem> =>
   Effect.flatMap(ModelFile.open(path), (f) => make(path, f.gguf, f.source, options))
+
+/**
+ * Loads the model at `path` with its progress as a Stream: `progress` emits after each tensor and ends
+ * when the model is loaded (it fails as the load does); `model` waits for it. The load runs in the
+ * background within the scope.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const loadWithProgress = (
+  path: string,
+  options: Omit<LoadOptions, "onProgress"> = {}
+): Effect.Effect<
+  {
+    readonly progress: Stream.Stream<Weights.Progress, LoadError | NoAdapter>
+    readonly model: Effect.Effect<Model, LoadError | NoAdapter>
+  },
+  never,
+  Scope.Scope | Registry.Registry | FileSystem.FileSystem
+> =>
+  Effect.gen(function*() {
+    const scope = yield* Effect.scope
+    const mailbox = yield* Mailbox.make<Weights.Progress, LoadError | NoAdapter>()
+    const fiber = yield* load(path, { ...options, onProgress: (p) => Effect.asVoid(mailbox.offer(p)) }).pipe(
+      Scope.extend(scope),
+      Effect.onExit((exit) => Exit.isSuccess(exit) ? mailbox.end : mailbox.failCause(exit.cause)),
+      Effect.forkIn(scope)
+    )
+    return { progress: Mailbox.toStream(mailbox), model: Fiber.join(fiber) }
+  })
 
 /**
  * The model at `path` as the Llm service.

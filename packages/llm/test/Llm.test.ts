@@ -114,6 +114,23 @@ describe("Llm", () => {
       }
     }).pipe(Effect.provide(layer)))
 
+  it.scoped("loading with progress: a Stream that ends when the model is loaded, or fails as the load does", () =>
+    Effect.gen(function*() {
+      const folder = mkdtempSync(join(tmpdir(), "llm-"))
+      const path = join(folder, "model.gguf")
+      writeFileSync(path, bytes)
+      const loading = yield* Llm.loadWithProgress(path, { size: 64 })
+      const progress = yield* collect(loading.progress)
+      const model = yield* loading.model
+      assert.isAbove(progress.length, 10)
+      assert.strictEqual(progress[progress.length - 1].bytes, model.bytes)
+      assert.isTrue(progress.every((p, i) => i === 0 || p.bytes > progress[i - 1].bytes))
+      const missing = yield* Llm.loadWithProgress(join(folder, "missing.gguf"))
+      const failed = yield* Effect.flip(collect(missing.progress))
+      assert.strictEqual(failed._tag, "ModelError")
+      assert.strictEqual((yield* Effect.flip(missing.model))._tag, "ModelError")
+    }).pipe(Effect.provide(layer)))
+
   it.scoped("sampling options out of range fail the stream with InvalidSampling", () =>
     Effect.gen(function*() {
       const model = yield* Llm.fromBytes(bytes, { size: 64 })

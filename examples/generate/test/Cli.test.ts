@@ -1,0 +1,78 @@
+import { Fixture } from "@effect-gpu/llm"
+import { assert, describe, it } from "@effect/vitest"
+import { spawnSync } from "node:child_process"
+import { mkdtempSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+
+const main = fileURLToPath(new URL("../src/main.ts", import.meta.url))
+const tsx = fileURLToPath(new URL("../../../node_modules/.bin/tsx", import.meta.url))
+const run = (args: ReadonlyArray<string>) =>
+  spawnSync(tsx, [main, ...args], {
+    encoding: "utf8",
+    timeout: 120_000,
+    env: { ...process.env, XDG_RUNTIME_DIR: "/tmp" }
+  })
+
+const folder = mkdtempSync(join(tmpdir(), "generate-"))
+const model = join(folder, "model.gguf")
+writeFileSync(
+  model,
+  Fixture.make({
+    architecture: "llama",
+    dtype: "q8_0",
+    hidden: 128,
+    layers: 2,
+    heads: 4,
+    kvHeads: 2,
+    ffn: 256,
+    vocab: 300
+  })
+)
+
+describe("pnpm generate", () => {
+  it("--json prints one JSON object and nothing else; the same tokens on the CPU as on the best device", () => {
+    const args = [
+      "--model",
+      model,
+      "--prompt-tokens",
+      "1,40,271,7",
+      "--greedy",
+      "--max-tokens",
+      "6",
+      "--ignore-eos",
+      "--json"
+    ]
+    const out = run([...args, "--device", "cpu"])
+    assert.strictEqual(out.status, 0, out.stderr)
+    const lines = out.stdout.trim().split("\n")
+    assert.strictEqual(lines.length, 1, out.stdout)
+    const json = JSON.parse(lines[0]) as {
+      tokens: Array<number>
+      text: string
+      prompt_tok_s: number
+      gen_tok_s: number
+    }
+    assert.strictEqual(json.tokens.length, 6)
+    assert.isAbove(json.prompt_tok_s, 0)
+    assert.isAbove(json.gen_tok_s, 0)
+    const best = JSON.parse(run(args).stdout.trim()) as { tokens: Array<number> }
+    assert.deepStrictEqual(best.tokens, json.tokens)
+  }, 120_000)
+
+  it("streams text after a loading bar and reports speeds; bad flags and files fail with a reason", () => {
+    const out = run(["--model", model, "--prompt", "the rain", "--max-tokens", "4", "--device", "cpu", "--seed", "1"])
+    assert.strictEqual(out.status, 0, out.stderr)
+    assert.isTrue(out.stdout.startsWith("the rain"), out.stdout)
+    assert.include(out.stderr, "loading [")
+    assert.match(out.stderr, /prompt: \d+ tokens, [\d.]+ tok\/s; generated: \d+ tokens, [\d.]+ tok\/s/)
+    const bad = run(["--max-tokens", "zero"])
+    assert.strictEqual(bad.status, 2)
+    assert.include(bad.stderr, "--max-tokens takes a number")
+    const missing = run(["--model", join(folder, "missing.gguf")])
+    assert.strictEqual(missing.status, 1)
+    assert.include(missing.stderr, "cannot be opened")
+    assert.notInclude(missing.stderr, "    at ")
+  }, 120_000)
+})
