@@ -43,10 +43,12 @@ for (const name of names) {
     await sequence.clearHistory()
     let count = 0
     let first = 0
-    for await (const _ of sequence.evaluate([run + 1, ...prompt.slice(1)], { temperature: 0 })) {
+    // past end-of-generation tokens too (random weights pick them): 128 decoding steps after the first token
+    for await (const _ of sequence.evaluate([run + 1, ...prompt.slice(1)], { temperature: 0, yieldEogToken: true })) {
       if (count++ === 0) first = performance.now()
       if (count === DECODE + 1) break
     }
+    if (count !== DECODE + 1) throw new Error(`${name}: the generation stopped after ${count} tokens`)
     decode.push(DECODE / ((performance.now() - first) / 1000))
   }
   const best = (xs) => Math.max(...xs.slice(1))

@@ -258,6 +258,21 @@ export const fromBytes = (
 /**
  * A model from a GGUF file, read by offset (a model larger than memory's largest buffer loads).
  *
+ * @example
+ * ```ts
+ * import { Cpu } from "@effect-gpu/core"
+ * import { Llm } from "@effect-gpu/llm"
+ * import { NodeFileSystem } from "@effect/platform-node"
+ * import { Effect, Layer, Stream } from "effect"
+ *
+ * const program = Effect.gen(function*() {
+ *   const model = yield* Llm.load("model.gguf", { size: 2048 })
+ *   yield* model.generate("Once upon a time", { maxTokens: 32, temperature: 0.7, seed: 1 }).pipe(
+ *     Stream.runForEach((g) => Effect.sync(() => process.stdout.write(g.text)))
+ *   )
+ * }).pipe(Effect.scoped, Effect.provide(Layer.merge(Cpu.layer(), NodeFileSystem.layer)))
+ * ```
+ *
  * @since 0.1.0
  * @category constructors
  */
