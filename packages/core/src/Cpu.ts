@@ -84,6 +84,10 @@ export const interpreter = (deviceName: string): Interpreter => ({
           command.buffer.host!.fill(command.value, command.offset, command.offset + command.size)
         })
       case "CopyTensor":
+        // from another device's memory (a scheduler's copy between splits): that buffer's own copy
+        if (command.src.host === undefined || command.dst.host === undefined) {
+          return command.dst.copyFrom(command.src, command.srcOffset, command.dstOffset, command.size)
+        }
         return Effect.sync(() => {
           const src = command.src.host!.subarray(command.srcOffset, command.srcOffset + command.size)
           command.dst.host!.set(src, command.dstOffset)

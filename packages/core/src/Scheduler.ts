@@ -4,8 +4,10 @@
  * takes a large batch), else on the first backend whose device supports it; consecutive nodes
  * on one backend make a split; each split is its own graph, allocated on its backend, whose inputs from
  * other splits are copied in before it runs. Views and leafs are rebuilt in every split that uses them.
- * Copies go through the host for now (getBytes then setBytes), once per compute. `byLayer` places by
- * layer (llama.cpp's --tensor-split); `captureNext` traces a compute split by split.
+ * Copies are the destination backend's `copyAsync` from the source split's plan, ordered by an event on
+ * the source backend (ggml's cpy_tensor_async between backends), once per compute; splits go out with
+ * `computeAsync`, and `compute` waits for every backend. `byLayer` places by layer (llama.cpp's
+ * --tensor-split); `captureNext` traces a compute split by split.
  *
  * @since 0.1.0
  */
@@ -107,7 +109,15 @@ export interface Scheduler {
     graph: Graph.Graph | Graph.Builder
   ) => Effect.Effect<ScheduledPlan, AllocationError | UnsupportedOp | DeviceLost | Released, Scope.Scope>
   /** runs the splits in order, each after its copies in; returns once the outputs are ready */
-  readonly compute: (plan: ScheduledPlan) => Effect.Effect<void, BackendError | ShapeError | NotAnOutput>
+  readonly compute: (
+    plan: ScheduledPlan
+  ) => Effect.Effect<void, BackendError | UnsupportedOp | OutOfBounds | Released>
+  /** hands the splits and their copies to their backends and returns; failures surface at `synchronize` */
+  readonly computeAsync: (
+    plan: ScheduledPlan
+  ) => Effect.Effect<void, BackendError | UnsupportedOp | OutOfBounds | Released>
+  /** waits for every backend the plan's splits run on */
+  readonly synchronize: (plan: ScheduledPlan) => Effect.Effect<void, BackendError>
   /** the trace of the next compute: the outer effect arms it, the inner one waits for it */
   readonly captureNext: Effect.Effect<Effect.Effect<Trace>>
 }
@@ -246,6 +256,47 @@ export const make = (backends: ReadonlyArray<Backend.Backend>, options: Options 
   >()
 
   let capture: Deferred.Deferred<Trace> | undefined
+
+  /** each split's copies in and its compute, handed to their backends in order without waiting */
+  const enqueue = (plan: ScheduledPlan, waitEach: boolean) =>
+    Effect.gen(function*() {
+      const copies = copiesOf.get(plan) ?? []
+      const armed = capture
+      capture = undefined
+      const started = performance.now()
+      const traced: Array<Trace["splits"][number]> = []
+      for (const [k, split] of plan.splits.entries()) {
+        const t0 = performance.now()
+        for (const c of copies[k] ?? []) {
+          const source = plan.splits[c.from]
+          const from = source.plan.location(c.sourceLocal())
+          const to = split.plan.location(c.local)
+          if (from === undefined || to === undefined) {
+            return yield* new UnsupportedOp({
+              op: "copy between splits",
+              dtypes: [c.local.dtype],
+              device: split.backend.name
+            })
+          }
+          yield* split.backend.copyAsync(from, to, source.backend)
+        }
+        const t1 = performance.now()
+        // traced: each split waits for its work, so that its time is its own
+        if (waitEach) yield* split.backend.compute(split.plan)
+        else yield* split.backend.computeAsync(split.plan)
+        traced.push({
+          device: split.backend.device.name,
+          nodes: split.nodes.length,
+          copies: split.copies.map((c) => ({ from: plan.splits[c.from].backend.device.name, bytes: c.bytes })),
+          copyMs: t1 - t0,
+          computeMs: performance.now() - t1
+        })
+      }
+      return { armed, traced, started }
+    })
+
+  const used = (plan: ScheduledPlan) => [...new Set(plan.splits.map((s) => s.backend))]
+
   // the per-token path: the cheap span (not made the parent of the splits' own), as Backend.compute's
   const compute = (plan: ScheduledPlan) =>
     Effect.useSpan(
@@ -253,32 +304,20 @@ export const make = (backends: ReadonlyArray<Backend.Backend>, options: Options 
       { captureStackTrace: false, attributes: { splits: plan.splits.length } },
       () =>
         Effect.gen(function*() {
-          const copies = copiesOf.get(plan) ?? []
-          const armed = capture
-          capture = undefined
-          const started = performance.now()
-          const traced: Array<Trace["splits"][number]> = []
-          for (const [k, split] of plan.splits.entries()) {
-            const t0 = performance.now()
-            for (const c of copies[k] ?? []) {
-              const bytes = yield* plan.splits[c.from].plan.getBytes(c.sourceLocal())
-              yield* split.plan.setBytes(c.local, bytes)
-            }
-            const t1 = performance.now()
-            yield* split.backend.compute(split.plan)
-            traced.push({
-              device: split.backend.device.name,
-              nodes: split.nodes.length,
-              copies: split.copies.map((c) => ({ from: plan.splits[c.from].backend.device.name, bytes: c.bytes })),
-              copyMs: t1 - t0,
-              computeMs: performance.now() - t1
-            })
-          }
+          const { armed, started, traced } = yield* enqueue(plan, capture !== undefined)
+          for (const backend of used(plan)) yield* backend.synchronize
           if (armed !== undefined) {
             yield* Deferred.succeed(armed, { splits: traced, totalMs: performance.now() - started })
           }
         })
     )
+
+  const computeAsync = (plan: ScheduledPlan) =>
+    Effect.asVoid(enqueue(plan, false)).pipe(
+      Effect.withSpan("Scheduler.computeAsync", { attributes: { splits: plan.splits.length } })
+    )
+
+  const synchronize = (plan: ScheduledPlan) => Effect.forEach(used(plan), (b) => b.synchronize, { discard: true })
 
   const captureNext = Effect.sync(() => {
     const deferred = Deferred.unsafeMake<Trace>(FiberId.none)
@@ -286,7 +325,7 @@ export const make = (backends: ReadonlyArray<Backend.Backend>, options: Options 
     return Deferred.await(deferred)
   })
 
-  return { backends, allocate, compute, captureNext }
+  return { backends, allocate, compute, computeAsync, synchronize, captureNext }
 }
 
 /**

@@ -57,13 +57,15 @@ describe("Scheduler", () => {
       yield* testGpu.clear
       const capture = yield* scheduler.captureNext
       yield* scheduler.compute(plan)
-      // the GPU's command stream: its first split, the product read out (240 bytes), the softmax written
-      // back (240 bytes), its second split; nothing else crosses
+      // the GPU's command stream: its first split; an event the CPU's copy of the product (240 bytes) waits
+      // for; a wait for the CPU's event, then the softmax copied back (240 bytes); its second split. Nothing
+      // else crosses, and nothing goes through the host
       const commands = (yield* testGpu.commands).filter((c) => c.command !== "Synchronize")
-      assert.deepStrictEqual(commands.map((c) => `${c.command} ${c.detail}`), [
+      assert.deepStrictEqual(commands.map((c) => `${c.command} ${c.detail.replace(/event \d+/, "event")}`), [
         "Compute mul_mat",
-        "GetTensor 240 bytes",
-        "SetTensor 240 bytes",
+        "RecordEvent event",
+        "WaitEvent event",
+        "CopyTensor 240 bytes",
         "Compute cont,add"
       ])
       const trace = yield* capture
@@ -95,6 +97,11 @@ describe("Scheduler", () => {
       yield* plan.set(bias, inputs.bias)
       yield* scheduler.compute(plan)
       Array.from(yield* plan.get(y)).forEach((v, i) => assert.closeTo(v, want[i], 1e-6))
+      // handed over without waiting, then waited for: x = 0 makes each softmax column uniform (1/12)
+      yield* plan.set(x, new Float32Array(16 * 5))
+      yield* scheduler.computeAsync(plan)
+      yield* scheduler.synchronize(plan)
+      Array.from(yield* plan.get(y)).forEach((v, i) => assert.closeTo(v, 1 / 12 + inputs.bias[i], 1e-6))
     }).pipe(Effect.provide(TestGpu.layer({ devices: 2 }))))
 
   it.effect("a scheduled plan leaves nothing behind once its scope closes", () =>
