@@ -5,13 +5,16 @@
  * the per-split overhead is the extra time over one device, per extra split.
  *
  *   tsx split-probe.ts [HIDDEN FFN TOKENS LAYERS]        (default 2048 5632 128 8)
+ *   SPLIT_TRACE=1 tsx split-probe.ts ...                 also each split's copy and compute time (stderr)
  */
 import { Graph, Ops, Registry, Scheduler } from "@effect-gpu/core"
 import type { Tensor } from "@effect-gpu/core"
 import { WebGpu } from "@effect-gpu/webgpu"
 import { Effect } from "effect"
 
-const [H, F, T, L] = (process.argv.slice(2).length === 4 ? process.argv.slice(2) : ["2048", "5632", "128", "8"]).map(Number)
+const [H, F, T, L] = (process.argv.slice(2).length === 4 ? process.argv.slice(2) : ["2048", "5632", "128", "8"]).map(
+  Number
+)
 
 const chain = Effect.gen(function*() {
   const g = Graph.make()
@@ -80,6 +83,11 @@ const program = Effect.gen(function*() {
     const split = yield* scheduler.allocate(g)
     yield* fill(split.set)
     const wall = yield* time(scheduler.compute(split))
+    if (process.env.SPLIT_TRACE === "1") {
+      const trace = yield* scheduler.captureNext
+      yield* scheduler.compute(split)
+      console.error(JSON.stringify(yield* trace))
+    }
     const n = split.splits.length
     results.push({
       case: name,
