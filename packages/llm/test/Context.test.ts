@@ -85,6 +85,27 @@ const suite = (gpu: boolean) =>
         }).pipe(Effect.provide(layer)), 120_000)
     }
 
+    it.scoped("decoding allocates nothing per token once its plan exists", () =>
+      Effect.gen(function*() {
+        const device = yield* pick(gpu)
+        if (device === undefined) {
+          return
+        }
+        const m = yield* model()
+        const weights = yield* Weights.load(device, m.file, m.bytes)
+        const context = yield* Context.make(device, m.h, weights, { size: 32, keyPadding: 32 })
+        yield* context.evaluate(tokens)
+        yield* context.evaluate([3])
+        const before = device.ledger.snapshot()
+        for (const t of [4, 5, 6, 7, 8, 9]) {
+          yield* context.evaluate([t])
+        }
+        const after = device.ledger.snapshot()
+        assert.strictEqual(after.buffers, before.buffers)
+        assert.strictEqual(after.bytes, before.bytes)
+        assert.strictEqual(yield* context.position, tokens.length + 7)
+      }).pipe(Effect.provide(layer)))
+
     it.scoped("bad input fails with ModelError and leaves the cache as it was", () =>
       Effect.gen(function*() {
         const device = yield* pick(gpu)
