@@ -11,8 +11,8 @@ import * as Predicate from "effect/Predicate"
 import type * as Scope from "effect/Scope"
 import type { Buffer } from "./Buffer.js"
 import type { BufferType } from "./BufferType.js"
-import type { AllocationError, BackendError, DeviceLost } from "./GpuError.js"
-import { NotAnOutput, OutOfBounds, Released, ShapeError } from "./GpuError.js"
+import type { BackendError, DeviceLost } from "./GpuError.js"
+import { AllocationError, NotAnOutput, OutOfBounds, Released, ShapeError } from "./GpuError.js"
 import type { Graph } from "./Graph.js"
 import * as GraphNs from "./Graph.js"
 import * as GraphAllocator from "./GraphAllocator.js"
@@ -260,9 +260,11 @@ export const make = (options: MakeOptions): Plan => {
 export const isPlan = (u: unknown): u is Plan => Predicate.hasProperty(u, TypeId)
 
 /**
- * Places tensors back to back in one new buffer of `bufferType`, each at an aligned offset: bindings for
- * `AllocateOptions.bindings` (weights loaded once and shared by plans), or a plan's leafs. The buffer
- * lives as long as the scope.
+ * Places tensors back to back in new buffers of `bufferType`, each at an aligned offset, starting a new
+ * buffer where the next tensor would pass the type's largest (a model's weights past 2 GiB): bindings
+ * for `AllocateOptions.bindings` (weights loaded once and shared by plans), or a plan's leafs. A tensor
+ * larger than one buffer fails with AllocationError before anything is allocated. The buffers live as
+ * long as the scope.
  *
  * @since 0.1.0
  * @category constructors
@@ -274,12 +276,29 @@ export const bind = (
 ): Effect.Effect<Array<Binding>, AllocationError | DeviceLost | Released, Scope.Scope> =>
   Effect.gen(function*() {
     if (tensors.length === 0) return []
-    const offsets: Array<number> = []
-    let size = 0
-    for (const t of tensors) {
-      offsets.push(size)
-      size += GraphAllocator.slotSize(t, bufferType)
+    const groups: Array<{ size: number; members: Array<{ tensor: Tensor.Tensor; offset: number }> }> = []
+    for (const tensor of tensors) {
+      const slot = GraphAllocator.slotSize(tensor, bufferType)
+      if (slot > bufferType.maxSize) {
+        return yield* new AllocationError({
+          bufferType: bufferType.name,
+          requested: slot,
+          available: bufferType.maxSize,
+          reason: `tensor ${tensor.name || `#${tensor.id}`} (${slot} bytes) is larger than one buffer`
+        })
+      }
+      const last = groups[groups.length - 1]
+      if (last === undefined || last.size + slot > bufferType.maxSize) {
+        groups.push({ size: slot, members: [{ tensor, offset: 0 }] })
+      } else {
+        last.members.push({ tensor, offset: last.size })
+        last.size += slot
+      }
     }
-    const buffer = yield* bufferType.allocate(size, { usage: options?.usage ?? "weights" })
-    return tensors.map((tensor, i) => ({ tensor, buffer, offset: offsets[i] }))
+    const bindings: Array<Binding> = []
+    for (const group of groups) {
+      const buffer = yield* bufferType.allocate(group.size, { usage: options?.usage ?? "weights" })
+      for (const m of group.members) bindings.push({ tensor: m.tensor, buffer, offset: m.offset })
+    }
+    return bindings
   })

@@ -1,5 +1,5 @@
 import type { Command as CommandNs } from "@effect-gpu/core"
-import { Backend, Cpu, Graph, Ops, Registry, Trace } from "@effect-gpu/core"
+import { Backend, Cpu, Graph, Ops, Plan, Registry, Tensor, Trace } from "@effect-gpu/core"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Tracer } from "effect"
 
@@ -180,6 +180,27 @@ describe("Backend", () => {
         const leafBytes = apart.location(w)!.buffer.size
         assert.strictEqual(apart.layout.size + leafBytes, plain.layout.size)
       }))
+      assert.strictEqual(device.ledger.snapshot().buffers, before)
+    }).pipe(cpu))
+
+  it.scoped("Plan.bind spreads tensors over buffers within the largest a buffer type allows", () =>
+    Effect.gen(function*() {
+      const device = yield* Registry.bestDevice
+      const base = device.bufferType
+      // the CPU's buffer type, its largest buffer cut to 130 bytes: two 40-byte tensors in 32-byte slots
+      const small = { ...base, maxSize: 130 }
+      const ts = yield* Effect.forEach([0, 1, 2, 3], (i) => Tensor.make(`t${i}`, "f32", [10]))
+      const bindings = yield* Plan.bind(small, ts)
+      const buffers = [...new Set(bindings.map((b) => b.buffer))]
+      assert.strictEqual(buffers.length, 2)
+      assert.isTrue(buffers.every((b) => b.size <= 130))
+      assert.deepStrictEqual(bindings.map((b) => b.tensor.name), ["t0", "t1", "t2", "t3"])
+      // a tensor past one buffer fails before anything is allocated
+      const before = device.ledger.snapshot().buffers
+      const big = yield* Tensor.make("big", "f32", [40])
+      const error = yield* Effect.flip(Plan.bind(small, [ts[0], big]))
+      assert.strictEqual(error._tag, "AllocationError")
+      assert.include(error.message, "big")
       assert.strictEqual(device.ledger.snapshot().buffers, before)
     }).pipe(cpu))
 

@@ -111,26 +111,6 @@ export const load = (
           new ModelError({ file, problem: `tensor ${info.name}: ${e.message}` })
         )
       ))
-    // buffers within the device's largest, tensors back to back; all checked before anything is allocated
-    const groups: Array<Array<number>> = []
-    let size = 0
-    for (const [i, t] of tensors.entries()) {
-      const slot = bufferType.allocSize(t)
-      if (slot > bufferType.maxSize) {
-        return yield* new AllocationError({
-          bufferType: bufferType.name,
-          requested: slot,
-          available: bufferType.maxSize,
-          reason: `tensor ${t.name} (${slot} bytes) is larger than one buffer of ${device.name}`
-        })
-      }
-      if (groups.length === 0 || size + slot > bufferType.maxSize) {
-        groups.push([])
-        size = 0
-      }
-      groups[groups.length - 1].push(i)
-      size += slot + bufferType.alignment
-    }
     const total = gguf.tensors.reduce((s, t) => s + t.nbytes, 0)
     const memory = yield* device.memory
     if (total > memory.free) {
@@ -141,8 +121,8 @@ export const load = (
         reason: `the model's ${gguf.tensors.length} tensors (${total} bytes) do not fit ${device.name}`
       })
     }
-    const bindings: Array<Plan.Binding> = []
-    for (const group of groups) bindings.push(...yield* Plan.bind(bufferType, group.map((i) => tensors[i])))
+    // over buffers within the device's largest; a tensor past that fails before anything is allocated
+    const bindings = yield* Plan.bind(bufferType, tensors)
     const chunk = options.chunk ?? 64 * 1024 * 1024
     let copied = 0
     for (const binding of bindings) {

@@ -60,6 +60,15 @@ describe("loading weights", () => {
       assert.strictEqual(device.ledger.snapshot().buffers, 0)
     }).pipe(Effect.provide(TestGpu.layer({ memory: Math.floor(total / 2) }))))
 
+  it.effect("a tensor larger than one buffer fails with AllocationError naming it, before anything is allocated", () =>
+    Effect.gen(function*() {
+      const device = yield* Registry.bestDevice
+      const error = yield* Effect.flip(Effect.scoped(Weights.load(device, file, bytes)))
+      assert.strictEqual(error._tag, "AllocationError")
+      assert.include(error.message, "token_embd.weight")
+      assert.strictEqual(device.ledger.snapshot().buffers, 0)
+    }).pipe(Effect.provide(TestGpu.layer({ maxBufferSize: 4096 }))))
+
   it.effect("a file cut short fails with ModelError", () =>
     Effect.gen(function*() {
       const device = yield* Registry.bestDevice
