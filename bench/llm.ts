@@ -7,7 +7,9 @@
  *   tsx llm.ts run DIR [NAME...]         measure them (names: 1b-f16 1b-q8_0 1b-q4_0 8b-q8_0 8b-q4_0)
  *   tsx llm.ts run DIR --quick           a small model (lavapipe: checks the path, not the speed)
  *   tsx llm.ts run DIR NAME --profile    also one decoding step's dispatches: GPU time per op, and the wall time
+ *   tsx llm.ts run DIR NAME --profile --prefill   the same for the prompt
  *   tsx llm.ts run DIR NAME --attention-splits N   attention's decode form with the keys in N splits
+ *   tsx llm.ts run DIR NAME --attention fused|chain|auto   attention's form (Forward.Options.attention)
  */
 import { Registry } from "@effect-gpu/core"
 import { Fixture, Llm } from "@effect-gpu/llm"
@@ -35,7 +37,11 @@ const DECODE = 128
 const HBM = 4.8e12
 
 const [command, dir, ...rest] = process.argv.slice(2)
-const names = rest.filter((n, i) => !n.startsWith("--") && rest[i - 1] !== "--attention-splits")
+const names = rest.filter((n, i) =>
+  !n.startsWith("--") && rest[i - 1] !== "--attention-splits" && rest[i - 1] !== "--attention"
+)
+const attentionAt = rest.indexOf("--attention")
+const attention = attentionAt >= 0 ? rest[attentionAt + 1] as "fused" | "chain" | "auto" : undefined
 const chosen = rest.includes("--quick")
   ? ["quick"]
   : names.length > 0
@@ -80,7 +86,12 @@ const measure = (name: string) =>
   Effect.gen(function*() {
     const device = yield* Registry.bestDevice
     const loadStart = performance.now()
-    const model = yield* Llm.load(file(name), { device, size: PROMPT + DECODE + 64, ubatch: PROMPT })
+    const model = yield* Llm.load(file(name), {
+      device,
+      size: PROMPT + DECODE + 64,
+      ubatch: PROMPT,
+      ...(attention !== undefined ? { attention } : {})
+    })
     const loadS = (performance.now() - loadStart) / 1000
     const prompt = tokens(PROMPT, model.hyperparameters.vocab, 7)
     const prefill: Array<number> = []
@@ -106,6 +117,7 @@ const measure = (name: string) =>
     const best = (xs: ReadonlyArray<number>) => Math.max(...xs.slice(1))
     const result = {
       model: name,
+      attention: attention ?? "auto",
       device: device.name,
       bytes: model.bytes,
       load_s: Number(loadS.toFixed(2)),
@@ -116,11 +128,13 @@ const measure = (name: string) =>
     }
     console.log(JSON.stringify(result))
     if (rest.includes("--profile")) {
-      // one decoding step at position 512, traced: the GPU's time per op against the step's wall time
-      yield* model.context.truncate(PROMPT)
+      // one decoding step at position 512 (or with --prefill the prompt), traced: the GPU's time per op
+      // against the step's wall time
+      const prefillStep = rest.includes("--prefill")
+      yield* model.context.truncate(prefillStep ? 0 : PROMPT)
       const trace = yield* model.context.backend.captureNext
       const t0 = performance.now()
-      yield* model.context.evaluate([prompt[0]])
+      yield* model.context.evaluate(prefillStep ? prompt : [prompt[0]])
       const wallMs = performance.now() - t0
       const entries = (yield* trace).entries
       const byOp = new Map<string, { count: number; gpuMs: number }>()
@@ -134,7 +148,7 @@ const measure = (name: string) =>
       const gpuMs = entries.reduce((s, e) => s + (e.gpuTimeNs ?? 0) / 1e6, 0)
       console.log(JSON.stringify({
         model: name,
-        profile: "one decoding step (traced, so slower than untraced)",
+        profile: `${prefillStep ? "the 512-token prompt" : "one decoding step"} (traced, so slower than untraced)`,
         dispatches: entries.length,
         wall_ms: Number(wallMs.toFixed(2)),
         gpu_ms: Number(gpuMs.toFixed(2)),

@@ -45,6 +45,8 @@ export interface Options {
   readonly file?: string
   /** the cache's type (default f16, or f32 where the device cannot store f16 rows) */
   readonly cacheType?: "f16" | "f32"
+  /** attention's form (Forward.Options.attention; default auto) */
+  readonly attention?: Forward.Options["attention"]
 }
 
 /**
@@ -142,7 +144,12 @@ export const make = (
       const known = plans.get(key)
       if (known !== undefined) return Effect.succeed(known)
       return Effect.gen(function*() {
-        const forward = yield* Forward.make(h, weights, n, { file, cache: { cache, keys }, allLogits })
+        const forward = yield* Forward.make(h, weights, n, {
+          file,
+          cache: { cache, keys },
+          allLogits,
+          ...(options.attention !== undefined ? { attention: options.attention } : {})
+        })
         const plan = yield* backend.allocate(forward.graph, { bindings })
         const made = { forward, plan }
         plans.set(key, made)

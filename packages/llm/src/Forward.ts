@@ -48,7 +48,16 @@ export interface Options {
   readonly cache?: { readonly cache: KvCache.KvCache; readonly keys: number }
   /** the logits of every token, not only of the last (default false) */
   readonly allLogits?: boolean
+  /**
+   * attention as one flash_attn_ext, or as the chain llama.cpp runs without flash attention (K·Q,
+   * soft_max, V·P); `auto` (the default) takes the chain for batches of 64 tokens or more over a cache,
+   * where it runs faster on the GPU (RESULTS.md, run bn)
+   */
+  readonly attention?: "fused" | "chain" | "auto"
 }
+
+/** the batch from which `auto` attention takes the chain */
+const CHAIN_FROM = 64
 
 /**
  * The causal mask of `n` tokens from position `start` over `keys` cached positions: [keys, n], a key is
@@ -59,6 +68,24 @@ export interface Options {
  */
 export const causalMask = (n: number, start: number, keys: number): Float32Array =>
   Float32Array.from({ length: n * keys }, (_, i) => (i % keys) <= start + Math.floor(i / keys) ? 0 : -Infinity)
+
+/**
+ * Attention without fusion, as llama.cpp builds it with flash attention off: scores K·Q per head (a KV
+ * head serves its group by broadcast), soft_max with the mask and scale, then V·P; q, k and v as
+ * flash_attn_ext takes them, the result as it gives it ([D, heads, tokens]).
+ */
+const attentionChain = (
+  q: Tensor.TensorLike,
+  k: Tensor.TensorLike,
+  v: Tensor.TensorLike,
+  mask: Tensor.Tensor,
+  scale: number
+) =>
+  Effect.gen(function*() {
+    const scores = yield* Ops.softMax(Ops.mulMat(k, q), { mask, scale }) // [keys, tokens, heads]
+    const vt = yield* Ops.cont(Ops.permute(v, [1, 0, 2, 3])) // [keys, D, kvHeads]: V's rows along the keys
+    return yield* Ops.cont(Ops.permute(Ops.mulMat(vt, scores), [0, 2, 1, 3]))
+  })
 
 /**
  * Builds the forward graph for `n` tokens.
@@ -90,6 +117,8 @@ export const make = (
     }
     const optional = (name: string) => weights.tensors.get(name)
     const kvRow = h.headDim * h.kvHeads
+    const attention = options.attention ?? "auto"
+    const chain = cache !== undefined && (attention === "chain" || (attention === "auto" && n >= CHAIN_FROM))
     const g = Graph.make()
     const tokens = yield* g.input("tokens", "i32", [n])
     const positions = yield* g.input("positions", "i32", [n])
@@ -122,10 +151,9 @@ export const make = (
           KvCache.window(h, yield* Ops.setRows(cache.cache.keys[l], Ops.reshape(k, [kvRow, n]), positions), keys),
           KvCache.window(h, yield* Ops.setRows(cache.cache.values[l], Ops.reshape(v, [kvRow, n]), positions), keys)
         ]
-      const o = yield* Ops.flashAttnExt(Ops.permute(q, [0, 2, 1, 3]), kAll, vAll, {
-        scale: 1 / Math.sqrt(h.headDim),
-        mask
-      })
+      const o = chain
+        ? yield* attentionChain(Ops.permute(q, [0, 2, 1, 3]), kAll, vAll, mask, 1 / Math.sqrt(h.headDim))
+        : yield* Ops.flashAttnExt(Ops.permute(q, [0, 2, 1, 3]), kAll, vAll, { scale: 1 / Math.sqrt(h.headDim), mask })
       const attn = yield* Ops.mulMat(yield* tensor(`${b}.attn_output.weight`), Ops.reshape(o, [h.headDim * h.heads, n]))
       x = yield* Ops.add(x, attn)
       const xf = yield* norm(x, yield* tensor(`${b}.ffn_norm.weight`))

@@ -55,34 +55,44 @@ const pick = (gpu: boolean) =>
 const suite = (gpu: boolean) =>
   describe(`a context on ${gpu ? "WebGPU" : "the CPU"}`, () => {
     const layer = gpu ? WebGpu.layerOrCpu() : Cpu.layer()
-    for (const cacheType of ["f16", "f32"] as const) {
-      it.scoped(`micro-batches, cache windows and decoding give the uncached graph's logits (${cacheType} cache)`, () =>
-        Effect.gen(function*() {
-          const device = yield* pick(gpu)
-          if (device === undefined) {
-            return
-          }
-          const m = yield* model({ architecture: "qwen3" })
-          const want = yield* uncached(device, m)
-          const weights = yield* Weights.load(device, m.file, m.bytes)
-          // a batch of 3 and windows of 4 keys: the prompt crosses both boundaries
-          const context = yield* Context.make(device, m.h, weights, { size: 16, ubatch: 3, keyPadding: 4, cacheType })
-          const all = yield* context.evaluate(tokens, { allLogits: true })
-          close(all, want, "every position, in micro-batches")
-          assert.strictEqual(yield* context.position, tokens.length)
-          // the prompt less its last token, then the last alone: the last position's logits
-          yield* context.truncate(0)
-          yield* context.evaluate(tokens.slice(0, -1))
-          const last = yield* context.evaluate(tokens.slice(-1))
-          close(last, want.subarray((tokens.length - 1) * m.h.vocab), "prefill n-1 then decode 1")
-          // one token at a time through the same plans
-          yield* context.truncate(2)
-          for (const t of tokens.slice(2, -1)) {
-            yield* context.evaluate([t])
-          }
-          const again = yield* context.evaluate(tokens.slice(-1))
-          close(again, last, "decoding token by token after truncating")
-        }).pipe(Effect.provide(layer)), 120_000)
+    for (const [cacheType, attention] of [["f16", "auto"], ["f32", "auto"], ["f16", "chain"]] as const) {
+      it.scoped(
+        `micro-batches, cache windows and decoding give the uncached graph's logits (${cacheType} cache, ${attention} attention)`,
+        () =>
+          Effect.gen(function*() {
+            const device = yield* pick(gpu)
+            if (device === undefined) {
+              return
+            }
+            const m = yield* model({ architecture: "qwen3" })
+            const want = yield* uncached(device, m)
+            const weights = yield* Weights.load(device, m.file, m.bytes)
+            // a batch of 3 and windows of 4 keys: the prompt crosses both boundaries
+            const context = yield* Context.make(device, m.h, weights, {
+              size: 16,
+              ubatch: 3,
+              keyPadding: 4,
+              cacheType,
+              attention
+            })
+            const all = yield* context.evaluate(tokens, { allLogits: true })
+            close(all, want, "every position, in micro-batches")
+            assert.strictEqual(yield* context.position, tokens.length)
+            // the prompt less its last token, then the last alone: the last position's logits
+            yield* context.truncate(0)
+            yield* context.evaluate(tokens.slice(0, -1))
+            const last = yield* context.evaluate(tokens.slice(-1))
+            close(last, want.subarray((tokens.length - 1) * m.h.vocab), "prefill n-1 then decode 1")
+            // one token at a time through the same plans
+            yield* context.truncate(2)
+            for (const t of tokens.slice(2, -1)) {
+              yield* context.evaluate([t])
+            }
+            const again = yield* context.evaluate(tokens.slice(-1))
+            close(again, last, "decoding token by token after truncating")
+          }).pipe(Effect.provide(layer)),
+        120_000
+      )
     }
 
     it.scoped("decoding allocates nothing per token once its plan exists", () =>
