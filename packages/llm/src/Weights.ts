@@ -74,6 +74,11 @@ export interface LoadOptions {
   readonly onProgress?: (progress: Progress) => Effect.Effect<void>
   /** the largest piece written at once (bytes); default 64 MiB */
   readonly chunk?: number
+  /**
+   * where the device computes on host memory and the file is in memory (the CPU): wrap its bytes as they
+   * are, no copy (default true)
+   */
+  readonly map?: boolean
 }
 
 /**
@@ -112,6 +117,22 @@ export const load = (
         )
       ))
     const total = gguf.tensors.reduce((s, t) => s + t.nbytes, 0)
+    // mapped: the file's own bytes, each tensor at its offset (GGUF aligns them as a buffer type needs)
+    if (
+      options.map !== false && bytes instanceof Uint8Array && device.caps.bufferFromHostPtr &&
+      bufferType.isHost && gguf.alignment % bufferType.alignment === 0 && bytes.byteOffset % bufferType.alignment === 0
+    ) {
+      const buffer = yield* device.bufferFromHost(bytes, { usage: "weights" })
+      let mapped = 0
+      const bindings: Array<Plan.Binding> = []
+      for (const [i, tensor] of tensors.entries()) {
+        const info = gguf.tensors[i]
+        bindings.push({ tensor, buffer, offset: info.offset })
+        mapped += info.nbytes
+        if (options.onProgress !== undefined) yield* options.onProgress({ bytes: mapped, total, tensor: info.name })
+      }
+      return { tensors: new Map(tensors.map((t) => [t.name, t])), bindings, bytes: total }
+    }
     const memory = yield* device.memory
     if (total > memory.free) {
       return yield* new AllocationError({

@@ -45,6 +45,20 @@ describe("loading weights", () => {
       assert.isBelow(device.ledger.snapshot().bytes, total * 1.1)
     }).pipe(Effect.provide(Cpu.layer())))
 
+  it.scoped("on the CPU a file in memory is mapped, not copied; map: false copies it", () =>
+    Effect.gen(function*() {
+      const device = yield* Registry.bestDevice
+      const mapped = yield* Weights.load(device, file, bytes)
+      const buffers = new Set(mapped.bindings.map((b) => b.buffer))
+      assert.strictEqual(buffers.size, 1)
+      const [buffer] = buffers
+      assert.strictEqual(buffer.host?.buffer, bytes.buffer)
+      yield* sameBytes(mapped)
+      const copied = yield* Weights.load(device, file, bytes, { map: false })
+      assert.isTrue(copied.bindings.every((b) => b.buffer.host?.buffer !== bytes.buffer))
+      yield* sameBytes(copied)
+    }).pipe(Effect.provide(Cpu.layer())))
+
   it.scoped("tensors spread over several buffers where one buffer is too small for the model", () =>
     Effect.gen(function*() {
       const weights = yield* Weights.load(yield* Registry.bestDevice, file, bytes)
