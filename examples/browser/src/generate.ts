@@ -1,23 +1,10 @@
 /**
- * The page's second part: a synthetic model (the options of the llm package's oracle fixture qwen3-q6_K)
+ * The page's second part: a synthetic model (`Fixture.demo`, the llm package's oracle fixture qwen3-q6_K)
  * made in memory, loaded onto the page's best device, and 16 greedy tokens streamed onto the page.
  */
 import { Registry } from "@effect-gpu/core"
 import { Fixture, Llm } from "@effect-gpu/llm"
 import { Effect, Stream } from "effect"
-
-export const model = {
-  architecture: "qwen3",
-  dtype: "q6_K",
-  hidden: 256,
-  layers: 2,
-  heads: 4,
-  kvHeads: 2,
-  ffn: 512,
-  vocab: 300,
-  contextLength: 256,
-  seed: 3
-} as const
 
 export const prompt = [1, 40, 271, 7, 120, 299, 33, 260, 64, 5, 181, 222, 90, 13, 250, 77]
 
@@ -25,7 +12,7 @@ export const prompt = [1, 40, 271, 7, 120, 299, 33, 260, 64, 5, 181, 222, 90, 13
 export const generate = (onToken: (token: number, text: string) => void) =>
   Effect.gen(function*() {
     const device = yield* Registry.bestDevice
-    const llm = yield* Llm.fromBytes(Fixture.make(model), { file: "synthetic qwen3", size: 64, device })
+    const llm = yield* Llm.fromBytes(Fixture.make(Fixture.demo), { file: "synthetic qwen3", size: 64, device })
     const tokens: Array<number> = []
     yield* Stream.runForEach(
       llm.generate(prompt, { temperature: 0, maxTokens: 16, ignoreEndOfGeneration: true }),

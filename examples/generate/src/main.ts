@@ -60,21 +60,11 @@ const program = Effect.gen(function*() {
     ? yield* Effect.zipRight(
       args.json ? Effect.void : write(
         process.stderr,
-        "no --model: a synthetic qwen3 model made in memory (2 layers, a 300-token vocabulary, random weights:\n" +
+        "no --model: a synthetic qwen3 model made in memory (Fixture.demo: 2 layers, a 300-token vocabulary, random weights:\n" +
           "its text is noise; it shows the path a real model takes)\n"
       ),
       Llm.fromBytes(
-        Fixture.make({
-          architecture: "qwen3",
-          dtype: "q8_0",
-          hidden: 256,
-          layers: 2,
-          heads: 4,
-          kvHeads: 2,
-          ffn: 512,
-          vocab: 300,
-          seed: 3
-        }),
+        Fixture.make(Fixture.demo),
         { ...options, file: "synthetic qwen3" }
       )
     )

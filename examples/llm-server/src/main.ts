@@ -18,19 +18,10 @@ const model = Layer.scoped(
     const path = yield* Config.option(Config.string("MODEL"))
     if (Option.isSome(path)) return yield* Llm.load(path.value)
     yield* Effect.logWarning(
-      "no MODEL: serving a synthetic qwen3 model made in memory (random weights: its text is noise)"
+      "no MODEL: serving Fixture.demo, a synthetic qwen3 model made in memory (random weights: its text is noise)"
     )
     return yield* Llm.fromBytes(
-      Fixture.make({
-        architecture: "qwen3",
-        dtype: "q8_0",
-        hidden: 256,
-        layers: 2,
-        heads: 4,
-        kvHeads: 2,
-        ffn: 512,
-        vocab: 300
-      }),
+      Fixture.make(Fixture.demo),
       { file: "synthetic qwen3", size: 1024, device: yield* Registry.bestDevice }
     )
   })

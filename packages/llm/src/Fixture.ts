@@ -10,6 +10,7 @@ import * as DType from "@effect-gpu/core/DType"
 import * as Float16 from "@effect-gpu/core/Float16"
 import * as Quant from "@effect-gpu/core/Quant"
 import * as Gguf from "./Gguf.js"
+import { mulberry32 } from "./internal/random.js"
 import * as Tokenizer from "./Tokenizer.js"
 
 /**
@@ -45,18 +46,6 @@ export interface Options {
   readonly tokenizer?: "llama" | "gpt2"
 }
 
-/** a seeded uniform generator (mulberry32) */
-const random = (seed: number) => {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
-
 /** values of `dtype` as bytes (ggml's layout) */
 const encode = (dtype: DType.DType, values: Float32Array): Uint8Array => {
   if (dtype === "f32") return new Uint8Array(values.buffer.slice(0))
@@ -75,7 +64,7 @@ const encode = (dtype: DType.DType, values: Float32Array): Uint8Array => {
  * @category vocabulary
  */
 export const vocabulary = (model: "llama" | "gpt2", size: number, seed = 7) => {
-  const rand = random(seed)
+  const rand = mulberry32(seed)
   const pick = <A>(xs: ReadonlyArray<A>) => xs[Math.floor(rand() * xs.length)]
   const space = model === "llama" ? "\u2581" : "\u0120"
   const letters = [..."etaoinshrdlucmfwypvbgkqjxz"]
@@ -133,6 +122,26 @@ export const vocabulary = (model: "llama" | "gpt2", size: number, seed = 7) => {
   }
 }
 
+/**
+ * The small model the examples run without a file: qwen3 in q6_K, 2 layers of 256, a 300-token
+ * vocabulary. The package's tests hold llama.cpp's answers for it (fixture qwen3-q6_K).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const demo: Options = {
+  architecture: "qwen3",
+  dtype: "q6_K",
+  hidden: 256,
+  layers: 2,
+  heads: 4,
+  kvHeads: 2,
+  ffn: 512,
+  vocab: 300,
+  contextLength: 256,
+  seed: 3
+}
+
 /** a tensor to write: `pool` is its bytes, or (tiled) whole rows of them repeated up to `nbytes` */
 interface Planned {
   readonly name: string
@@ -155,7 +164,7 @@ export interface WriteOptions {
 
 const plan = (options: Options, writeOptions: WriteOptions = {}) => {
   const { architecture: arch, dtype, ffn, heads, hidden, kvHeads, layers } = options
-  const rand = random(options.seed ?? 1)
+  const rand = mulberry32(options.seed ?? 1)
   const headDim = hidden / heads
   if (!Number.isInteger(headDim) || heads % kvHeads !== 0) {
     throw new Error(`${heads} heads must divide the hidden size ${hidden}, and ${kvHeads} KV heads the heads`)

@@ -7,6 +7,8 @@
  */
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
+import { heap } from "./internal/heap.js"
+import { mulberry32 } from "./internal/random.js"
 
 /**
  * A sampling option out of its range.
@@ -86,53 +88,21 @@ export const logSoftmax = (logits: ArrayLike<number>): Float64Array => {
   return Float64Array.from(logits, (v) => v - log)
 }
 
-/** mulberry32: small, seeded, good enough for drawing tokens */
-const generator = (seed: number) => {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
-
 /** the indices of the k largest values (all for k = 0), largest first; a heap of k keeps it O(n log k) */
 const likeliest = (values: Float32Array, k: number): Array<number> => {
   const before = (a: number, b: number) => values[a] > values[b] || (values[a] === values[b] && a < b)
   if (k === 0 || k >= values.length) {
     return Array.from({ length: values.length }, (_, i) => i).sort((a, b) => before(a, b) ? -1 : 1)
   }
-  // a min-heap (by `before`) of the best k so far: its root is the weakest of them
-  const heap: Array<number> = []
-  const down = (i: number) => {
-    for (;;) {
-      const l = 2 * i + 1
-      const r = l + 1
-      let weakest = i
-      if (l < heap.length && before(heap[weakest], heap[l])) weakest = l
-      if (r < heap.length && before(heap[weakest], heap[r])) weakest = r
-      if (weakest === i) return
-      ;[heap[i], heap[weakest]] = [heap[weakest], heap[i]]
-      i = weakest
-    }
-  }
+  // the best k so far, the weakest of them first
+  const best = heap<number>((a, b) => before(b, a))
   for (let i = 0; i < values.length; i++) {
-    if (heap.length < k) {
-      heap.push(i)
-      for (let j = heap.length - 1; j > 0;) {
-        const parent = (j - 1) >> 1
-        if (!before(heap[parent], heap[j])) break
-        ;[heap[j], heap[parent]] = [heap[parent], heap[j]]
-        j = parent
-      }
-    } else if (before(i, heap[0])) {
-      heap[0] = i
-      down(0)
-    }
+    if (best.size < k) best.push(i)
+    else if (before(i, best.peek()!)) best.replaceFirst(i)
   }
-  return heap.sort((a, b) => before(a, b) ? -1 : 1)
+  const out: Array<number> = []
+  while (best.size > 0) out.push(best.pop())
+  return out.reverse()
 }
 
 const check = (
@@ -171,7 +141,7 @@ export const make = (options: Options = {}): Effect.Effect<Sampler, InvalidSampl
     yield* check("presencePenalty", o.presencePenalty, () => true, "must be finite")
     yield* check("repeatLastN", o.repeatLastN, (v) => Number.isInteger(v) && v >= 0, "must be a whole number")
     yield* check("seed", o.seed, Number.isInteger, "must be a whole number")
-    const random = generator(o.seed)
+    const random = mulberry32(o.seed)
 
     const sample = (logits: Float32Array, history: ReadonlyArray<number>): number => {
       let values: Float32Array = logits

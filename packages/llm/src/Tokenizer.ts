@@ -8,6 +8,7 @@
  */
 import * as Effect from "effect/Effect"
 import type * as Gguf from "./Gguf.js"
+import { heap } from "./internal/heap.js"
 import { ModelError } from "./ModelError.js"
 
 /**
@@ -111,45 +112,6 @@ const split = (text: string, patterns: ReadonlyArray<RegExp>): Array<string> => 
     pieces = next
   }
   return pieces
-}
-
-/** a binary heap where `before(a, b)` puts a first */
-const heap = <A>(before: (a: A, b: A) => boolean) => {
-  const items: Array<A> = []
-  return {
-    get size() {
-      return items.length
-    },
-    push: (item: A) => {
-      items.push(item)
-      let i = items.length - 1
-      while (i > 0) {
-        const parent = (i - 1) >> 1
-        if (!before(items[i], items[parent])) break
-        ;[items[i], items[parent]] = [items[parent], items[i]]
-        i = parent
-      }
-    },
-    pop: (): A => {
-      const top = items[0]
-      const last = items.pop()!
-      if (items.length > 0) {
-        items[0] = last
-        let i = 0
-        for (;;) {
-          const l = 2 * i + 1
-          const r = l + 1
-          let best = i
-          if (l < items.length && before(items[l], items[best])) best = l
-          if (r < items.length && before(items[r], items[best])) best = r
-          if (best === i) break
-          ;[items[i], items[best]] = [items[best], items[i]]
-          i = best
-        }
-      }
-      return top
-    }
-  }
 }
 
 interface Symbol {

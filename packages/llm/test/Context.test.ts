@@ -1,9 +1,10 @@
 import { Cpu, Registry } from "@effect-gpu/core"
 import type { Device } from "@effect-gpu/core"
-import { Context, Fixture, Forward, Gguf, Hyperparameters, Weights } from "@effect-gpu/llm"
+import { Context, Fixture, Gguf, Hyperparameters, Weights } from "@effect-gpu/llm"
 import { WebGpu } from "@effect-gpu/webgpu"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit } from "effect"
+import { uncachedLogits } from "./uncached.js"
 
 const shape = { hidden: 64, layers: 2, heads: 4, kvHeads: 2, ffn: 96, vocab: 300 } as const
 const tokens = [1, 5, 260, 42, 7, 299, 3]
@@ -18,17 +19,14 @@ const model = (options: Partial<Fixture.Options> = {}) =>
 
 /** the whole sequence at once without a cache: every position's logits, token-major */
 const uncached = (device: Device.Device, m: Effect.Effect.Success<ReturnType<typeof model>>) =>
+  uncachedLogits(device, m.bytes, m.file, m.h, tokens)
+
+/** a context for the default model on `device` */
+const open = (device: Device.Device, options: Context.Options) =>
   Effect.gen(function*() {
+    const m = yield* model()
     const weights = yield* Weights.load(device, m.file, m.bytes)
-    const forward = yield* Forward.make(m.h, weights, tokens.length, { allLogits: true })
-    const backend = yield* device.makeBackend()
-    const plan = yield* backend.allocate(forward.graph, { bindings: weights.bindings })
-    const inputs = forward.inputs(0)
-    yield* plan.set(forward.tokens, Int32Array.from(tokens))
-    yield* plan.set(forward.positions, inputs.positions)
-    yield* plan.set(forward.mask, inputs.mask)
-    yield* backend.compute(plan)
-    return (yield* plan.get(forward.logits)) as Float32Array
+    return { m, context: yield* Context.make(device, m.h, weights, options) }
   })
 
 const close = (got: ArrayLike<number>, want: ArrayLike<number>, what: string) => {
@@ -101,9 +99,7 @@ const suite = (gpu: boolean) =>
         if (device === undefined) {
           return
         }
-        const m = yield* model()
-        const weights = yield* Weights.load(device, m.file, m.bytes)
-        const context = yield* Context.make(device, m.h, weights, { size: 32, keyPadding: 32 })
+        const { context } = yield* open(device, { size: 32, keyPadding: 32 })
         yield* context.evaluate(tokens)
         yield* context.evaluate([3])
         const before = device.ledger.snapshot()
@@ -122,9 +118,7 @@ const suite = (gpu: boolean) =>
         if (device === undefined) {
           return
         }
-        const m = yield* model()
-        const weights = yield* Weights.load(device, m.file, m.bytes)
-        const context = yield* Context.make(device, m.h, weights, { size: 8 })
+        const { context } = yield* open(device, { size: 8 })
         yield* context.evaluate([1, 2])
         for (
           const [input, problem] of [
@@ -142,7 +136,7 @@ const suite = (gpu: boolean) =>
           }
         }
         assert.strictEqual(yield* context.position, 2)
-        const bad = yield* Effect.exit(Context.make(device, m.h, weights, { ubatch: 0 }))
+        const bad = yield* Effect.exit(open(device, { ubatch: 0 }))
         assert.isTrue(Exit.isFailure(bad))
       }).pipe(Effect.provide(layer)))
   })

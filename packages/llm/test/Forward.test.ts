@@ -1,9 +1,10 @@
 import { Cpu, Registry } from "@effect-gpu/core"
 import type { Device } from "@effect-gpu/core"
-import { Fixture, Forward, Gguf, Hyperparameters, Weights } from "@effect-gpu/llm"
+import { Fixture, Gguf, Hyperparameters } from "@effect-gpu/llm"
 import { WebGpu } from "@effect-gpu/webgpu"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
+import { uncachedLogits } from "./uncached.js"
 
 const shape = { hidden: 64, layers: 2, heads: 4, kvHeads: 2, ffn: 96, vocab: 300, dtype: "f32" } as const
 const tokens = [1, 5, 260, 42, 7, 299]
@@ -95,18 +96,7 @@ const reference = (bytes: Uint8Array, file: Gguf.GgufFile, h: Hyperparameters.Hy
 
 /** the model's logits for `tokens` on `device`: [vocab, tokens] */
 const logitsOn = (device: Device.Device, bytes: Uint8Array, file: Gguf.GgufFile, h: Hyperparameters.Hyperparameters) =>
-  Effect.gen(function*() {
-    const weights = yield* Weights.load(device, file, bytes)
-    const forward = yield* Forward.make(h, weights, tokens.length, { allLogits: true })
-    const backend = yield* device.makeBackend()
-    const plan = yield* backend.allocate(forward.graph, { bindings: weights.bindings })
-    const inputs = forward.inputs(0)
-    yield* plan.set(forward.tokens, Int32Array.from(tokens))
-    yield* plan.set(forward.positions, inputs.positions)
-    yield* plan.set(forward.mask, inputs.mask)
-    yield* backend.compute(plan)
-    return Array.from(yield* plan.get(forward.logits))
-  })
+  Effect.map(uncachedLogits(device, bytes, file, h, tokens), (logits) => Array.from(logits))
 
 describe("the forward graph", () => {
   for (const architecture of ["llama", "qwen2", "qwen3"] as const) {

@@ -1,0 +1,25 @@
+import type { Device } from "@effect-gpu/core"
+import type { Gguf, Hyperparameters } from "@effect-gpu/llm"
+import { Forward, Weights } from "@effect-gpu/llm"
+import { Effect } from "effect"
+
+/** a model's logits at every position of `tokens` from one uncached forward graph: [vocab × tokens] */
+export const uncachedLogits = (
+  device: Device.Device,
+  bytes: Uint8Array,
+  file: Gguf.GgufFile,
+  h: Hyperparameters.Hyperparameters,
+  tokens: ReadonlyArray<number>
+) =>
+  Effect.gen(function*() {
+    const weights = yield* Weights.load(device, file, bytes)
+    const forward = yield* Forward.make(h, weights, tokens.length, { allLogits: true })
+    const backend = yield* device.makeBackend()
+    const plan = yield* backend.allocate(forward.graph, { bindings: weights.bindings })
+    const inputs = forward.inputs(0)
+    yield* plan.set(forward.tokens, Int32Array.from(tokens))
+    yield* plan.set(forward.positions, inputs.positions)
+    yield* plan.set(forward.mask, inputs.mask)
+    yield* backend.compute(plan)
+    return (yield* plan.get(forward.logits)) as Float32Array
+  })
