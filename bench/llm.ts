@@ -10,6 +10,7 @@
  *   tsx llm.ts run DIR NAME --profile --prefill   the same for the prompt
  *   tsx llm.ts run DIR NAME --attention-splits N   attention's decode form with the keys in N splits
  *   tsx llm.ts run DIR NAME --attention fused|chain|auto   attention's form (Forward.Options.attention)
+ *   tsx llm.ts run DIR NAME --f32-decode   q4_0 and q8_0 decode without the int8 form (to compare)
  */
 import { Registry } from "@effect-gpu/core"
 import { Fixture, Llm } from "@effect-gpu/llm"
@@ -59,7 +60,10 @@ if ((command !== "models" && command !== "run") || dir === undefined) {
 }
 const file = (name: string) => path.join(dir, `${name}.gguf`)
 const splitsAt = rest.indexOf("--attention-splits")
-const gpuOptions = splitsAt >= 0 ? { attentionDecode: { splits: Number(rest[splitsAt + 1]) } } : {}
+const gpuOptions = {
+  ...(splitsAt >= 0 ? { attentionDecode: { splits: Number(rest[splitsAt + 1]) } } : {}),
+  ...(rest.includes("--f32-decode") ? { quantizedDecode: { rows: 2, columns: 8, int8: false } } : {})
+}
 
 if (command === "models") {
   fs.mkdirSync(dir, { recursive: true })

@@ -131,6 +131,7 @@ const openDevice = (gpu: GPU, options: Options, index: number): Effect.Effect<De
       memory: options.memory,
       offloadMinBatch: options.offloadMinBatch,
       adapterInfo: adapter.info as WebGpuDevice.AdapterInfo,
+      wgslFeatures: gpu.wgslLanguageFeatures,
       matrixTile: options.matrixTile,
       registerTile: options.registerTile,
       quantizedDecode: options.quantizedDecode,

@@ -56,6 +56,11 @@ export interface Options {
    * @internal
    */
   readonly attentionDecode?: AttentionDecode | undefined
+  /**
+   * the WGSL language features of the GPU the device comes from (`navigator.gpu.wgslLanguageFeatures`);
+   * default: navigator.gpu's where there is one, else none
+   */
+  readonly wgslFeatures?: ReadonlySet<string> | undefined
   /** the adapter's info (subgroup sizes, matrix configurations); default: the device's adapterInfo */
   readonly adapterInfo?: AdapterInfo | undefined
   /** a description of the adapter */
@@ -63,6 +68,11 @@ export interface Options {
 }
 
 const contexts = new WeakMap<Device.Device, GpuContext.Context>()
+
+/** the WGSL language features of navigator.gpu, where there is one */
+const wgslFeatures = (): ReadonlySet<string> =>
+  (globalThis as { navigator?: { gpu?: { wgslLanguageFeatures?: ReadonlySet<string> } } }).navigator?.gpu
+    ?.wgslLanguageFeatures ?? new Set()
 
 /**
  * The GPUDevice behind a WebGPU device (for interop, and to simulate a device loss in tests).
@@ -90,6 +100,15 @@ export const liveNativeBuffers = (device: Device.Device): number => contexts.get
  */
 export const hasSubgroupMatrices = (device: Device.Device): boolean =>
   contexts.get(device)?.target.subgroupMatrix === true
+
+/**
+ * Whether q4_0 and q8_0 matrix-vector products run on int8 dot products on this device (WGSL's
+ * packed_4x8_integer_dot_product), against activations rounded to q8_0 as ggml's CPU rounds them.
+ *
+ * @since 0.1.0
+ * @category getters
+ */
+export const hasInt8Dot = (device: Device.Device): boolean => contexts.get(device)?.target.dot4 === true
 
 /**
  * Whether the adapter runs shaders on the CPU (a fallback adapter such as Mesa's lavapipe): kernels then
@@ -157,6 +176,7 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
       ? { subgroupSize: info.subgroupMinSize }
       : {}),
     subgroupMatrix: hasMatrices(gpu, info),
+    dot4: (options.wgslFeatures ?? wgslFeatures()).has("packed_4x8_integer_dot_product"),
     software: info?.isFallbackAdapter === true,
     ...(options.matrixTile ? { matrixTile: options.matrixTile } : {}),
     ...(options.registerTile ? { registerTile: options.registerTile } : {}),

@@ -133,6 +133,18 @@ describe("mul_mat kernel choice", () => {
         "mvq 4:2"
       )
       assert.strictEqual(yield* chosen(3, { quantizedDecode: { rows: 4, columns: 4, staged: true } }), "mvqs 4:1")
+      // with dot4I8Packed, q4_0 and q8_0 for one column in the int8 form, where K is whole pairs of blocks
+      const dot4 = { dot4: true }
+      assert.strictEqual(yield* chosen(1, dot4, "q4_0"), "mvq8")
+      assert.strictEqual(yield* chosen(1, dot4, "q4_0", 4064), "mvq 2:4")
+      assert.strictEqual(yield* chosen(2, dot4, "q4_0"), "mvq 2:4")
+      assert.strictEqual(yield* chosen(1, dot4, "q4_K"), "mvq 2:4")
+      assert.strictEqual(
+        yield* chosen(1, { ...dot4, quantizedDecode: { rows: 2, columns: 8, int8: false } }, "q4_0"),
+        "mvq 2:4"
+      )
+      // b's K int8 values and their blocks' scales must fit the workgroup memory
+      assert.strictEqual(yield* chosen(1, { ...dot4, workgroupStorage: 4096 }, "q4_0"), "mv")
     }))
 
   it.effect("flash attention: split decode for up to 8 rows on subgroups, subgroup matrices for more, else rows", () =>

@@ -280,6 +280,52 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
     )
   }
 
+  // the int8 form of q4_0 and q8_0 decode: b rounded to q8_0 in workgroup memory as the CPU rounds it, so
+  // the two agree to f32 summation order; odd rows (a subgroup's second row past the end), batches
+  // broadcast, a bias, and a's rows viewed one row in (bytes off 16) falling back to the f32 form
+  it.scoped(
+    "quantized matrix-vector products in the int8 form (mvq8) match the CPU, or fall back",
+    () =>
+      Effect.gen(function*() {
+        const [d] = yield* WebGpu.make({ devices: 1 })
+        if (!WebGpuDevice.hasInt8Dot(d)) {
+          console.log(`no dot4I8Packed on ${d.description}: the int8 form is not offered`)
+          return
+        }
+        for (const dtype of ["q4_0", "q8_0"] as const) {
+          // [K, a viewed one row in, b's batches K + 1 apart (read a value at a time), the kernel]
+          const cases = [[2560, false, false, "mvq8"], [2624, true, false, "mvq"], [640, false, true, "mvq8"]] as const
+          for (const [K, viewed, strided, family] of cases) {
+            const g = Graph.make()
+            const a = yield* g.param("a", dtype, [K, 38, 2])
+            const a1 = Ops.view(a, [K, 37, 2], [a.nb[1], a.nb[2]], viewed ? a.nb[1] : 0)
+            const bs = yield* g.input("b", "f32", [(K + 1) * 4])
+            const b = Ops.view(bs, [K, 1, 4], [4 * K, 4 * (strided ? K + 1 : K)], 0)
+            const c = yield* g.param("c", "f32", [37, 1, 4])
+            const y = yield* g.output(Ops.add(Ops.mulMat(a1, b), c))
+            const results: Array<Array<number>> = []
+            for (const dev of [d, Cpu.make()]) {
+              const backend = yield* dev.makeBackend()
+              const plan = yield* backend.allocate(g.build())
+              yield* plan.set(a, Quant.unsafeQuantize(dtype, Generators.values(3, K * 38 * 2)))
+              yield* plan.set(bs, Generators.values(4, (K + 1) * 4))
+              yield* plan.set(c, Generators.values(5, 37 * 4))
+              const trace = yield* backend.captureNext
+              yield* backend.compute(plan)
+              const entries = (yield* trace).entries
+              if (dev === d) {
+                assert.deepInclude(entries[0].variant, { family, dtype }, `${dtype} K ${K}`)
+                if (family === "mvq8") assert.strictEqual(entries[0].variant?.fours, !strided)
+              }
+              results.push(Array.from(yield* plan.get(y)))
+            }
+            assert.isBelow(nmse(results[0], results[1]), family === "mvq8" ? 1e-9 : 5e-5, `${dtype} K ${K}`)
+          }
+        }
+      }),
+    120_000
+  )
+
   // flash attention's forms, each forced once against the CPU: the decode form (few query rows, where the
   // device has subgroups) with K and V read four values per load and the keys split over workgroups (then
   // merged by a second dispatch), its scalar form (a head size not a multiple of 4) in one split, the

@@ -105,6 +105,11 @@ export interface QuantizedDecode {
   readonly stage?: number
   /** a's rows staged in workgroup memory by 16-byte loads too, where strides allow; default: off */
   readonly staged?: boolean
+  /**
+   * the int8 form (b quantized to q8_0 by each workgroup, int8 dot products) for q4_0 and q8_0 where it
+   * applies; default: on
+   */
+  readonly int8?: boolean
 }
 
 /** @internal: flash attention's decode form, each field overriding the default */
@@ -120,6 +125,8 @@ export interface KernelTarget {
   readonly maxWorkgroups: number
   /** subgroup operations (WGSL subgroups): row reductions use them */
   readonly subgroups?: boolean
+  /** WGSL's packed_4x8_integer_dot_product (dot4I8Packed, pack4xI8): the int8 matrix-vector form uses it */
+  readonly dot4?: boolean
   /** the subgroup size where the adapter has one size only (subgroupMinSize = subgroupMaxSize) */
   readonly subgroupSize?: number
   /**

@@ -57,11 +57,19 @@ export const mulMat = (node: Tensor.Tensor, target: KernelTarget, bias: Tensor.T
       const staged = decode.staged === true
         ? Decode.stagedChunks(a, product.N, decode.rows, storage)
         : undefined
-      if (staged !== undefined) {
-        return Decode.quantizedMatVec(product, a.dtype as DType.Quantized, target, decode.rows, staged, true)
-      }
-      const stage = decode.stage ?? Decode.stageFor(product.N, product.K, storage)
-      return Decode.quantizedMatVec(product, a.dtype as DType.Quantized, target, decode.rows, stage)
+      const f32Form = staged !== undefined
+        ? Decode.quantizedMatVec(product, a.dtype as DType.Quantized, target, decode.rows, staged, true)
+        : Decode.quantizedMatVec(
+          product,
+          a.dtype as DType.Quantized,
+          target,
+          decode.rows,
+          decode.stage ?? Decode.stageFor(product.N, product.K, storage)
+        )
+      // q4_0 and q8_0 against b rounded to q8_0, as ggml's CPU computes them, with int8 dot products
+      return decode.int8 !== false && Decode.int8Applies(product, a, target)
+        ? Decode.int8MatVec(product, b, a.dtype as "q4_0" | "q8_0", target, f32Form)
+        : f32Form
     }
     if (product.N <= 8) return matVec(product, target, false)
     // prefill: blocks dequantized into f16 tiles on subgroup matrices where the device has them

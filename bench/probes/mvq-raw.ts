@@ -1,0 +1,420 @@
+/**
+ * Quantized matrix-vector designs on raw Dawn, by GPU time over rotating weight copies (L2 cold, as in
+ * decoding): a plain read of the bytes (the ceiling Dawn reaches), and int8 dot products of a's blocks
+ * with b quantized to q8 (as llama.cpp's MMVQ), a lane per pair of blocks. A measuring aid that chose the
+ * kernel in packages/webgpu's quantizedMatVec.ts; it checks each result against a host dot product.
+ *
+ *   tsx mvq-raw.ts [M] [K]
+ */
+const M = Number(process.argv[2] ?? 14336)
+const K = Number(process.argv[3] ?? 4096)
+const COPIES = 8
+const DISPATCHES = 48
+
+type Design = { readonly name: string; readonly wgsl: string; readonly rows: number; readonly bytes: number }
+
+const f16 = (x: number) => {
+  const f = new Float32Array([x])
+  const u = new Uint32Array(f.buffer)[0]
+  const s = (u >> 16) & 0x8000
+  const e = ((u >> 23) & 0xff) - 127 + 15
+  const m = (u >> 13) & 0x3ff
+  return e <= 0 ? s : s | (e << 10) | m
+}
+const half = (h: number) => {
+  const e = (h >> 10) & 31
+  const m = h & 1023
+  const v = e === 0 ? m / 1024 * 2 ** -14 : (1 + m / 1024) * 2 ** (e - 15)
+  return h & 0x8000 ? -v : v
+}
+
+/** q4_0 (18-byte blocks) or q8_0 (34) rows of random values, and the host's dequantized row sums */
+const makeWeights = (type: "q4_0" | "q8_0", seed: number) => {
+  const bs = type === "q4_0" ? 18 : 34
+  const bytes = new Uint8Array(M * (K / 32) * bs)
+  let s = seed
+  const rnd = () => (s = (s * 1103515245 + 12345) >>> 0) / 2 ** 32
+  for (let b = 0; b < M * K / 32; b++) {
+    const o = b * bs
+    const d = f16(0.001 + rnd() * 0.01)
+    bytes[o] = d & 255
+    bytes[o + 1] = d >> 8
+    for (let i = 2; i < bs; i++) bytes[o + i] = Math.floor(rnd() * 256)
+  }
+  return bytes
+}
+const dequantRowDot = (type: "q4_0" | "q8_0", bytes: Uint8Array, row: number, b: Float32Array) => {
+  const bs = type === "q4_0" ? 18 : 34
+  let t = 0
+  for (let j = 0; j < K / 32; j++) {
+    const o = (row * K / 32 + j) * bs
+    const d = half(bytes[o] | (bytes[o + 1] << 8))
+    for (let i = 0; i < 32; i++) {
+      const q = type === "q4_0"
+        ? ((i < 16 ? bytes[o + 2 + i] & 15 : bytes[o + 2 + i - 16] >> 4) - 8)
+        : ((bytes[o + 2 + i] << 24) >> 24)
+      t += d * q * b[j * 32 + i]
+    }
+  }
+  return t
+}
+
+const quantizeB = `
+@group(0) @binding(0) var<storage, read> b: array<f32>;
+@group(0) @binding(1) var<storage, read_write> b8: array<u32>;
+@group(0) @binding(2) var<storage, read_write> bd: array<vec2<f32>>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+  let blk = gid.x;
+  if (blk >= ${K / 32}u) { return; }
+  var amax = 0.0;
+  for (var i = 0u; i < 32u; i++) { amax = max(amax, abs(b[blk * 32u + i])); }
+  let d = amax / 127.0;
+  let id = select(0.0, 1.0 / d, d > 0.0);
+  var sum = 0i;
+  for (var w = 0u; w < 8u; w++) {
+    var q = vec4<i32>(0);
+    for (var k = 0u; k < 4u; k++) {
+      let x = b[blk * 32u + 4u * w + k] * id;
+      q[k] = i32(trunc(x + select(-0.5, 0.5, x >= 0.0)));
+    }
+    sum += q.x + q.y + q.z + q.w;
+    b8[blk * 8u + w] = pack4xI8(q);
+  }
+  bd[blk] = vec2<f32>(d, d * f32(sum));
+}`
+
+/** a plain read of every byte of a, vec4 at a time, a workgroup's sum written (Dawn's ceiling) */
+const bandwidth = (words: number): Design => ({
+  name: "read",
+  rows: 1,
+  bytes: 0,
+  wgsl: `
+@group(0) @binding(0) var<storage, read> a: array<vec4<u32>>;
+@group(0) @binding(1) var<storage, read> b8: array<vec4<u32>>;
+@group(0) @binding(2) var<storage, read> bd: array<vec2<f32>>;
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  var acc = vec4<u32>(0u);
+  let n = nwg.x * 256u;
+  var i = gid.x;
+  for (; i + 3u * n < ${words / 4}u; i += 4u * n) { acc ^= a[i] ^ a[i + n] ^ a[i + 2u * n] ^ a[i + 3u * n]; }
+  for (; i < ${words / 4}u; i += n) { acc ^= a[i]; }
+  if (acc.x == 12345u) { out[gid.x] = f32(acc.y + acc.z + acc.w); }
+}`
+})
+
+/**
+ * int8 dots, a lane per pair of blocks (a pair is whole words: q4_0 36 bytes = 9 words, q8_0 68 = 17),
+ * `warps` subgroups of 32 per workgroup, `R` rows per subgroup
+ */
+const pairs = (type: "q4_0" | "q8_0", warps: number, R: number, sg32: boolean, staged = false, wq = false): Design => {
+  const pw = type === "q4_0" ? 9 : 17
+  const rowWords = (K / 64) * pw
+  const blockDot = type === "q4_0"
+    ? `
+  let q0 = array<u32, 4>((w[0] >> 16u) | (w[1] << 16u), (w[1] >> 16u) | (w[2] << 16u), (w[2] >> 16u) | (w[3] << 16u), (w[3] >> 16u) | (w[4] << 16u));
+  let d0 = unpack2x16float(w[0]).x;
+  let d1 = unpack2x16float(w[4]).y;
+  var s0 = 0i;
+  var s1 = 0i;
+  for (var i = 0u; i < 4u; i++) {
+    s0 += dot4I8Packed(q0[i] & 0x0f0f0f0fu, y[i]) + dot4I8Packed((q0[i] >> 4u) & 0x0f0f0f0fu, y[4u + i]);
+    s1 += dot4I8Packed(w[5u + i] & 0x0f0f0f0fu, y[8u + i]) + dot4I8Packed((w[5u + i] >> 4u) & 0x0f0f0f0fu, y[12u + i]);
+  }
+  acc[r] += d0 * (e0.x * f32(s0) - 8.0 * e0.y) + d1 * (e1.x * f32(s1) - 8.0 * e1.y);`
+    : `
+  let d0 = unpack2x16float(w[0]).x;
+  let d1 = unpack2x16float(w[8]).y;
+  var s0 = 0i;
+  var s1 = 0i;
+  for (var i = 0u; i < 8u; i++) {
+    s0 += dot4I8Packed((w[i] >> 16u) | (w[i + 1u] << 16u), y[i]);
+    s1 += dot4I8Packed(w[9u + i], y[8u + i]);
+  }
+  acc[r] += d0 * e0.x * f32(s0) + d1 * e1.x * f32(s1);`
+  return {
+    name: `${type} ${staged ? "staged" : wq ? "pairs-wq" : "pairs"} w${warps} r${R}`,
+    rows: warps * R,
+    bytes: (staged ? warps * R * 32 * pw * 4 : 0) + warps * R * 32 * 4,
+    wgsl: `
+@group(0) @binding(0) var<storage, read> a: array<u32>;
+${
+      wq
+        ? `@group(0) @binding(1) var<storage, read> bf: array<vec4<f32>>;
+var<workgroup> ys: array<vec4<u32>, ${K / 16}>;
+var<workgroup> es: array<vec2<f32>, ${K / 32}>;`
+        : `@group(0) @binding(1) var<storage, read> b8: array<vec4<u32>>;
+@group(0) @binding(2) var<storage, read> bd: array<vec2<f32>>;`
+    }
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+var<workgroup> part: array<f32, ${32 * warps * R}>;
+var<workgroup> tile: array<u32, ${warps * R * 32 * pw}>;
+@compute @workgroup_size(${32 * warps})
+fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+  let warp = lid / 32u;
+  let lane = lid % 32u;
+  let row0 = (wid.x * ${warps}u + warp) * ${R}u;
+  var acc: array<f32, ${R}>;
+${
+      wq
+        ? `  // b quantized to q8 blocks by the workgroup: vec4 k of pair p at k * pairs + p (lanes read consecutive vec4)
+  for (var blk = lid; blk < ${K / 32}u; blk += ${32 * warps}u) {
+    var x: array<vec4<f32>, 8>;
+    var amax = 0.0;
+    for (var i = 0u; i < 8u; i++) {
+      x[i] = bf[blk * 8u + i];
+      let m = abs(x[i]);
+      amax = max(amax, max(max(m.x, m.y), max(m.z, m.w)));
+    }
+    let d = amax / 127.0;
+    let id = select(0.0, 1.0 / d, d > 0.0);
+    var sum = 0i;
+    var w: array<u32, 8>;
+    for (var i = 0u; i < 8u; i++) {
+      let v = x[i] * id;
+      let q = vec4<i32>(trunc(v + select(vec4<f32>(-0.5), vec4<f32>(0.5), v >= vec4<f32>(0.0))));
+      sum += q.x + q.y + q.z + q.w;
+      w[i] = pack4xI8(q);
+    }
+    let p = blk / 2u;
+    let h = (blk % 2u) * 2u;
+    ys[h * ${K / 64}u + p] = vec4<u32>(w[0], w[1], w[2], w[3]);
+    ys[(h + 1u) * ${K / 64}u + p] = vec4<u32>(w[4], w[5], w[6], w[7]);
+    es[blk] = vec2<f32>(d, d * f32(sum));
+  }
+  workgroupBarrier();`
+        : ""
+    }
+  for (var p0 = 0u; p0 < ${K / 64}u; p0 += 32u) {
+    let p = p0 + lane;
+${
+      staged
+        ? `    workgroupBarrier();
+    for (var r = 0u; r < ${R}u; r++) {
+      let base = min(row0 + r, ${M - 1}u) * ${rowWords}u + p0 * ${pw}u;
+      for (var i = 0u; i < ${pw}u; i++) {
+        let k = lane + 32u * i;
+        tile[(warp * ${R}u + r) * ${32 * pw}u + k] = select(0u, a[base + k], p0 * ${pw}u + k < ${rowWords}u);
+      }
+    }
+    workgroupBarrier();`
+        : ""
+    }
+    if (p < ${K / 64}u) {
+    let v = p * 4u;
+    let y = array<u32, 16>(${
+      [0, 1, 2, 3].map((j) => {
+        const at = wq ? `ys[${j}u * ${K / 64}u + p]` : `b8[v + ${j}u]`
+        return `${at}.x, ${at}.y, ${at}.z, ${at}.w`
+      }).join(", ")
+    });
+    let e0 = ${wq ? "es" : "bd"}[2u * p];
+    let e1 = ${wq ? "es" : "bd"}[2u * p + 1u];
+    for (var r = 0u; r < ${R}u; r++) {
+      let o = min(row0 + r, ${M - 1}u) * ${rowWords}u + p * ${pw}u;
+      var w: array<u32, ${pw}>;
+      for (var k = 0u; k < ${pw}u; k++) { w[k] = ${
+      staged ? `tile[(warp * ${R}u + r) * ${32 * pw}u + lane * ${pw}u + k]` : "a[o + k]"
+    }; }
+      ${blockDot}
+    }
+    }
+  }
+${
+      sg32
+        ? `  for (var r = 0u; r < ${R}u; r++) {
+    let t = subgroupAdd(acc[r]);
+    if (lane == 0u && row0 + r < ${M}u) { out[row0 + r] = t; }
+  }`
+        : `  for (var r = 0u; r < ${R}u; r++) { part[(warp * ${R}u + r) * 32u + lane] = acc[r]; }
+  workgroupBarrier();
+  if (lane < ${R}u && row0 + lane < ${M}u) {
+    var t = 0.0;
+    for (var i = 0u; i < 32u; i++) { t += part[(warp * ${R}u + lane) * 32u + i]; }
+    out[row0 + lane] = t;
+  }`
+    }
+}`
+  }
+}
+
+const main = async () => {
+  const webgpu = await import("webgpu")
+  Object.assign(globalThis, webgpu.globals)
+  const gpu = webgpu.create([
+    "enable-dawn-features=vulkan_enable_f16_on_nvidia,allow_unsafe_apis",
+    "disable-dawn-features=timestamp_quantization"
+  ])
+  const adapter = (await gpu.requestAdapter())!
+  const device = await adapter.requestDevice({
+    requiredFeatures: ["timestamp-query", "subgroups"] as Array<GPUFeatureName>,
+    requiredLimits: {
+      maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize,
+      maxBufferSize: adapter.limits.maxBufferSize,
+      maxComputeWorkgroupStorageSize: adapter.limits.maxComputeWorkgroupStorageSize
+    }
+  })
+  const sg32 = adapter.info.subgroupMinSize === 32 && adapter.info.subgroupMaxSize === 32
+  console.log(adapter.info.description, sg32 ? "subgroups of 32" : "reduction in workgroup memory")
+  const storage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC
+  const upload = (data: ArrayBufferView) => {
+    const buf = device.createBuffer({ size: Math.ceil(data.byteLength / 16) * 16, usage: storage })
+    device.queue.writeBuffer(buf, 0, data.buffer, data.byteOffset, data.byteLength)
+    return buf
+  }
+  const bHost = new Float32Array(K).map((_, i) => Math.sin(i * 0.37) + 0.3 * Math.cos(i * 1.3))
+  const b = upload(bHost)
+  const b8 = device.createBuffer({ size: K, usage: storage })
+  const bd = device.createBuffer({ size: K / 32 * 8, usage: storage })
+  const out = device.createBuffer({ size: M * 4 * 64, usage: storage })
+  const readBack = device.createBuffer({ size: M * 4, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST })
+  const query = device.createQuerySet({ type: "timestamp", count: 2 })
+  const resolved = device.createBuffer({ size: 16, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC })
+  const stamps = device.createBuffer({ size: 16, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST })
+  const pipe = (code: string) =>
+    device.createComputePipeline({
+      layout: "auto",
+      compute: { module: device.createShaderModule({ code: `enable subgroups;\n${code}` }), entryPoint: "main" }
+    })
+  const quant = pipe(quantizeB)
+  const qEnc = device.createCommandEncoder()
+  const qPass = qEnc.beginComputePass()
+  qPass.setPipeline(quant)
+  qPass.setBindGroup(
+    0,
+    device.createBindGroup({
+      layout: quant.getBindGroupLayout(0),
+      entries: [{ binding: 0, resource: { buffer: b } }, { binding: 1, resource: { buffer: b8 } }, {
+        binding: 2,
+        resource: { buffer: bd }
+      }]
+    })
+  )
+  qPass.dispatchWorkgroups(Math.ceil(K / 32 / 64))
+  qPass.end()
+  device.queue.submit([qEnc.finish()])
+
+  if (process.env.FOOTPRINT) {
+    // one big buffer read in windows of S bytes, rotating: does the footprint (page tables) bound a read?
+    const total = 1536 * 2 ** 20
+    const big = device.createBuffer({ size: total, usage: storage })
+    for (const mb of [4, 16, 32, 64, 128, 256]) {
+      const S = mb * 2 ** 20
+      const design = bandwidth(S / 4)
+      const pipeline = pipe(design.wgsl)
+      const binds = Array.from({ length: total / S }, (_, i) =>
+        device.createBindGroup({
+          layout: pipeline.getBindGroupLayout(0),
+          entries: [{ binding: 0, resource: { buffer: big, offset: i * S, size: S } }, {
+            binding: 3,
+            resource: { buffer: out }
+          }]
+        }))
+      for (const span of [binds.length, Math.max(1, Math.floor(binds.length / 4))]) {
+        const times: Array<number> = []
+        for (let rep = 0; rep < 4; rep++) {
+          const enc = device.createCommandEncoder()
+          const pass = enc.beginComputePass({
+            timestampWrites: { querySet: query, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 }
+          })
+          pass.setPipeline(pipeline)
+          for (let i = 0; i < DISPATCHES; i++) {
+            pass.setBindGroup(0, binds[i % span])
+            pass.dispatchWorkgroups(132 * 8)
+          }
+          pass.end()
+          enc.resolveQuerySet(query, 0, 2, resolved, 0)
+          enc.copyBufferToBuffer(resolved, 0, stamps, 0, 16)
+          device.queue.submit([enc.finish()])
+          await stamps.mapAsync(GPUMapMode.READ)
+          const t = new BigUint64Array(stamps.getMappedRange().slice(0))
+          stamps.unmap()
+          if (rep > 0) times.push(Number(t[1] - t[0]) / DISPATCHES / 1e3)
+        }
+        times.sort((x, y) => x - y)
+        console.log(
+          `read ${mb} MB windows over ${span * mb} MB: ${times[1].toFixed(1)} us ${
+            (S / times[1] / 1e6).toFixed(2)
+          } TB/s`
+        )
+      }
+    }
+    return
+  }
+  for (const type of (process.env.TYPES ?? "q4_0,q8_0").split(",") as Array<"q4_0" | "q8_0">) {
+    const host = makeWeights(type, 7)
+    const copies = Array.from({ length: COPIES }, () => upload(host))
+    const rowBytes = K / 32 * (type === "q4_0" ? 18 : 34)
+    const designs = [
+      bandwidth(M * rowBytes / 4),
+      ...[2, 3, 4].flatMap((R) => [4, 8].map((w) => pairs(type, w, R, sg32))),
+      ...[2, 3, 4].flatMap((R) => [4, 8].map((w) => pairs(type, w, R, sg32, false, true)))
+    ]
+    for (const design of designs) {
+      const pipeline = pipe(design.wgsl)
+      const groups = design.name === "read" ? 132 * 8 : Math.ceil(M / design.rows)
+      const binds = copies.map((a) =>
+        device.createBindGroup({
+          layout: pipeline.getBindGroupLayout(0),
+          entries: [a, design.name.includes("wq") ? b : b8, bd, out].map((buffer, binding) => ({
+            binding,
+            resource: { buffer }
+          }))
+            .filter((e) =>
+              design.name.includes("wq")
+                ? e.binding !== 2
+                : design.name !== "read" || e.binding === 0 || e.binding === 3
+            )
+        })
+      )
+      const times: Array<number> = []
+      for (let rep = 0; rep < 4; rep++) {
+        const enc = device.createCommandEncoder()
+        const pass = enc.beginComputePass({
+          timestampWrites: { querySet: query, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 }
+        })
+        pass.setPipeline(pipeline)
+        for (let i = 0; i < DISPATCHES; i++) {
+          pass.setBindGroup(0, binds[i % COPIES])
+          pass.dispatchWorkgroups(Math.min(groups, 65535), Math.ceil(groups / 65535))
+        }
+        pass.end()
+        enc.resolveQuerySet(query, 0, 2, resolved, 0)
+        enc.copyBufferToBuffer(resolved, 0, stamps, 0, 16)
+        if (rep === 0) enc.copyBufferToBuffer(out, 0, readBack, 0, M * 4)
+        device.queue.submit([enc.finish()])
+        await stamps.mapAsync(GPUMapMode.READ)
+        const t = new BigUint64Array(stamps.getMappedRange().slice(0))
+        stamps.unmap()
+        if (rep > 0) times.push(Number(t[1] - t[0]) / DISPATCHES / 1e3)
+        if (rep === 0 && design.name !== "read") {
+          await readBack.mapAsync(GPUMapMode.READ)
+          const got = new Float32Array(readBack.getMappedRange().slice(0))
+          readBack.unmap()
+          let num = 0
+          let den = 0
+          for (let r = 0; r < M; r += Math.max(1, Math.floor(M / 97))) {
+            const want = dequantRowDot(type, host, r, bHost)
+            num += (got[r] - want) ** 2
+            den += want ** 2
+          }
+          if (!(num / den < 1e-3)) console.log(`  ${design.name}: WRONG, nmse ${num / den}`)
+        }
+      }
+      times.sort((x, y) => x - y)
+      const us = times[1]
+      console.log(
+        `${type} ${M}x${K} ${design.name.padEnd(22)} ${us.toFixed(1).padStart(6)} us  ${
+          (M * rowBytes / us / 1e6).toFixed(2)
+        } TB/s`
+      )
+    }
+    for (const c of copies) c.destroy()
+  }
+}
+main().then(() => process.exit(0), (e) => {
+  console.error(e)
+  process.exit(1)
+})
