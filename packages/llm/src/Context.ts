@@ -18,6 +18,7 @@ import type {
   ShapeError,
   UnsupportedOp
 } from "@effect-gpu/core/GpuError"
+import * as Graph from "@effect-gpu/core/Graph"
 import * as Ops from "@effect-gpu/core/Ops"
 import type * as Plan from "@effect-gpu/core/Plan"
 import * as Tensor from "@effect-gpu/core/Tensor"
@@ -150,7 +151,9 @@ export const make = (
           allLogits,
           ...(options.attention !== undefined ? { attention: options.attention } : {})
         })
-        const plan = yield* backend.allocate(forward.graph, { bindings })
+        // the backend's fusions (rms_norm * weight, add + rms_norm, mul_mat + bias, silu * gate): fewer
+        // dispatches a token; the plan still answers for the graph's own tensors
+        const plan = yield* backend.allocate(backend.optimize(Graph.from(forward.graph)), { bindings })
         const made = { forward, plan }
         plans.set(key, made)
         return made

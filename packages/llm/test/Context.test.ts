@@ -110,6 +110,19 @@ const suite = (gpu: boolean) =>
         assert.strictEqual(after.buffers, before.buffers)
         assert.strictEqual(after.bytes, before.bytes)
         assert.strictEqual(yield* context.position, tokens.length + 7)
+        // the backend's fusions run: each norm scaled in one dispatch, the residual add folded into the
+        // next norm, so no separate mul or add of a norm is left
+        const trace = yield* context.backend.captureNext
+        yield* context.evaluate([10])
+        const ops = (yield* trace).entries.map((e) => e.op)
+        if (gpu) {
+          assert.include(ops, "rms_norm_mul")
+          assert.include(ops, "add_rms_norm")
+          assert.notInclude(ops, "rms_norm")
+          assert.notInclude(ops, "mul")
+        } else {
+          assert.include(ops, "rms_norm")
+        }
       }).pipe(Effect.provide(layer)))
 
     it.scoped("bad input fails with ModelError and leaves the cache as it was", () =>

@@ -99,7 +99,7 @@ const bindOperands = (ctx: Context, kernel: Kernel, resolve: Resolve) => {
         name: r.o.name,
         dtype: r.o.tensor.dtype,
         slot: b.slot,
-        vec4: kernel.vec4 ?? false,
+        vec4: (kernel.vec4 ?? false) && !(kernel.scalar ?? []).includes(r.o.name),
         wide: kernel.wide ?? false
       },
       fields: [(r.start - b.start) / ts, ...r.o.tensor.ne, ...r.o.tensor.nb.map((n) => n / ts)]

@@ -56,6 +56,11 @@ export interface Kernel {
    */
   readonly wide?: boolean
   /**
+   * with `vec4`: operands bound as plain arrays all the same (offsets still aligned as vec4 ones): a kernel
+   * that reads their words one at a time (a word picked out of a vec4 binding can load all 16 bytes)
+   */
+  readonly scalar?: ReadonlyArray<string>
+  /**
    * the kernel to run where the operands' offsets turn out not to allow vec4 (or wide) bindings, or an
    * operand's extent does not fit its buffer
    */

@@ -420,6 +420,7 @@ export const int8MatVec = (
     params,
     workgroups: [Math.min(groups, target.maxWorkgroups), Math.ceil(groups / target.maxWorkgroups), batches],
     vec4: true,
+    scalar: ["a"],
     fallback,
     main: `
 // b's blocks as int8, vec4 j of pair p at j * ${pairs} + p (lanes read consecutive vec4); each block's
