@@ -165,12 +165,16 @@ describe("mul_mat kernel choice", () => {
         return [v.family, v.heads, v.split, kernel.next?.variant.family].filter((x) => x !== undefined).join(" ")
       }
       const decode = yield* attention(1)
-      // 8 KV heads of 4 query heads each, the keys in 32 splits merged by a second dispatch
+      // 8 KV heads of 4 query heads each, the keys in 64 splits (the most) merged by a second dispatch
       assert.strictEqual(chosen(decode, h200), "flash_attn_decode 4 true flash_attn_merge")
       // the splits' scratch: (max, sum, 128 outputs) per head and split
-      assert.strictEqual(scratchBytes(decode, h200), 4 * 32 * 32 * 130)
+      assert.strictEqual(scratchBytes(decode, h200), 4 * 32 * 64 * 130)
+      // 640 keys: a split per 32 (20), 128 on a software adapter (5)
+      const cached = yield* attention(1, 640)
+      assert.strictEqual(scratchBytes(cached, h200), 4 * 32 * 20 * 130)
+      assert.strictEqual(scratchBytes(cached, { ...h200, software: true }), 4 * 32 * 5 * 130)
       // few keys: one split, no scratch
-      const short = yield* attention(1, 100)
+      const short = yield* attention(1, 32)
       assert.strictEqual(chosen(short, h200), "flash_attn_decode 4 false")
       assert.strictEqual(scratchBytes(short, h200), 0)
       // the subgroup size must be known, else the matrix form takes any rows; without either, the row form

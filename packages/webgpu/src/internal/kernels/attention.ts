@@ -38,8 +38,13 @@ export interface DecodePlan {
 
 /** the most query rows the decode form takes (beyond, rows give the GPU enough workgroups) */
 const DECODE_ROWS = 8
-/** keys a workgroup takes at least, before the keys are split further */
-const KEYS_PER_SPLIT = 128
+/** the most splits of the keys (the merge keeps a weight per split in workgroup memory) */
+const MAX_SPLITS = 256
+/**
+ * keys a workgroup takes at least before the keys are split further: a block per subgroup on GPUs (a
+ * decoding step's 8 KV heads over 640 keys then make 160 workgroups, not 40), 128 on software adapters
+ */
+const keysPerSplit = (target: KernelTarget) => (target.software === true ? 128 : 32)
 /** values each lane keeps per head (q and the output accumulators) and per block key (K and V) */
 const LANE_VALUES = 64
 
@@ -61,7 +66,11 @@ export const decodePlan = (node: Tensor.Tensor, target: KernelTarget): DecodePla
   const most = target.software === true ? 8 : 64
   const splits = Math.max(
     1,
-    Math.min(k.ne[1], force?.splits ?? (rows >= 512 ? 1 : Math.min(most, Math.ceil(k.ne[1] / KEYS_PER_SPLIT))))
+    Math.min(
+      k.ne[1],
+      MAX_SPLITS,
+      force?.splits ?? (rows >= 512 ? 1 : Math.min(most, Math.ceil(k.ne[1] / keysPerSplit(target))))
+    )
   )
   return { lanes, subgroups, heads, block, splits }
 }
@@ -175,6 +184,8 @@ const decodeKernel = (
       params: splitParams,
       workgroups: fold(q.ne[1] * q.ne[2] * q.ne[3], target.maxWorkgroups),
       main: `
+var<workgroup> red: array<f32, 64>;
+var<workgroup> wgt: array<f32, ${MAX_SPLITS}>;
 ${entry(64)}
   let t = wg_linear(wid, nwg);
   if (t >= P.d_ne1 * P.d_ne2 * P.d_ne3) { return; }
@@ -183,19 +194,36 @@ ${entry(64)}
   let b = t / (P.d_ne1 * P.d_ne2);
   let p0 = ((b * P.d_ne2 + i) * P.d_ne1 + h) * P.nsplit;
   let base = P.d_o + P.scratch;
-  var mx = neg_inf();
-  for (var s = 0u; s < P.nsplit; s++) { mx = max(mx, ld_d(base + (p0 + s) * 2u)); }
-  var l = 0.0;
-  for (var s = 0u; s < P.nsplit; s++) {
-    let ms = ld_d(base + (p0 + s) * 2u);
-    if (ms > neg_inf()) { l += ld_d(base + (p0 + s) * 2u + 1u) * exp(ms - mx); }
+  // the splits' maxima and sums reduced by the workgroup, each split's weight kept in workgroup memory:
+  // the output's loads over the splits are then independent of each other (a loop that read each
+  // split's max before its output waited on one load after another)
+  var m = neg_inf();
+  for (var s = lid; s < P.nsplit; s += 64u) { m = max(m, ld_d(base + (p0 + s) * 2u)); }
+  red[lid] = m;
+  workgroupBarrier();
+  for (var w = 32u; w > 0u; w >>= 1u) {
+    if (lid < w) { red[lid] = max(red[lid], red[lid + w]); }
+    workgroupBarrier();
   }
+  let mx = red[0];
+  workgroupBarrier();
+  var ls = 0.0;
+  for (var s = lid; s < P.nsplit; s += 64u) {
+    let ms = ld_d(base + (p0 + s) * 2u);
+    let wt = select(0.0, exp(ms - mx), ms > neg_inf());
+    wgt[s] = wt;
+    ls += ld_d(base + (p0 + s) * 2u + 1u) * wt;
+  }
+  red[lid] = ls;
+  workgroupBarrier();
+  for (var w = 32u; w > 0u; w >>= 1u) {
+    if (lid < w) { red[lid] += red[lid + w]; }
+    workgroupBarrier();
+  }
+  let l = red[0];
   for (var e = lid; e < ${Dv}u; e += 64u) {
     var o = 0.0;
-    for (var s = 0u; s < P.nsplit; s++) {
-      let ms = ld_d(base + (p0 + s) * 2u);
-      if (ms > neg_inf()) { o += ld_d(base + P.parts * 2u + (p0 + s) * ${Dv}u + e) * exp(ms - mx); }
-    }
+    for (var s = 0u; s < P.nsplit; s++) { o += ld_d(base + P.parts * 2u + (p0 + s) * ${Dv}u + e) * wgt[s]; }
     ${finish("o", "l", "mx")}
   }
 }`
