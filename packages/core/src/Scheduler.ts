@@ -1,8 +1,8 @@
 /**
- * A graph over several backends (ggml's backend_sched), first step: each node is placed where the
- * caller pins it, else where its weights live (unless a backend earlier in the list offloads it, as a GPU
- * takes a large batch), else on the first backend whose device supports it; consecutive nodes
- * on one backend make a split; each split is its own graph, allocated on its backend, whose inputs from
+ * A graph over several backends (ggml's backend_sched): each node is placed where the caller pins it,
+ * else where its weights live (unless a backend earlier in the list offloads it, as a GPU takes a large
+ * batch), else with its neighbours (ggml's expansion passes), else on the first backend whose device
+ * supports it; consecutive nodes on one backend make a split; each split is its own graph, allocated on its backend, whose inputs from
  * other splits are copied in before it runs. Views and leafs are rebuilt in every split that uses them.
  * Copies are the destination backend's `copyAsync` from the source split's plan, ordered by an event on
  * the source backend (ggml's cpy_tensor_async between backends), once per compute; splits go out with
@@ -137,29 +137,65 @@ interface Building {
  * @category constructors
  */
 export const make = (backends: ReadonlyArray<Backend.Backend>, options: Options = {}): Scheduler => {
-  const place = (node: Tensor.Tensor): number | UnsupportedOp => {
-    // a pin is kept where that backend can run the node, else the node falls to placement
+  const last = backends.length - 1
+  const supports = (at: number, node: Tensor.Tensor) => backends[at].device.supportsOp(node)
+
+  /** where a node must go: its pin (where that backend can run it), else where its weights live */
+  const fixed = (node: Tensor.Tensor): number | undefined => {
     const pinned = options.placement?.(node)
-    if (pinned !== undefined && pinned >= 0 && pinned < backends.length && backends[pinned].device.supportsOp(node)) {
-      return pinned
-    }
+    if (pinned !== undefined && pinned >= 0 && pinned < backends.length && supports(pinned, node)) return pinned
     // a node reading a weight goes where the weight lives, unless an earlier backend offloads it
     const home = options.weights === undefined ? undefined : node.src
       .map((s) => s.viewSrc ?? s)
       .filter((s) => s.op._tag === "None")
       .map((s) => options.weights!(s))
       .find((h): h is number => h !== undefined && h >= 0 && h < backends.length)
-    if (home !== undefined) {
-      const offload = backends.findIndex((b, i) => i < home && b.device.supportsOp(node) && b.device.offloadOp(node))
-      if (offload >= 0) return offload
-      if (backends[home].device.supportsOp(node)) return home
+    if (home === undefined) return undefined
+    const offload = backends.findIndex((b, i) => i < home && supports(i, node) && b.device.offloadOp(node))
+    if (offload >= 0) return offload
+    return supports(home, node) ? home : undefined
+  }
+
+  /**
+   * ggml's placement passes over the nodes in order: those with a pin or weights first; then the others
+   * take a neighbour's backend where it can run them, the GPUs' (every backend but the last) spreading
+   * down the graph and up before the last's does, so that a node between two products stays with them
+   * rather than crossing over; the rest go to the first backend that runs them
+   */
+  const placeAll = (nodes: ReadonlyArray<Tensor.Tensor>): Map<number, number> | UnsupportedOp => {
+    const at = new Map<number, number>()
+    for (const node of nodes) {
+      const f = fixed(node)
+      if (f !== undefined) at.set(node.id, f)
     }
-    const i = backends.findIndex((b) => b.device.supportsOp(node))
-    return i >= 0 ? i : new UnsupportedOp({
-      op: Op.name(node.op),
-      dtypes: [node.dtype, ...node.src.map((s) => s.dtype)],
-      device: backends.map((b) => b.device.name).join(", ")
-    })
+    const spread = (order: ReadonlyArray<Tensor.Tensor>, gpusOnly: boolean) => {
+      let cur: number | undefined
+      for (const node of order) {
+        const known = at.get(node.id)
+        if (known !== undefined) cur = gpusOnly && known === last ? undefined : known
+        else if (cur !== undefined && supports(cur, node)) at.set(node.id, cur)
+      }
+    }
+    const reversed = [...nodes].reverse()
+    if (last > 0) {
+      spread(nodes, true)
+      spread(reversed, true)
+    }
+    spread(nodes, false)
+    spread(reversed, false)
+    for (const node of nodes) {
+      if (at.has(node.id)) continue
+      const i = backends.findIndex((_, k) => supports(k, node))
+      if (i < 0) {
+        return new UnsupportedOp({
+          op: Op.name(node.op),
+          dtypes: [node.dtype, ...node.src.map((s) => s.dtype)],
+          device: backends.map((b) => b.device.name).join(", ")
+        })
+      }
+      at.set(node.id, i)
+    }
+    return at
   }
 
   const allocate = (graph: Graph.Graph | Graph.Builder) =>
@@ -169,12 +205,13 @@ export const make = (backends: ReadonlyArray<Backend.Backend>, options: Options 
       // placement, then splits of consecutive nodes on one backend (views go with the splits that use them)
       const splitOf = new Map<number, number>()
       const splits: Array<Building> = []
-      for (const node of g.nodes) {
-        if (Op.isView(node.op)) continue
-        const at = place(node)
-        if (at instanceof UnsupportedOp) return yield* at
-        const last = splits[splits.length - 1]
-        if (last === undefined || last.backend !== at) {
+      const computed = g.nodes.filter((node) => !Op.isView(node.op))
+      const placed = placeAll(computed)
+      if (placed instanceof UnsupportedOp) return yield* placed
+      for (const node of computed) {
+        const at = placed.get(node.id)!
+        const previous = splits[splits.length - 1]
+        if (previous === undefined || previous.backend !== at) {
           splits.push({ backend: at, nodes: [], local: new Map(), copies: [] })
         }
         splits[splits.length - 1].nodes.push(node)

@@ -143,6 +143,39 @@ describe("Scheduler", () => {
       Array.from(yield* plan.get(y)).forEach((v, i) => assert.closeTo(v, want[i], 1e-6))
     })).pipe(Effect.provide(TestGpu.layer({ unsupported: ["soft_max"], latency: "1 second" }))))
 
+  it.scoped("the nodes between two products stay with them (ggml's expansion): one split, not one per node", () =>
+    Effect.gen(function*() {
+      const [gpu, cpu] = yield* Registry.devices
+      const backends = [yield* gpu.makeBackend(), yield* cpu.makeBackend()]
+      const scheduler = Scheduler.make(backends, { weights: (leaf) => (leaf.name.startsWith("w") ? 1 : undefined) })
+      // batch 1 stays with the CPU's weights; a batch of 32 goes to the GPU, and the adds and silu with it
+      for (const [columns, device] of [[1, "CPU"], [32, "Test0"]] as const) {
+        const g = Graph.make()
+        const w1 = yield* g.param("w1", "f32", [24, 40])
+        const w2 = yield* g.param("w2", "f32", [40, 24])
+        const x = yield* g.input("x", "f32", [24, columns])
+        const b = yield* g.input("b", "f32", [40, columns])
+        const c = yield* g.input("c", "f32", [24, columns])
+        const y = yield* g.output(Ops.add(Ops.mulMat(w2, Ops.silu(Ops.add(Ops.mulMat(w1, x), b))), c))
+        const plan = yield* scheduler.allocate(g)
+        assert.deepStrictEqual(plan.splits.map((s) => s.backend.device.name), [device], `${columns} columns`)
+        assert.deepStrictEqual(plan.splits[0].nodes.map((n) => n.op._tag), ["MulMat", "Add", "Unary", "MulMat", "Add"])
+        const values = [[w1, 7, 24 * 40], [w2, 8, 40 * 24], [x, 9, 24 * columns], [b, 10, 40 * columns], [
+          c,
+          11,
+          24 * columns
+        ]] as const
+        for (const [t, seed, n] of values) yield* plan.set(t, Generators.values(seed, n))
+        yield* scheduler.compute(plan)
+        const reference = yield* Cpu.make().makeBackend()
+        const single = yield* reference.allocate(g)
+        for (const [t, seed, n] of values) yield* single.set(t, Generators.values(seed, n))
+        yield* reference.compute(single)
+        const want = Array.from(yield* single.get(y))
+        Array.from(yield* plan.get(y)).forEach((v, i) => assert.closeTo(v, want[i], 1e-5))
+      }
+    }).pipe(Effect.provide(TestGpu.layer())))
+
   it.scoped("weights living on the CPU keep batch-1 products there; a batch of 32 is offloaded to the GPU", () =>
     Effect.gen(function*() {
       const [gpu, cpu] = yield* Registry.devices
