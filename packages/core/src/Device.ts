@@ -138,6 +138,7 @@ export const batchSize = (t: Tensor): number => {
   switch (t.op._tag) {
     case "MulMat":
     case "MulMatAdd":
+    case "MulMatSwiglu":
       return t.ne[1]
     case "Rope":
       return t.ne[2]

@@ -1,6 +1,7 @@
 /**
  * Graph rewrites that fuse chains into one kernel, as ggml backends do in graph_optimize: rms_norm * w,
- * (a + b) -> rms_norm [* w], mul_mat + bias, silu(x) * g -> swiglu. A rewrite is pure: it returns a new
+ * (a + b) -> rms_norm [* w], mul_mat + bias, silu(x) * g -> swiglu, and where a backend asks for it a gated
+ * FFN's two products with their swiglu. A rewrite is pure: it returns a new
  * graph whose `aliases` map the original tensors to the ones that now compute them, so plans built on it
  * still answer `get(originalOutput)`. A chain fuses only when its inner results have no other user and
  * are not outputs.
@@ -20,9 +21,21 @@ interface Fused {
 
 /**
  * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /**
+   * whether a backend fuses a gated FFN's two products (gate and up weights over the same activations)
+   * and their swiglu into one mul_mat_swiglu node; default: never (only a backend with a kernel says yes)
+   */
+  readonly mulMatSwiglu?: (gate: Tensor.Tensor, up: Tensor.Tensor, b: Tensor.Tensor) => boolean
+}
+
+/**
+ * @since 0.1.0
  * @category rewrites
  */
-export const optimize = (g: Graph.Graph): Graph.Graph => {
+export const optimize = (g: Graph.Graph, options: Options = {}): Graph.Graph => {
   const users = Graph.users(g)
   const outputs = Graph.outputIds(g)
   const inner = (t: Tensor.Tensor) => users.get(t.id) === 1 && !outputs.has(t.id) && t.viewSrc === undefined
@@ -57,6 +70,14 @@ export const optimize = (g: Graph.Graph): Graph.Graph => {
       ) {
         continue
       }
+    }
+    if (
+      y.op._tag === "Glu" && y.op.kind === "swiglu" && !y.op.swapped && y.src.length === 2 &&
+      options.mulMatSwiglu !== undefined && s0.op._tag === "MulMat" && s1.op._tag === "MulMat" && inner(s0) &&
+      inner(s1) && s0.src[1] === s1.src[1] && Tensor.sameShape(s0.src[0], s1.src[0]) &&
+      s0.src[0].dtype === s1.src[0].dtype && options.mulMatSwiglu(s0.src[0], s1.src[0], s0.src[1])
+    ) {
+      if (claim(y, { op: Op.MulMatSwiglu(), src: [s0.src[0], s1.src[0], s0.src[1]], absorbed: [s0, s1] })) continue
     }
     if (y.op._tag === "Add" && s0.op._tag === "MulMat" && inner(s0)) {
       if (claim(y, { op: Op.MulMatAdd(), src: [s0.src[0], s0.src[1], s1], absorbed: [s0] })) continue

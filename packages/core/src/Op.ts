@@ -114,6 +114,8 @@ export type Op = Data.TaggedEnum<{
   AddRmsNorm: { readonly eps: number; readonly withMul: boolean }
   /** fused by an optimizer: mul_mat(src0, src1) + src2 */
   MulMatAdd: {}
+  /** fused by an optimizer: silu(mul_mat(src0, src2)) * mul_mat(src1, src2), a gated FFN's two products */
+  MulMatSwiglu: {}
 }>
 
 /**
@@ -173,7 +175,8 @@ const names: Record<Tag, string> = {
   Transpose: "transpose",
   RmsNormMul: "rms_norm_mul",
   AddRmsNorm: "add_rms_norm",
-  MulMatAdd: "mul_mat_add"
+  MulMatAdd: "mul_mat_add",
+  MulMatSwiglu: "mul_mat_swiglu"
 }
 
 /**
@@ -237,6 +240,8 @@ export const readsQuantized = (op: Op, index: number): boolean => {
     case "Cpy":
     case "Cont":
       return index === 0
+    case "MulMatSwiglu":
+      return index === 0 || index === 1
     default:
       return isView(op)
   }

@@ -1,5 +1,5 @@
 import type { Tensor } from "@effect-gpu/core"
-import { Cpu, Fusion, Graph, Ops } from "@effect-gpu/core"
+import { Cpu, Fusion, Graph, Ops, Quant } from "@effect-gpu/core"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { random } from "./utils.js"
@@ -24,6 +24,51 @@ const close = (a: ReadonlyArray<number>, b: ReadonlyArray<number>) =>
   a.length === b.length && a.every((x, i) => Math.abs(x - b[i]) <= 1e-5 * Math.max(1, Math.abs(b[i])))
 
 describe("Fusion", () => {
+  it.effect("fuses a gated FFN's two products and swiglu only where the backend asks; same results", () =>
+    Effect.gen(function*() {
+      for (const dtype of ["f32", "q4_0"] as const) {
+        const g = Graph.make()
+        const gate = yield* g.param("gate", dtype, [64, 10])
+        const up = yield* g.param("up", dtype, [64, 10])
+        const other = yield* g.param("other", dtype, [64, 10])
+        const x = yield* g.input("x", "f32", [64, 3])
+        const y = yield* g.output(Ops.swiglu(Ops.mulMat(gate, x), Ops.mulMat(up, x)), "y")
+        // products over different activations do not fuse
+        const x2 = yield* g.input("x2", "f32", [64, 3])
+        const z = yield* g.output(Ops.swiglu(Ops.mulMat(other, x), Ops.mulMat(up, x2)), "z")
+        const graph = g.build()
+        const tags = (h: Graph.Graph) => h.nodes.map((n) => n.op._tag)
+        assert.notInclude(tags(Fusion.optimize(graph)), "MulMatSwiglu")
+        const asked: Array<string> = []
+        const fused = Fusion.optimize(graph, {
+          mulMatSwiglu: (a, b) => {
+            asked.push(`${a.name}/${b.name}`)
+            return true
+          }
+        })
+        assert.deepStrictEqual(asked, ["gate/up"])
+        assert.strictEqual(tags(fused).filter((t) => t === "MulMatSwiglu").length, 1)
+        assert.strictEqual(tags(fused).filter((t) => t === "MulMat").length, 2)
+        const inputs = new Map<Tensor.Tensor, ReadonlyArray<number>>([[x, random(4)(64 * 3)], [x2, random(5)(64 * 3)]])
+        const weights = [[gate, 1], [up, 2], [other, 3]] as const
+        const set = (graph: Graph.Graph) =>
+          Effect.scoped(Effect.gen(function*() {
+            const backend = yield* Cpu.make().makeBackend()
+            const plan = yield* backend.allocate(graph)
+            for (const [t, seed] of weights) {
+              const v = Float32Array.from(random(seed)(640))
+              yield* plan.set(t, dtype === "f32" ? v : Quant.unsafeQuantize("q4_0", v))
+            }
+            for (const [t, v] of inputs) yield* plan.set(t, v)
+            yield* backend.compute(plan)
+            return [Array.from(yield* plan.get(y)), Array.from(yield* plan.get(z))]
+          }))
+        const [want, got] = [yield* set(graph), yield* set(fused)]
+        assert.isTrue(close(got[0], want[0]), dtype)
+        assert.isTrue(close(got[1], want[1]), dtype)
+      }
+    }))
+
   it.effect("fuses add + rms_norm + mul, rms_norm + mul, mul_mat + bias and silu * gate; same results", () =>
     Effect.gen(function*() {
       const g = Graph.make()

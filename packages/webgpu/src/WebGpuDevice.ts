@@ -14,6 +14,7 @@ import * as Option from "effect/Option"
 import * as GpuContext from "./internal/context.js"
 import * as Interpreter from "./internal/interpreter.js"
 import type { AttentionDecode, MatrixTile, QuantizedDecode, RegisterTile } from "./internal/kernels/kernel.js"
+import * as MatMul from "./internal/kernels/matmul.js"
 import * as Memory from "./internal/memory.js"
 import * as Program from "./internal/program.js"
 
@@ -226,7 +227,8 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
     interpreter,
     supportsOp: (t: Tensor) => Program.supports(ctx, t),
     offloadMinBatch: options.offloadMinBatch ?? 32,
-    optimize: Fusion.optimize,
+    // a gated FFN's two products fuse where the int8 form computes them
+    optimize: (graph) => Fusion.optimize(graph, { mulMatSwiglu: MatMul.fusesSwiglu(ctx.target) }),
     // leafs in a buffer of their own: kernels bind them read-only, which the H200 runs faster
     // (benchmarks/RESULTS.md, "leaf buffer")
     leafBuffer: true

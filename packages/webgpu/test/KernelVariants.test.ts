@@ -2,7 +2,7 @@
  * Which kernel variant runs, on the adapter at hand, and that each matches the CPU: matrix-vector loads,
  * register and subgroup-matrix tilings, vec4 rows on software adapters, and what the device supports.
  */
-import { Cpu, Float16, Graph, Ops, Quant, Registry } from "@effect-gpu/core"
+import { Cpu, Float16, Fusion, Graph, Ops, Quant, Registry } from "@effect-gpu/core"
 import { Generators } from "@effect-gpu/testing"
 import { WebGpu, WebGpuDevice } from "@effect-gpu/webgpu"
 import { assert, describe, it } from "@effect/vitest"
@@ -321,6 +321,51 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
             }
             assert.isBelow(nmse(results[0], results[1]), family === "mvq8" ? 1e-9 : 5e-5, `${dtype} K ${K}`)
           }
+        }
+      }),
+    120_000
+  )
+
+  // a gated FFN's two products and swiglu in one node: the int8 form (both weights, b rounded once) where it
+  // applies, and a workgroup per result elsewhere (forced here with any weight type), batches broadcast
+  it.scoped(
+    "a gated FFN's products fused (mul_mat_swiglu) match the CPU's unfused graph",
+    () =>
+      Effect.gen(function*() {
+        const [d] = yield* WebGpu.make({ devices: 1 })
+        const int8 = WebGpuDevice.hasInt8Dot(d)
+        const cases = [["q4_0", 640, int8], ["q8_0", 2560, int8], ["q4_K", 512, false], ["f32", 100, false]] as const
+        for (const [dtype, K, fast] of cases) {
+          const g = Graph.make()
+          const gate = yield* g.param("gate", dtype, [K, 37])
+          const up = yield* g.param("up", dtype, [K, 37])
+          const x = yield* g.input("x", "f32", [K, 1, 3])
+          const y = yield* g.output(Ops.swiglu(Ops.mulMat(gate, x), Ops.mulMat(up, x)))
+          const graph = g.build()
+          const backend = yield* d.makeBackend()
+          // the device asks for the fusion exactly where the int8 form computes it
+          assert.strictEqual(backend.optimize(graph).nodes.some((n) => n.op._tag === "MulMatSwiglu"), fast, dtype)
+          const fused = Fusion.optimize(graph, { mulMatSwiglu: () => true })
+          const results: Array<Array<number>> = []
+          for (const [dev, h] of [[d, fused], [Cpu.make(), graph]] as const) {
+            const b = yield* dev.makeBackend()
+            const plan = yield* b.allocate(h)
+            for (const [t, seed] of [[gate, 3], [up, 4]] as const) {
+              const v = Generators.values(seed, K * 37)
+              yield* plan.set(t, dtype === "f32" ? v : Quant.unsafeQuantize(dtype, v))
+            }
+            yield* plan.set(x, Generators.values(5, K * 3))
+            const trace = yield* b.captureNext
+            yield* b.compute(plan)
+            const entries = (yield* trace).entries
+            if (dev === d) {
+              assert.strictEqual(entries.length, 1, dtype)
+              assert.strictEqual(entries[0].variant?.family, fast ? "mvq8_swiglu" : "mul_mat_swiglu_rows", dtype)
+            }
+            results.push(Array.from(yield* plan.get(y)))
+          }
+          // the int8 form rounds b as the CPU does; the row form keeps b in f32
+          assert.isBelow(nmse(results[0], results[1]), fast ? 1e-9 : 5e-5, dtype)
         }
       }),
     120_000

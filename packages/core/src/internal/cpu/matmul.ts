@@ -6,8 +6,10 @@
  * @internal
  */
 import * as Float16 from "../../Float16.js"
+import * as Op from "../../Op.js"
+import * as Tensor from "../../Tensor.js"
 import { dequantize, nearestInt, quantize } from "../quant.js"
-import type { Acc } from "./acc.js"
+import { Acc, memoryOf } from "./acc.js"
 
 /** x through ggml's q8_K (blocks of 256, an f32 scale from the value of largest magnitude), back to values */
 const roundQ8K = (x: Float64Array) => {
@@ -52,6 +54,12 @@ const dot = (x: Float64Array, y: Float64Array): number => {
   let s = 0
   for (let k = 0; k < x.length; k++) s += x[k] * y[k]
   return s
+}
+
+/** @internal: a contiguous f32 tensor of `t`'s shape in memory of its own (a fused product's second result) */
+export const scratchLike = (t: Tensor.Tensor): Acc => {
+  const s = Tensor.unsafeMake(`${t.name}.scratch`, "f32", t.ne, Op.Op.None(), [])
+  return new Acc(s, memoryOf(new Uint8Array(Tensor.nbytes(s))), 0)
 }
 
 /** @internal: dst[i, j] = a's row i . b's row j per batch, a's batches broadcast over b's */

@@ -59,6 +59,14 @@ export const run = (node: Tensor, acc: (t: Tensor) => Acc): void => {
     case "MulMatAdd":
       MatMul.mulMat(dst, src(0), src(1))
       return Elementwise.binary(dst, dst, src(2), (x, y) => x + y)
+    case "MulMatSwiglu": {
+      // the up product in a contiguous f32 scratch of the result's shape, then silu(gate) * up in place
+      const up = MatMul.scratchLike(node)
+      MatMul.mulMat(dst, src(0), src(2))
+      MatMul.mulMat(up, src(1), src(2))
+      const silu = Elementwise.unaryFn("silu")
+      return Elementwise.binary(dst, dst, up, (g, u) => silu(g) * u)
+    }
     case "MulMatId":
       return MatMul.mulMatId(dst, src(0), src(1), src(2))
     case "AddId":

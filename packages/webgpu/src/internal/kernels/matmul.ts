@@ -7,8 +7,10 @@
  */
 import * as DType from "@effect-gpu/core/DType"
 import type * as Tensor from "@effect-gpu/core/Tensor"
+import { fold } from "../wgsl.js"
 import type { Kernel, KernelTarget, MatrixTile, RegisterTile } from "./kernel.js"
-import { WG } from "./kernel.js"
+import * as KernelSpec from "./kernel.js"
+import { entry, u32, WG } from "./kernel.js"
 import { matVec } from "./matvec.js"
 import * as Product from "./product.js"
 import * as Decode from "./quantizedMatVec.js"
@@ -96,3 +98,73 @@ export const mulMat = (node: Tensor.Tensor, target: KernelTarget, bias: Tensor.T
     ? registerTiled(product, target.registerTile ?? registersFor(product, target.software === true))
     : tiled(product)
 }
+
+/**
+ * @internal: mul_mat_swiglu, silu(gate b) * (up b): the int8 form with both weights where it applies (the
+ * only place the WebGPU device asks for the fusion), else a workgroup per result summing both rows
+ */
+export const mulMatSwiglu = (node: Tensor.Tensor, target: KernelTarget): Kernel => {
+  const [gate, up, b] = node.src
+  const product: Product.Product = {
+    operands: [{ name: "a", tensor: gate }, { name: "u", tensor: up }, { name: "b", tensor: b }, {
+      name: "d",
+      tensor: node
+    }],
+    quantized: DType.isQuantized(gate.dtype),
+    bias: false,
+    epilogue: "",
+    M: node.ne[0],
+    N: node.ne[1],
+    K: gate.ne[0],
+    batches: node.ne[2] * node.ne[3],
+    params: [u32("r2", b.ne[2] / gate.ne[2]), u32("r3", b.ne[3] / gate.ne[3])]
+  }
+  const row = (n: string) =>
+    product.quantized
+      ? `ldq_${n}(ix_${n}(0u, m, b2 / P.r2, b3 / P.r3), k)`
+      : `ld_${n}(ix_${n}(k, m, b2 / P.r2, b3 / P.r3))`
+  const rows = KernelSpec.make({
+    variant: { family: "mul_mat_swiglu_rows" },
+    operands: product.operands,
+    params: product.params,
+    workgroups: fold(product.M * product.N * product.batches, target.maxWorkgroups),
+    main: `
+var<workgroup> rg: array<f32, 64>;
+var<workgroup> ru: array<f32, 64>;
+${entry(64)}
+  let t = wg_linear(wid, nwg);
+  if (t >= P.d_ne0 * P.d_ne1 * P.d_ne2 * P.d_ne3) { return; }
+  let m = t % P.d_ne0;
+  let n = (t / P.d_ne0) % P.d_ne1;
+  let bz = t / (P.d_ne0 * P.d_ne1);
+  let b2 = bz % P.d_ne2;
+  let b3 = bz / P.d_ne2;
+  var g = 0.0;
+  var u = 0.0;
+  for (var k = lid; k < P.a_ne0; k += 64u) {
+    let x = ld_b(ix_b(k, n, b2, b3));
+    g += ${row("a")} * x;
+    u += ${row("u")} * x;
+  }
+  rg[lid] = g;
+  ru[lid] = u;
+  workgroupBarrier();
+  for (var w = 32u; w > 0u; w >>= 1u) {
+    if (lid < w) {
+      rg[lid] += rg[lid + w];
+      ru[lid] += ru[lid + w];
+    }
+    workgroupBarrier();
+  }
+  if (lid == 0u) { st_d(ix_d(m, n, b2, b3), silu_s(rg[0]) * ru[0]); }
+}`
+  })
+  return Decode.int8Applies(product, gate, target)
+    ? Decode.int8MatVec(product, b, gate.dtype as "q4_0" | "q8_0", target, rows, true)
+    : rows
+}
+
+/** @internal: whether the WebGPU device fuses a gated FFN's products (where the int8 form computes them) */
+export const fusesSwiglu = (target: KernelTarget) => (gate: Tensor.Tensor, up: Tensor.Tensor, b: Tensor.Tensor) =>
+  Decode.int8Applies({ N: b.ne[1], K: gate.ne[0] }, gate, target) &&
+  Decode.int8Applies({ N: b.ne[1], K: up.ne[0] }, up, target)

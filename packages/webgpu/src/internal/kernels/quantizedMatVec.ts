@@ -346,7 +346,7 @@ const int8Bytes = (K: number) => K + (K / 32) * 8 + INT8_WARPS * LANES * 4
  * of blocks (K a multiple of 64) at whole words, one column, dot4I8Packed on the device, b's blocks fitting
  * the workgroup memory
  */
-export const int8Applies = (product: Product, a: Tensor.Tensor, target: KernelTarget): boolean =>
+export const int8Applies = (product: Pick<Product, "N" | "K">, a: Tensor.Tensor, target: KernelTarget): boolean =>
   (a.dtype === "q4_0" || a.dtype === "q8_0") && target.dot4 === true && product.N === 1 && product.K % 64 === 0 &&
   a.nb.slice(1).every((nb) => nb % 4 === 0) && int8Bytes(product.K) <= (target.workgroupStorage ?? 16384)
 
@@ -356,14 +356,17 @@ export const int8Applies = (product: Product, a: Tensor.Tensor, target: KernelTa
  * then each lane takes a pair of blocks of a row at a time (q4_0 36 bytes, q8_0 68: whole words) and
  * sums int8 products with dot4I8Packed, four values per instruction; a subgroup of 32 lanes owns
  * INT8_ROWS rows. On the H200 it read 14336x4096 q4_0 at 2.09 TB/s where the f32 form read 0.86 (run bq).
- * Needs a's bytes at a 16-byte offset (a vec4 binding), else the f32 form runs.
+ * Needs a's bytes at a 16-byte offset (a vec4 binding), else the f32 form runs. `gated`: a gated FFN's
+ * gate (a) and up (u) weights over the same b, written as silu(a b) * (u b) (mul_mat_swiglu): b rounded
+ * once, one dispatch for both products and the swiglu.
  */
 export const int8MatVec = (
   product: Product,
   b: Tensor.Tensor,
   dtype: "q4_0" | "q8_0",
   target: KernelTarget,
-  fallback: Kernel
+  fallback: Kernel,
+  gated = false
 ): Kernel => {
   const { K, M, batches, bias, epilogue, operands, params } = product
   const WGS = INT8_WARPS * LANES
@@ -377,8 +380,12 @@ export const int8MatVec = (
   // a pair of blocks in words: q4_0 (d, 16 bytes) x 2 = 9 words, where the first block's quants start at
   // byte 2 and the second's at byte 20; q8_0 (d, 32 bytes) x 2 = 17 words, quants at bytes 2 and 36
   const PW = dtype === "q4_0" ? 9 : 17
-  const dots = dtype === "q4_0"
-    ? `  let d0 = unpack2x16float(w[0]).x;
+  // the pair's words of weight operand `n` (a, or u: the up weights of a gated product) into `acc`
+  const dots = (n: string, acc: string) =>
+    `for (var k = 0u; k < ${PW}u; k++) { w[k] = qwi_${n}(rowWord_${n}[r] + p * ${PW}u + k); }
+` + (dtype === "q4_0"
+      ? `{
+  let d0 = unpack2x16float(w[0]).x;
   let d1 = unpack2x16float(w[4]).y;
   var s0 = 0i;
   var s1 = 0i;
@@ -388,8 +395,10 @@ export const int8MatVec = (
     s1 += dot4I8Packed(w[5u + i] & 0x0f0f0f0fu, y[8u + i]) + dot4I8Packed((w[5u + i] >> 4u) & 0x0f0f0f0fu, y[12u + i]);
   }
   // q4_0 values are nibbles - 8: the 8s come off through the block's sum of b's int8 values
-  acc[r] += d0 * e0.x * (f32(s0) - 8.0 * e0.y) + d1 * e1.x * (f32(s1) - 8.0 * e1.y);`
-    : `  let d0 = unpack2x16float(w[0]).x;
+  ${acc}[r] += d0 * e0.x * (f32(s0) - 8.0 * e0.y) + d1 * e1.x * (f32(s1) - 8.0 * e1.y);
+}`
+      : `{
+  let d0 = unpack2x16float(w[0]).x;
   let d1 = unpack2x16float(w[8]).y;
   var s0 = 0i;
   var s1 = 0i;
@@ -397,30 +406,33 @@ export const int8MatVec = (
     s0 += dot4I8Packed((w[i] >> 16u) | (w[i + 1u] << 16u), y[i]);
     s1 += dot4I8Packed(w[9u + i], y[8u + i]);
   }
-  acc[r] += d0 * e0.x * f32(s0) + d1 * e1.x * f32(s1);`
-  const reduce = subgroups
-    ? `  for (var r = 0u; r < ${R}u; r++) {
-    let total = subgroupAdd(acc[r]);
-    if (lane == 0u) { red[grp * ${R}u + r] = total; }
+  ${acc}[r] += d0 * e0.x * f32(s0) + d1 * e1.x * f32(s1);
+}`)
+  const weights = gated ? ["a", "u"] : ["a"]
+  const reduce = (acc: string, red: string) =>
+    subgroups
+      ? `  for (var r = 0u; r < ${R}u; r++) {
+    let total = subgroupAdd(${acc}[r]);
+    if (lane == 0u) { ${red}[grp * ${R}u + r] = total; }
   }`
-    : `  for (var r = 0u; r < ${R}u; r++) {
+      : `  for (var r = 0u; r < ${R}u; r++) {
     workgroupBarrier();
-    part[lid] = acc[r];
+    part[lid] = ${acc}[r];
     workgroupBarrier();
     if (lane == 0u) {
       var t = 0.0;
       for (var s = 0u; s < ${LANES}u; s++) { t += part[lid + s]; }
-      red[grp * ${R}u + r] = t;
+      ${red}[grp * ${R}u + r] = t;
     }
   }`
   return KernelSpec.make({
-    variant: { family: "mvq8", dtype, K, rows: R, bias, subgroups, fours },
+    variant: { family: gated ? "mvq8_swiglu" : "mvq8", dtype, K, rows: R, bias, subgroups, fours },
     enables: subgroups ? ["subgroups"] : [],
     operands,
     params,
     workgroups: [Math.min(groups, target.maxWorkgroups), Math.ceil(groups / target.maxWorkgroups), batches],
     vec4: true,
-    scalar: ["a"],
+    scalar: weights,
     fallback,
     main: `
 // b's blocks as int8, vec4 j of pair p at j * ${pairs} + p (lanes read consecutive vec4); each block's
@@ -429,6 +441,7 @@ var<workgroup> ys: array<vec4<u32>, ${K / 16}>;
 var<workgroup> es: array<vec2<f32>, ${K / 32}>;
 var<workgroup> part: array<f32, ${subgroups ? 1 : WGS}>;
 var<workgroup> red: array<f32, ${rowsPerGroup}>;
+${gated ? `var<workgroup> redu: array<f32, ${rowsPerGroup}>;` : ""}
 ${subgroups ? `${SUBGROUP_LANES}\n${entry(WGS, true)}` : entry(WGS)}
   let lane = lid % ${LANES}u;
   let grp = lid / ${LANES}u;
@@ -467,11 +480,16 @@ ${subgroups ? `${SUBGROUP_LANES}\n${entry(WGS, true)}` : entry(WGS)}
   }
   workgroupBarrier();
   // rows past the end read row M - 1 again and are not written
-  var rowWord: array<u32, ${R}>;
+${
+      weights.map((n) =>
+        `  var rowWord_${n}: array<u32, ${R}>;
   for (var r = 0u; r < ${R}u; r++) {
-    rowWord[r] = ix_a(0u, min(row0 + r, P.d_ne0 - 1u), b2 / P.r2, b3 / P.r3) >> 2u;
-  }
+    rowWord_${n}[r] = ix_${n}(0u, min(row0 + r, P.d_ne0 - 1u), b2 / P.r2, b3 / P.r3) >> 2u;
+  }`
+      ).join("\n")
+    }
   var acc: array<f32, ${R}>;
+  var accu: array<f32, ${R}>;
   for (var p = lane; p < ${pairs}u; p += ${LANES}u) {
     let y = array<u32, 16>(${
       range(4).map((j) => {
@@ -483,17 +501,18 @@ ${subgroups ? `${SUBGROUP_LANES}\n${entry(WGS, true)}` : entry(WGS)}
     let e1 = es[2u * p + 1u];
     for (var r = 0u; r < ${R}u; r++) {
       var w: array<u32, ${PW}>;
-      for (var k = 0u; k < ${PW}u; k++) { w[k] = qwi_a(rowWord[r] + p * ${PW}u + k); }
-${dots}
+${dots("a", "acc")}
+${gated ? dots("u", "accu") : ""}
     }
   }
-${reduce}
+${reduce("acc", "red")}
+${gated ? reduce("accu", "redu") : ""}
   workgroupBarrier();
   if (lid < ${rowsPerGroup}u) {
     let row = (wid.x + wid.y * nwg.x) * ${rowsPerGroup}u + lid;
     let m = row;
     let nn = 0u;
-    var v = red[lid];
+    var v = ${gated ? "silu_s(red[lid]) * redu[lid]" : "red[lid]"};
     ${epilogue}
     if (row < P.d_ne0) { st_d(ix_d(m, nn, b2, b3), v); }
   }
