@@ -2,7 +2,8 @@
  * Quantized matrix-vector designs on raw Dawn, by GPU time over rotating weight copies (L2 cold, as in
  * decoding): a plain read of the bytes (the ceiling Dawn reaches), and int8 dot products of a's blocks
  * with b quantized to q8 (as llama.cpp's MMVQ), a lane per pair of blocks. A measuring aid that chose the
- * kernel in packages/webgpu's quantizedMatVec.ts; it checks each result against a host dot product.
+ * kernel in packages/webgpu's quantizedMatVec.ts (it keeps its own copy of the designs' WGSL, to measure
+ * them apart from the project's kernel machinery); it checks each result against a host dot product.
  *
  *   tsx mvq-raw.ts [M] [K]
  */
@@ -278,6 +279,34 @@ const main = async () => {
       layout: "auto",
       compute: { module: device.createShaderModule({ code: `enable subgroups;\n${code}` }), entryPoint: "main" }
     })
+  /**
+   * GPU time per dispatch (us): DISPATCHES dispatches over `binds` in turn in one pass, the second best of
+   * three after a first pass that also copies the result out for the check
+   */
+  const timeDispatches = async (pipeline: GPUComputePipeline, binds: ReadonlyArray<GPUBindGroup>, groups: number) => {
+    const times: Array<number> = []
+    for (let rep = 0; rep < 4; rep++) {
+      const enc = device.createCommandEncoder()
+      const pass = enc.beginComputePass({
+        timestampWrites: { querySet: query, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 }
+      })
+      pass.setPipeline(pipeline)
+      for (let i = 0; i < DISPATCHES; i++) {
+        pass.setBindGroup(0, binds[i % binds.length])
+        pass.dispatchWorkgroups(Math.min(groups, 65535), Math.ceil(groups / 65535))
+      }
+      pass.end()
+      enc.resolveQuerySet(query, 0, 2, resolved, 0)
+      enc.copyBufferToBuffer(resolved, 0, stamps, 0, 16)
+      if (rep === 0) enc.copyBufferToBuffer(out, 0, readBack, 0, M * 4)
+      device.queue.submit([enc.finish()])
+      await stamps.mapAsync(GPUMapMode.READ)
+      const t = new BigUint64Array(stamps.getMappedRange().slice(0))
+      stamps.unmap()
+      if (rep > 0) times.push(Number(t[1] - t[0]) / DISPATCHES / 1e3)
+    }
+    return times.sort((x, y) => x - y)[1]
+  }
   const quant = pipe(quantizeB)
   const qEnc = device.createCommandEncoder()
   const qPass = qEnc.beginComputePass()
@@ -313,32 +342,8 @@ const main = async () => {
           }]
         }))
       for (const span of [binds.length, Math.max(1, Math.floor(binds.length / 4))]) {
-        const times: Array<number> = []
-        for (let rep = 0; rep < 4; rep++) {
-          const enc = device.createCommandEncoder()
-          const pass = enc.beginComputePass({
-            timestampWrites: { querySet: query, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 }
-          })
-          pass.setPipeline(pipeline)
-          for (let i = 0; i < DISPATCHES; i++) {
-            pass.setBindGroup(0, binds[i % span])
-            pass.dispatchWorkgroups(132 * 8)
-          }
-          pass.end()
-          enc.resolveQuerySet(query, 0, 2, resolved, 0)
-          enc.copyBufferToBuffer(resolved, 0, stamps, 0, 16)
-          device.queue.submit([enc.finish()])
-          await stamps.mapAsync(GPUMapMode.READ)
-          const t = new BigUint64Array(stamps.getMappedRange().slice(0))
-          stamps.unmap()
-          if (rep > 0) times.push(Number(t[1] - t[0]) / DISPATCHES / 1e3)
-        }
-        times.sort((x, y) => x - y)
-        console.log(
-          `read ${mb} MB windows over ${span * mb} MB: ${times[1].toFixed(1)} us ${
-            (S / times[1] / 1e6).toFixed(2)
-          } TB/s`
-        )
+        const us = await timeDispatches(pipeline, binds.slice(0, span), 132 * 8)
+        console.log(`read ${mb} MB windows over ${span * mb} MB: ${us.toFixed(1)} us ${(S / us / 1e6).toFixed(2)} TB/s`)
       }
     }
     return
@@ -350,7 +355,9 @@ const main = async () => {
     const designs = [
       bandwidth(M * rowBytes / 4),
       ...[2, 3, 4].flatMap((R) => [4, 8].map((w) => pairs(type, w, R, sg32))),
-      ...[2, 3, 4].flatMap((R) => [4, 8].map((w) => pairs(type, w, R, sg32, false, true)))
+      ...[2, 3, 4].flatMap((R) => [4, 8].map((w) => pairs(type, w, R, sg32, false, true))),
+      // a's words staged through workgroup memory by coalesced loads (it lost: run bq)
+      ...(process.env.STAGED ? [1, 2].map((R) => pairs(type, 4, R, sg32, true)) : [])
     ]
     for (const design of designs) {
       const pipeline = pipe(design.wgsl)
@@ -369,42 +376,20 @@ const main = async () => {
             )
         })
       )
-      const times: Array<number> = []
-      for (let rep = 0; rep < 4; rep++) {
-        const enc = device.createCommandEncoder()
-        const pass = enc.beginComputePass({
-          timestampWrites: { querySet: query, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 }
-        })
-        pass.setPipeline(pipeline)
-        for (let i = 0; i < DISPATCHES; i++) {
-          pass.setBindGroup(0, binds[i % COPIES])
-          pass.dispatchWorkgroups(Math.min(groups, 65535), Math.ceil(groups / 65535))
+      const us = await timeDispatches(pipeline, binds, groups)
+      if (design.name !== "read") {
+        await readBack.mapAsync(GPUMapMode.READ)
+        const got = new Float32Array(readBack.getMappedRange().slice(0))
+        readBack.unmap()
+        let num = 0
+        let den = 0
+        for (let r = 0; r < M; r += Math.max(1, Math.floor(M / 97))) {
+          const want = dequantRowDot(type, host, r, bHost)
+          num += (got[r] - want) ** 2
+          den += want ** 2
         }
-        pass.end()
-        enc.resolveQuerySet(query, 0, 2, resolved, 0)
-        enc.copyBufferToBuffer(resolved, 0, stamps, 0, 16)
-        if (rep === 0) enc.copyBufferToBuffer(out, 0, readBack, 0, M * 4)
-        device.queue.submit([enc.finish()])
-        await stamps.mapAsync(GPUMapMode.READ)
-        const t = new BigUint64Array(stamps.getMappedRange().slice(0))
-        stamps.unmap()
-        if (rep > 0) times.push(Number(t[1] - t[0]) / DISPATCHES / 1e3)
-        if (rep === 0 && design.name !== "read") {
-          await readBack.mapAsync(GPUMapMode.READ)
-          const got = new Float32Array(readBack.getMappedRange().slice(0))
-          readBack.unmap()
-          let num = 0
-          let den = 0
-          for (let r = 0; r < M; r += Math.max(1, Math.floor(M / 97))) {
-            const want = dequantRowDot(type, host, r, bHost)
-            num += (got[r] - want) ** 2
-            den += want ** 2
-          }
-          if (!(num / den < 1e-3)) console.log(`  ${design.name}: WRONG, nmse ${num / den}`)
-        }
+        if (!(num / den < 1e-3)) console.log(`  ${design.name}: WRONG, nmse ${num / den}`)
       }
-      times.sort((x, y) => x - y)
-      const us = times[1]
       console.log(
         `${type} ${M}x${K} ${design.name.padEnd(22)} ${us.toFixed(1).padStart(6)} us  ${
           (M * rowBytes / us / 1e6).toFixed(2)
