@@ -139,6 +139,7 @@ export const batchSize = (t: Tensor): number => {
     case "MulMat":
     case "MulMatAdd":
     case "MulMatSwiglu":
+    case "MulMatStack":
       return t.ne[1]
     case "Rope":
       return t.ne[2]

@@ -1,7 +1,7 @@
 /**
  * Graph rewrites that fuse chains into one kernel, as ggml backends do in graph_optimize: rms_norm * w,
- * (a + b) -> rms_norm [* w], mul_mat + bias, silu(x) * g -> swiglu, and where a backend asks for it a gated
- * FFN's two products with their swiglu. A rewrite is pure: it returns a new
+ * (a + b) -> rms_norm [* w], mul_mat + bias, silu(x) * g -> swiglu, and where a backend asks for them a gated
+ * FFN's two products with their swiglu, and products sharing their activations stacked. A rewrite is pure: it returns a new
  * graph whose `aliases` map the original tensors to the ones that now compute them, so plans built on it
  * still answer `get(originalOutput)`. A chain fuses only when its inner results have no other user and
  * are not outputs.
@@ -29,6 +29,11 @@ export interface Options {
    * and their swiglu into one mul_mat_swiglu node; default: never (only a backend with a kernel says yes)
    */
   readonly mulMatSwiglu?: (gate: Tensor.Tensor, up: Tensor.Tensor, b: Tensor.Tensor) => boolean
+  /**
+   * whether a backend computes the products of several weights over the same activations (attention's q,
+   * k and v) as one mul_mat_stack node, the products becoming views of its rows; default: never
+   */
+  readonly mulMatStack?: (weights: ReadonlyArray<Tensor.Tensor>, b: Tensor.Tensor) => boolean
 }
 
 /**
@@ -93,20 +98,59 @@ export const optimize = (g: Graph.Graph, options: Options = {}): Graph.Graph => 
       }
     }
   }
-  if (fusions.size === 0) return g
+  // products left unfused that share their activations: stacked into one node where the backend asks
+  const stacks = new Map<number, ReadonlyArray<Tensor.Tensor>>()
+  if (options.mulMatStack !== undefined) {
+    const byB = new Map<number, Array<Tensor.Tensor>>()
+    for (const n of g.nodes) {
+      if (n.op._tag !== "MulMat" || absorbed.has(n.id) || fusions.has(n.id) || outputs.has(n.id)) continue
+      if (n.viewSrc !== undefined || n.dtype !== "f32") continue
+      byB.set(n.src[1].id, [...(byB.get(n.src[1].id) ?? []), n])
+    }
+    for (const group of byB.values()) {
+      if (group.length < 2 || !options.mulMatStack(group.map((p) => p.src[0]), group[0].src[1])) continue
+      for (const p of group) stacks.set(p.id, group)
+    }
+  }
+  if (fusions.size === 0 && stacks.size === 0) return g
 
   const map = new Map<number, Tensor.Tensor>()
   const get = (t: Tensor.Tensor) => map.get(t.id) ?? t
   for (const n of g.nodes) {
     if (absorbed.has(n.id)) continue
+    const stack = stacks.get(n.id)
+    if (stack !== undefined) {
+      // at the first product of a stack (its weights and activations are known by then): the stacked node,
+      // and every product as a view of its rows
+      if (map.has(n.id)) continue
+      const b = get(n.src[1])
+      const rows = stack.reduce((m, p) => m + p.ne[0], 0)
+      const fused = Tensor.unsafeMake(
+        stack.map((p) => p.name).join("+"),
+        "f32",
+        [rows, n.ne[1], n.ne[2], n.ne[3]],
+        Op.MulMatStack({ parts: stack.length }),
+        [...stack.map((p) => get(p.src[0])), b]
+      )
+      let row = 0
+      for (const p of stack) {
+        const v = Tensor.unsafeView(fused, p.ne, fused.nb, row * 4, Op.View(), [fused], "f32")
+        ;(v as { name: string }).name = p.name
+        Tensor.setFlag(v, p.flags)
+        map.set(p.id, v)
+        row += p.ne[0]
+      }
+      continue
+    }
     const f = fusions.get(n.id)
     const op = f?.op ?? n.op
     const src = (f?.src ?? n.src).map(get)
     if (f === undefined && src.every((s, k) => s === n.src[k])) continue
     let t: Tensor.Tensor
     if (n.viewSrc !== undefined) {
+      // at the same offset from its (rebuilt) source as before: a stacked product's view sits inside its stack
       const base = src[0]
-      t = Tensor.unsafeView(base, n.ne, n.nb, n.viewOffset - base.viewOffset, op, src, n.dtype)
+      t = Tensor.unsafeView(base, n.ne, n.nb, n.viewOffset - n.src[0].viewOffset, op, src, n.dtype)
       Tensor.setFlag(t, n.flags)
     } else {
       t = Tensor.unsafeMake(n.name, n.dtype, n.ne, op, src, n.flags)

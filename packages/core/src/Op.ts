@@ -116,6 +116,11 @@ export type Op = Data.TaggedEnum<{
   MulMatAdd: {}
   /** fused by an optimizer: silu(mul_mat(src0, src2)) * mul_mat(src1, src2), a gated FFN's two products */
   MulMatSwiglu: {}
+  /**
+   * fused by an optimizer: the products of every source but the last with the last, their rows stacked
+   * (attention's q, k and v over the same activations); the products become views of it
+   */
+  MulMatStack: { readonly parts: number }
 }>
 
 /**
@@ -176,7 +181,8 @@ const names: Record<Tag, string> = {
   RmsNormMul: "rms_norm_mul",
   AddRmsNorm: "add_rms_norm",
   MulMatAdd: "mul_mat_add",
-  MulMatSwiglu: "mul_mat_swiglu"
+  MulMatSwiglu: "mul_mat_swiglu",
+  MulMatStack: "mul_mat_stack"
 }
 
 /**
@@ -242,6 +248,8 @@ export const readsQuantized = (op: Op, index: number): boolean => {
       return index === 0
     case "MulMatSwiglu":
       return index === 0 || index === 1
+    case "MulMatStack":
+      return index < op.parts
     default:
       return isView(op)
   }

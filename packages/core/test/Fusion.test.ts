@@ -24,6 +24,53 @@ const close = (a: ReadonlyArray<number>, b: ReadonlyArray<number>) =>
   a.length === b.length && a.every((x, i) => Math.abs(x - b[i]) <= 1e-5 * Math.max(1, Math.abs(b[i])))
 
 describe("Fusion", () => {
+  it.effect("stacks products sharing their activations only where the backend asks; their views give the same results", () =>
+    Effect.gen(function*() {
+      for (const dtype of ["f32", "q8_0"] as const) {
+        const g = Graph.make()
+        const wq = yield* g.param("wq", dtype, [64, 12])
+        const wk = yield* g.param("wk", dtype, [64, 4])
+        const wv = yield* g.param("wv", dtype, [64, 4])
+        const x = yield* g.input("x", "f32", [64, 1])
+        const q = Ops.reshape(Ops.mulMat(wq, x), [4, 3])
+        const k = Ops.reshape(Ops.mulMat(wk, x), [4, 1])
+        // k's view read through a transpose, v used twice: each consumer sees its own product's rows
+        const y = yield* g.output(Ops.mulMat(Ops.cont(Ops.transpose(Ops.transpose(k))), q), "y")
+        const v = yield* Ops.mulMat(wv, x)
+        const z = yield* g.output(Ops.add(v, Ops.scale(v, 2)), "z")
+        const graph = g.build()
+        const tags = (h: Graph.Graph) => h.nodes.map((n) => n.op._tag)
+        assert.notInclude(tags(Fusion.optimize(graph)), "MulMatStack")
+        const asked: Array<string> = []
+        const fused = Fusion.optimize(graph, {
+          mulMatStack: (weights) => {
+            asked.push(weights.map((w) => w.name).sort().join(","))
+            return true
+          }
+        })
+        assert.deepStrictEqual(asked, ["wk,wq,wv"])
+        assert.strictEqual(tags(fused).filter((t) => t === "MulMatStack").length, 1)
+        assert.isFalse(
+          tags(fused).includes("MulMat") && fused.nodes.some((n) => n.op._tag === "MulMat" && n.src[1] === x)
+        )
+        const run = (h: Graph.Graph) =>
+          Effect.scoped(Effect.gen(function*() {
+            const backend = yield* Cpu.make().makeBackend()
+            const plan = yield* backend.allocate(h)
+            for (const [t, seed, n] of [[wq, 1, 64 * 12], [wk, 2, 64 * 4], [wv, 3, 64 * 4]] as const) {
+              const values = Float32Array.from(random(seed)(n))
+              yield* plan.set(t, dtype === "f32" ? values : Quant.unsafeQuantize(dtype, values))
+            }
+            yield* plan.set(x, random(4)(64))
+            yield* backend.compute(plan)
+            return [Array.from(yield* plan.get(y)), Array.from(yield* plan.get(z))]
+          }))
+        const [want, got] = [yield* run(graph), yield* run(fused)]
+        assert.isTrue(close(got[0], want[0]), `${dtype} y`)
+        assert.isTrue(close(got[1], want[1]), `${dtype} z`)
+      }
+    }))
+
   it.effect("fuses a gated FFN's two products and swiglu only where the backend asks; same results", () =>
     Effect.gen(function*() {
       for (const dtype of ["f32", "q4_0"] as const) {

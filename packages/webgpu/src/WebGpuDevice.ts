@@ -227,8 +227,10 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
     interpreter,
     supportsOp: (t: Tensor) => Program.supports(ctx, t),
     offloadMinBatch: options.offloadMinBatch ?? 32,
-    // a gated FFN's two products fuse where the int8 form computes them
-    optimize: (graph) => Fusion.optimize(graph, { mulMatSwiglu: MatMul.fusesSwiglu(ctx.target) }),
+    // a gated FFN's two products, and products sharing their activations (q, k, v), fuse where the int8
+    // form computes them
+    optimize: (graph) =>
+      Fusion.optimize(graph, { mulMatSwiglu: MatMul.fusesSwiglu(ctx.target), mulMatStack: MatMul.stacks(ctx.target) }),
     // leafs in a buffer of their own: kernels bind them read-only, which the H200 runs faster
     // (benchmarks/RESULTS.md, "leaf buffer")
     leafBuffer: true

@@ -2,6 +2,7 @@
  * Which kernel variant runs, on the adapter at hand, and that each matches the CPU: matrix-vector loads,
  * register and subgroup-matrix tilings, vec4 rows on software adapters, and what the device supports.
  */
+import type { Tensor } from "@effect-gpu/core"
 import { Cpu, Float16, Fusion, Graph, Ops, Quant, Registry } from "@effect-gpu/core"
 import { Generators } from "@effect-gpu/testing"
 import { WebGpu, WebGpuDevice } from "@effect-gpu/webgpu"
@@ -365,6 +366,55 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
             results.push(Array.from(yield* plan.get(y)))
           }
           // the int8 form rounds b as the CPU does; the row form keeps b in f32
+          assert.isBelow(nmse(results[0], results[1]), fast ? 1e-9 : 5e-5, dtype)
+        }
+      }),
+    120_000
+  )
+
+  // products sharing their activations stacked (attention's q, k, v): the int8 form with a part per row range
+  // (parts of 40, 8 and 9 rows: a lane group's two rows straddle a boundary) where it applies, and a
+  // workgroup per result elsewhere; each product read back through its view
+  it.scoped(
+    "products stacked over shared activations (mul_mat_stack) match the CPU's separate products",
+    () =>
+      Effect.gen(function*() {
+        const [d] = yield* WebGpu.make({ devices: 1 })
+        const int8 = WebGpuDevice.hasInt8Dot(d)
+        const cases = [["q4_0", 640, int8], ["q8_0", 2560, int8], ["q6_K", 512, false], ["f16", 96, false]] as const
+        for (const [dtype, K, fast] of cases) {
+          const g = Graph.make()
+          const ws = [
+            yield* g.param("wq", dtype, [K, 40]),
+            yield* g.param("wk", dtype, [K, 8]),
+            yield* g.param("wv", dtype, [K, 9])
+          ]
+          const x = yield* g.input("x", "f32", [K, 1])
+          const ys: Array<Tensor.Tensor> = []
+          for (const w of ws) ys.push(yield* g.output(Ops.scale(Ops.mulMat(w, x), 1)))
+          const graph = g.build()
+          const backend = yield* d.makeBackend()
+          assert.strictEqual(backend.optimize(graph).nodes.some((n) => n.op._tag === "MulMatStack"), fast, dtype)
+          const fused = Fusion.optimize(graph, { mulMatStack: () => true })
+          const results: Array<Array<number>> = []
+          for (const [dev, h] of [[d, fused], [Cpu.make(), graph]] as const) {
+            const b = yield* dev.makeBackend()
+            const plan = yield* b.allocate(h)
+            for (const [i, w] of ws.entries()) {
+              const v = Generators.values(3 + i, K * w.ne[1])
+              yield* plan.set(w, dtype === "f16" ? v : Quant.unsafeQuantize(dtype, v))
+            }
+            yield* plan.set(x, Generators.values(9, K))
+            const trace = yield* b.captureNext
+            yield* b.compute(plan)
+            if (dev === d) {
+              const families = (yield* trace).entries.map((e) => e.variant?.family)
+              assert.include(families, fast ? "mvq8_stack" : "mul_mat_stack_rows", dtype)
+            }
+            const out: Array<number> = []
+            for (const y of ys) out.push(...(yield* plan.get(y)))
+            results.push(out)
+          }
           assert.isBelow(nmse(results[0], results[1]), fast ? 1e-9 : 5e-5, dtype)
         }
       }),

@@ -164,7 +164,10 @@ const chains = (plan: Plan, nodes: ReadonlyArray<Tensor.Tensor>, resolve: Resolv
 /** the work of a node: 2 M N K flops for a product, else the bytes it reads and writes */
 const costOf = (node: Tensor.Tensor): number => {
   const bytes = Tensor.nbytes(node) + node.src.reduce((sum, s) => sum + Tensor.nbytes(s), 0)
-  if (node.op._tag === "MulMat" || node.op._tag === "MulMatAdd" || node.op._tag === "MulMatSwiglu") {
+  if (
+    node.op._tag === "MulMat" || node.op._tag === "MulMatAdd" || node.op._tag === "MulMatSwiglu" ||
+    node.op._tag === "MulMatStack"
+  ) {
     return Math.max(bytes, (node.op._tag === "MulMatSwiglu" ? 4 : 2) * Tensor.nelements(node) * node.src[0].ne[0])
   }
   return bytes

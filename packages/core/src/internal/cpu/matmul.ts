@@ -56,9 +56,12 @@ const dot = (x: Float64Array, y: Float64Array): number => {
   return s
 }
 
-/** @internal: a contiguous f32 tensor of `t`'s shape in memory of its own (a fused product's second result) */
-export const scratchLike = (t: Tensor.Tensor): Acc => {
-  const s = Tensor.unsafeMake(`${t.name}.scratch`, "f32", t.ne, Op.Op.None(), [])
+/**
+ * @internal: a contiguous f32 tensor of `t`'s shape (`rows` rows) in memory of its own: a fused product's
+ * second result, or one part of stacked products
+ */
+export const scratchLike = (t: Tensor.Tensor, rows = t.ne[0]): Acc => {
+  const s = Tensor.unsafeMake(`${t.name}.scratch`, "f32", [rows, t.ne[1], t.ne[2], t.ne[3]], Op.Op.None(), [])
   return new Acc(s, memoryOf(new Uint8Array(Tensor.nbytes(s))), 0)
 }
 

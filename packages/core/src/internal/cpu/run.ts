@@ -8,6 +8,7 @@
 import type { Op } from "../../Op.js"
 import type { Tensor } from "../../Tensor.js"
 import type { Acc } from "./acc.js"
+import { each } from "./acc.js"
 import { flashAttnExt } from "./attention.js"
 import * as Elementwise from "./elementwise.js"
 import * as Indexing from "./indexing.js"
@@ -66,6 +67,17 @@ export const run = (node: Tensor, acc: (t: Tensor) => Acc): void => {
       MatMul.mulMat(up, src(1), src(2))
       const silu = Elementwise.unaryFn("silu")
       return Elementwise.binary(dst, dst, up, (g, u) => silu(g) * u)
+    }
+    case "MulMatStack": {
+      // each product in a scratch of its own rows, copied into its place in the stack
+      let row = 0
+      for (let p = 0; p < op.parts; p++) {
+        const part = MatMul.scratchLike(node, node.src[p].ne[1])
+        MatMul.mulMat(part, src(p), src(op.parts))
+        each(part, (i0, i1, i2, i3) => dst.set(row + i0, i1, i2, i3, part.get(i0, i1, i2, i3)))
+        row += node.src[p].ne[1]
+      }
+      return
     }
     case "MulMatId":
       return MatMul.mulMatId(dst, src(0), src(1), src(2))

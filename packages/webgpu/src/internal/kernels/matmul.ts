@@ -10,7 +10,7 @@ import type * as Tensor from "@effect-gpu/core/Tensor"
 import { fold } from "../wgsl.js"
 import type { Kernel, KernelTarget, MatrixTile, RegisterTile } from "./kernel.js"
 import * as KernelSpec from "./kernel.js"
-import { entry, u32, WG } from "./kernel.js"
+import { entry, range, u32, WG } from "./kernel.js"
 import { matVec } from "./matvec.js"
 import * as Product from "./product.js"
 import * as Decode from "./quantizedMatVec.js"
@@ -160,7 +160,7 @@ ${entry(64)}
 }`
   })
   return Decode.int8Applies(product, gate, target)
-    ? Decode.int8MatVec(product, b, gate.dtype as "q4_0" | "q8_0", target, rows, true)
+    ? Decode.int8MatVec(product, b, gate.dtype as "q4_0" | "q8_0", target, rows, { kind: "gated" })
     : rows
 }
 
@@ -168,3 +168,83 @@ ${entry(64)}
 export const fusesSwiglu = (target: KernelTarget) => (gate: Tensor.Tensor, up: Tensor.Tensor, b: Tensor.Tensor) =>
   Decode.int8Applies({ N: b.ne[1], K: gate.ne[0] }, gate, target) &&
   Decode.int8Applies({ N: b.ne[1], K: up.ne[0] }, up, target)
+
+/**
+ * @internal: mul_mat_stack, the products of several weights with one b, rows stacked: the int8 form where
+ * every part's weights allow it (the only place the WebGPU device asks for the fusion), else a workgroup
+ * per result
+ */
+export const mulMatStack = (node: Tensor.Tensor, parts: number, target: KernelTarget): Kernel => {
+  const weights = node.src.slice(0, parts)
+  const b = node.src[parts]
+  const names = weights.map((_, i) => (i === 0 ? "a" : `a${i}`))
+  const starts = weights.map((_, i) => weights.slice(0, i).reduce((m, w) => m + w.ne[1], 0))
+  const product: Product.Product = {
+    operands: [...weights.map((w, i) => ({ name: names[i], tensor: w })), { name: "b", tensor: b }, {
+      name: "d",
+      tensor: node
+    }],
+    quantized: DType.isQuantized(weights[0].dtype),
+    bias: false,
+    epilogue: "",
+    M: node.ne[0],
+    N: node.ne[1],
+    K: weights[0].ne[0],
+    batches: node.ne[2] * node.ne[3],
+    params: [
+      u32("r2", b.ne[2] / weights[0].ne[2]),
+      u32("r3", b.ne[3] / weights[0].ne[3]),
+      ...starts.slice(1).map((s, i) => u32(`s${i + 1}`, s))
+    ]
+  }
+  const row = (n: string) =>
+    product.quantized
+      ? `ldq_${n}(ix_${n}(0u, lr, b2 / P.r2, b3 / P.r3), k)`
+      : `ld_${n}(ix_${n}(k, lr, b2 / P.r2, b3 / P.r3))`
+  const rows = KernelSpec.make({
+    variant: { family: "mul_mat_stack_rows", parts },
+    operands: product.operands,
+    params: product.params,
+    workgroups: fold(product.M * product.N * product.batches, target.maxWorkgroups),
+    main: `
+var<workgroup> rg: array<f32, 64>;
+${entry(64)}
+  let t = wg_linear(wid, nwg);
+  if (t >= P.d_ne0 * P.d_ne1 * P.d_ne2 * P.d_ne3) { return; }
+  let m = t % P.d_ne0;
+  let n = (t / P.d_ne0) % P.d_ne1;
+  let bz = t / (P.d_ne0 * P.d_ne1);
+  let b2 = bz % P.d_ne2;
+  let b3 = bz / P.d_ne2;
+  var pt = 0u;
+  var lr = m;
+${range(parts - 1).map((i) => `  if (m >= P.s${i + 1}) { pt = ${i + 1}u; lr = m - P.s${i + 1}; }`).join("\n")}
+  var g = 0.0;
+  for (var k = lid; k < P.a_ne0; k += 64u) {
+    let x = ld_b(ix_b(k, n, b2, b3));
+    ${names.map((nm, i) => `${i > 0 ? "else " : ""}if (pt == ${i}u) { g += ${row(nm)} * x; }`).join(" ")}
+  }
+  rg[lid] = g;
+  workgroupBarrier();
+  for (var w = 32u; w > 0u; w >>= 1u) {
+    if (lid < w) { rg[lid] += rg[lid + w]; }
+    workgroupBarrier();
+  }
+  if (lid == 0u) { st_d(ix_d(m, n, b2, b3), rg[0]); }
+}`
+  })
+  return weights.every((w) => Decode.int8Applies(product, w, target) && w.dtype === weights[0].dtype)
+    ? Decode.int8MatVec(product, b, weights[0].dtype as "q4_0" | "q8_0", target, rows, { kind: "stack", parts })
+    : rows
+}
+
+/**
+ * @internal: whether the WebGPU device stacks products sharing their activations: where the int8 form
+ * computes every part (one type, one column), and for at most 4 parts (operands of a binding group)
+ */
+export const stacks = (target: KernelTarget) => (weights: ReadonlyArray<Tensor.Tensor>, b: Tensor.Tensor) =>
+  weights.length <= 4 &&
+  weights.every((w) =>
+    w.dtype === weights[0].dtype && w.ne[0] === weights[0].ne[0] && w.ne[2] === 1 && w.ne[3] === 1 &&
+    Decode.int8Applies({ N: b.ne[1], K: w.ne[0] }, w, target)
+  )

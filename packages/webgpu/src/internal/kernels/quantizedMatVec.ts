@@ -334,6 +334,15 @@ export const stagedChunks = (a: Tensor.Tensor, N: number, rps: number, storage: 
 const stagedBytes = (dtype: DType.Quantized, N: number, rps: number, stage: number) =>
   sharedBytes(N, stage) + GROUPS * rps * (stage * CHUNK / DTypes.blockSize(dtype)) * DTypes.typeSize(dtype)
 
+/**
+ * @internal: what the int8 form computes: one product; a gated FFN's two (silu(a b) * (u b)); or a stack of
+ * `parts` products over the same b, their rows one after another (the parts' first rows in params s1..)
+ */
+export type Int8Form =
+  | { readonly kind: "plain" }
+  | { readonly kind: "gated" }
+  | { readonly kind: "stack"; readonly parts: number }
+
 /** the int8 form's shape: subgroups of 32 lanes per workgroup, rows per subgroup (H200 sweep, run bq) */
 const INT8_WARPS = 8
 const INT8_ROWS = 2
@@ -366,8 +375,9 @@ export const int8MatVec = (
   dtype: "q4_0" | "q8_0",
   target: KernelTarget,
   fallback: Kernel,
-  gated = false
+  form: Int8Form = { kind: "plain" }
 ): Kernel => {
+  const gated = form.kind === "gated"
   const { K, M, batches, bias, epilogue, operands, params } = product
   const WGS = INT8_WARPS * LANES
   const R = INT8_ROWS
@@ -380,10 +390,12 @@ export const int8MatVec = (
   // a pair of blocks in words: q4_0 (d, 16 bytes) x 2 = 9 words, where the first block's quants start at
   // byte 2 and the second's at byte 20; q8_0 (d, 32 bytes) x 2 = 17 words, quants at bytes 2 and 36
   const PW = dtype === "q4_0" ? 9 : 17
-  // the pair's words of weight operand `n` (a, or u: the up weights of a gated product) into `acc`
-  const dots = (n: string, acc: string) =>
-    `for (var k = 0u; k < ${PW}u; k++) { w[k] = qwi_${n}(rowWord_${n}[r] + p * ${PW}u + k); }
-` + (dtype === "q4_0"
+  // the pair's words of weight operand `n` (a; u, the up weights of a gated product; a1.. of a stack)
+  const load = (n: string, rowWord: string) =>
+    `for (var k = 0u; k < ${PW}u; k++) { w[k] = qwi_${n}(${rowWord}[r] + p * ${PW}u + k); }`
+  // the pair's dot products with b into `acc`
+  const dot = (acc: string) =>
+    dtype === "q4_0"
       ? `{
   let d0 = unpack2x16float(w[0]).x;
   let d1 = unpack2x16float(w[4]).y;
@@ -407,8 +419,40 @@ export const int8MatVec = (
     s1 += dot4I8Packed(w[9u + i], y[8u + i]);
   }
   ${acc}[r] += d0 * e0.x * f32(s0) + d1 * e1.x * f32(s1);
-}`)
-  const weights = gated ? ["a", "u"] : ["a"]
+}`
+  const weights = form.kind === "gated"
+    ? ["a", "u"]
+    : form.kind === "stack"
+    ? range(form.parts).map((i) => (i === 0 ? "a" : `a${i}`))
+    : ["a"]
+  // a stack's rows: each row's part (its weights) and its row within the part, from the parts' first rows
+  const rowWords = form.kind === "stack"
+    ? `  var rowWord: array<u32, ${R}>;
+  var rowPart: array<u32, ${R}>;
+  for (var r = 0u; r < ${R}u; r++) {
+    let rr = min(row0 + r, P.d_ne0 - 1u);
+    var pt = 0u;
+    var lr = rr;
+${range(form.parts - 1).map((i) => `    if (rr >= P.s${i + 1}) { pt = ${i + 1}u; lr = rr - P.s${i + 1}; }`).join("\n")}
+    rowPart[r] = pt;
+${
+      weights.map((n, i) => `    if (pt == ${i}u) { rowWord[r] = ix_${n}(0u, lr, b2 / P.r2, b3 / P.r3) >> 2u; }`).join(
+        "\n"
+      )
+    }
+  }`
+    : weights.map((n) =>
+      `  var rowWord_${n}: array<u32, ${R}>;
+  for (var r = 0u; r < ${R}u; r++) {
+    rowWord_${n}[r] = ix_${n}(0u, min(row0 + r, P.d_ne0 - 1u), b2 / P.r2, b3 / P.r3) >> 2u;
+  }`
+    ).join("\n")
+  const body = form.kind === "stack"
+    ? `${weights.map((n, i) => `${i > 0 ? "else " : ""}if (rowPart[r] == ${i}u) { ${load(n, "rowWord")} }`).join(" ")}
+${dot("acc")}`
+    : form.kind === "gated"
+    ? `${load("a", "rowWord_a")}\n${dot("acc")}\n${load("u", "rowWord_u")}\n${dot("accu")}`
+    : `${load("a", "rowWord_a")}\n${dot("acc")}`
   const reduce = (acc: string, red: string) =>
     subgroups
       ? `  for (var r = 0u; r < ${R}u; r++) {
@@ -426,7 +470,16 @@ export const int8MatVec = (
     }
   }`
   return KernelSpec.make({
-    variant: { family: gated ? "mvq8_swiglu" : "mvq8", dtype, K, rows: R, bias, subgroups, fours },
+    variant: {
+      family: form.kind === "gated" ? "mvq8_swiglu" : form.kind === "stack" ? "mvq8_stack" : "mvq8",
+      dtype,
+      K,
+      rows: R,
+      bias,
+      subgroups,
+      fours,
+      parts: weights.length
+    },
     enables: subgroups ? ["subgroups"] : [],
     operands,
     params,
@@ -480,14 +533,7 @@ ${subgroups ? `${SUBGROUP_LANES}\n${entry(WGS, true)}` : entry(WGS)}
   }
   workgroupBarrier();
   // rows past the end read row M - 1 again and are not written
-${
-      weights.map((n) =>
-        `  var rowWord_${n}: array<u32, ${R}>;
-  for (var r = 0u; r < ${R}u; r++) {
-    rowWord_${n}[r] = ix_${n}(0u, min(row0 + r, P.d_ne0 - 1u), b2 / P.r2, b3 / P.r3) >> 2u;
-  }`
-      ).join("\n")
-    }
+${rowWords}
   var acc: array<f32, ${R}>;
   var accu: array<f32, ${R}>;
   for (var p = lane; p < ${pairs}u; p += ${LANES}u) {
@@ -501,8 +547,7 @@ ${
     let e1 = es[2u * p + 1u];
     for (var r = 0u; r < ${R}u; r++) {
       var w: array<u32, ${PW}>;
-${dots("a", "acc")}
-${gated ? dots("u", "accu") : ""}
+${body}
     }
   }
 ${reduce("acc", "red")}

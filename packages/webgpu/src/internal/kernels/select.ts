@@ -12,7 +12,7 @@ import * as Elementwise from "./elementwise.js"
 import * as Experts from "./experts.js"
 import * as Indexing from "./indexing.js"
 import type { Kernel, KernelTarget } from "./kernel.js"
-import { mulMat, mulMatSwiglu } from "./matmul.js"
+import { mulMat, mulMatStack, mulMatSwiglu } from "./matmul.js"
 import * as Quantized from "./quantized.js"
 import { rope } from "./rope.js"
 import * as Rows from "./rows.js"
@@ -64,6 +64,8 @@ export const kernelFor = (node: Tensor.Tensor, target: KernelTarget): Kernel | u
       return mulMat(node, target, node.src[2])
     case "MulMatSwiglu":
       return mulMatSwiglu(node, target)
+    case "MulMatStack":
+      return mulMatStack(node, op.parts, target)
     case "SoftMax":
       return Rows.softMax(node, op, target)
     case "RmsNorm":
@@ -142,7 +144,10 @@ export const supports = (node: Tensor.Tensor, target: KernelTarget, maxBinding: 
     if (Tensor.nbytes(t) > maxBinding) return false
     if (!DType.isQuantized(t.dtype) && t.nb.some((n) => n % DType.typeSize(t.dtype) !== 0)) return false
   }
-  if (node.op._tag === "MulMat" || node.op._tag === "MulMatAdd" || node.op._tag === "MulMatSwiglu") {
+  if (
+    node.op._tag === "MulMat" || node.op._tag === "MulMatAdd" || node.op._tag === "MulMatSwiglu" ||
+    node.op._tag === "MulMatStack"
+  ) {
     if (node.src.some((s) => s.dtype === "i32")) return false
   }
   return true
