@@ -34,6 +34,12 @@ export interface Options {
    * k and v) as one mul_mat_stack node, the products becoming views of its rows; default: never
    */
   readonly mulMatStack?: (weights: ReadonlyArray<Tensor.Tensor>, b: Tensor.Tensor) => boolean
+  /**
+   * whether a backend computes a sum that has other users and the rms_norm * weight of it as one
+   * add_rms_norm_keep node (a decoding step's residual stream and its next norm), both becoming views of
+   * it; one row only; default: never
+   */
+  readonly addRmsNormKeep?: boolean
 }
 
 /**
@@ -47,6 +53,8 @@ export const optimize = (g: Graph.Graph, options: Options = {}): Graph.Graph => 
   const rowsOk = (t: Tensor.Tensor) => Tensor.hasContiguousRows(t)
 
   const fusions = new Map<number, Fused>()
+  // sums kept beside their norm: the sum's id -> the norm's Mul node and its weight
+  const kept = new Map<number, { norm: Tensor.Tensor; weight: Tensor.Tensor; eps: number }>()
   const absorbed = new Set<number>()
   const claim = (root: Tensor.Tensor, f: Fused) => {
     if (f.absorbed.some((t) => absorbed.has(t.id) || fusions.has(t.id))) return false
@@ -57,7 +65,7 @@ export const optimize = (g: Graph.Graph, options: Options = {}): Graph.Graph => 
   // visit consumers last-first so the longest chain claims its nodes
   for (let i = g.nodes.length - 1; i >= 0; i--) {
     const y = g.nodes[i]
-    if (absorbed.has(y.id) || fusions.has(y.id)) continue
+    if (absorbed.has(y.id) || fusions.has(y.id) || kept.has(y.id)) continue
     const [s0, s1] = y.src
     if (y.op._tag === "Mul" && s0.op._tag === "RmsNorm" && inner(s0) && rowsOk(s0.src[0])) {
       const x = s0.src[0]
@@ -66,6 +74,15 @@ export const optimize = (g: Graph.Graph, options: Options = {}): Graph.Graph => 
         if (claim(y, { op: Op.AddRmsNorm({ eps, withMul: true }), src: [x.src[0], x.src[1], s1], absorbed: [s0, x] })) {
           continue
         }
+      }
+      if (
+        options.addRmsNormKeep === true && x.op._tag === "Add" && !outputs.has(x.id) && x.viewSrc === undefined &&
+        Tensor.nrows(x) === 1 && Tensor.sameShape(x, x.src[0]) && rowsOk(x.src[0]) && s1.op._tag === "None" &&
+        !absorbed.has(x.id) && !fusions.has(x.id) && !kept.has(x.id)
+      ) {
+        kept.set(x.id, { norm: y, weight: s1, eps })
+        absorbed.add(s0.id)
+        continue
       }
       if (claim(y, { op: Op.RmsNormMul({ eps }), src: [x, s1], absorbed: [s0] })) continue
     }
@@ -112,12 +129,31 @@ export const optimize = (g: Graph.Graph, options: Options = {}): Graph.Graph => 
       for (const p of group) stacks.set(p.id, group)
     }
   }
-  if (fusions.size === 0 && stacks.size === 0) return g
+  if (fusions.size === 0 && stacks.size === 0 && kept.size === 0) return g
 
   const map = new Map<number, Tensor.Tensor>()
   const get = (t: Tensor.Tensor) => map.get(t.id) ?? t
   for (const n of g.nodes) {
-    if (absorbed.has(n.id)) continue
+    if (absorbed.has(n.id) || map.has(n.id)) continue
+    const keep = kept.get(n.id)
+    if (keep !== undefined) {
+      // at the sum: the fused node, the sum a view of each row's first half and the norm of its second
+      const D = n.ne[0]
+      const fused = Tensor.unsafeMake(
+        `${n.name}+${keep.norm.name}`,
+        "f32",
+        [2 * D, n.ne[1], n.ne[2], n.ne[3]],
+        Op.AddRmsNormKeep({ eps: keep.eps, withMul: true }),
+        [get(n.src[0]), get(n.src[1]), get(keep.weight)]
+      )
+      for (const [t, at] of [[n, 0], [keep.norm, D * 4]] as const) {
+        const v = Tensor.unsafeView(fused, t.ne, fused.nb, at, Op.View(), [fused], "f32")
+        ;(v as { name: string }).name = t.name
+        Tensor.setFlag(v, t.flags)
+        map.set(t.id, v)
+      }
+      continue
+    }
     const stack = stacks.get(n.id)
     if (stack !== undefined) {
       // at the first product of a stack (its weights and activations are known by then): the stacked node,

@@ -121,6 +121,11 @@ export type Op = Data.TaggedEnum<{
    * (attention's q, k and v over the same activations); the products become views of it
    */
   MulMatStack: { readonly parts: number }
+  /**
+   * fused by an optimizer: src0 + src1 kept, then rms_norm of it [* src2], the two stacked in each row
+   * (2 ne0 values: the sum, then the norm): the residual stream's add and the next norm in one
+   */
+  AddRmsNormKeep: { readonly eps: number; readonly withMul: boolean }
 }>
 
 /**
@@ -182,7 +187,8 @@ const names: Record<Tag, string> = {
   AddRmsNorm: "add_rms_norm",
   MulMatAdd: "mul_mat_add",
   MulMatSwiglu: "mul_mat_swiglu",
-  MulMatStack: "mul_mat_stack"
+  MulMatStack: "mul_mat_stack",
+  AddRmsNormKeep: "add_rms_norm_keep"
 }
 
 /**

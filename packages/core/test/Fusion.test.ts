@@ -24,6 +24,36 @@ const close = (a: ReadonlyArray<number>, b: ReadonlyArray<number>) =>
   a.length === b.length && a.every((x, i) => Math.abs(x - b[i]) <= 1e-5 * Math.max(1, Math.abs(b[i])))
 
 describe("Fusion", () => {
+  it.effect("keeps a residual sum beside its next norm only where the backend asks, for one row; same results", () =>
+    Effect.gen(function*() {
+      for (const rows of [1, 3]) {
+        const g = Graph.make()
+        const x = yield* g.input("x", "f32", [32, rows])
+        const r = yield* g.input("r", "f32", [32, rows])
+        const w = yield* g.param("w", "f32", [32])
+        const wo = yield* g.param("wo", "f32", [32, 32])
+        // the residual stream: s feeds the norm and the next sum
+        const s = yield* Ops.add(x, r)
+        const h = yield* Ops.mul(Ops.rmsNorm(s, 1e-5), w)
+        const y = yield* g.output(Ops.add(s, Ops.mulMat(wo, h)), "y")
+        const graph = g.build()
+        const tags = (f: Graph.Graph) => f.nodes.map((n) => n.op._tag)
+        assert.notInclude(tags(Fusion.optimize(graph)), "AddRmsNormKeep")
+        const fused = Fusion.optimize(graph, { addRmsNormKeep: true })
+        assert.strictEqual(tags(fused).includes("AddRmsNormKeep"), rows === 1, `${rows} rows`)
+        if (rows === 1) assert.notInclude(tags(fused), "RmsNorm")
+        const inputs = new Map<Tensor.Tensor, ReadonlyArray<number>>([
+          [x, random(1)(32 * rows)],
+          [r, random(2)(32 * rows)],
+          [w, random(3)(32)],
+          [wo, random(4)(32 * 32)]
+        ])
+        const [want] = yield* compute(graph, inputs, [y])
+        const [got] = yield* compute(fused, inputs, [y])
+        assert.isTrue(close(got, want), `${rows} rows`)
+      }
+    }))
+
   it.effect("stacks products sharing their activations only where the backend asks; their views give the same results", () =>
     Effect.gen(function*() {
       for (const dtype of ["f32", "q8_0"] as const) {

@@ -110,14 +110,15 @@ const suite = (gpu: boolean) =>
         assert.strictEqual(after.buffers, before.buffers)
         assert.strictEqual(after.bytes, before.bytes)
         assert.strictEqual(yield* context.position, tokens.length + 7)
-        // the backend's fusions run: each norm scaled in one dispatch, the residual add folded into the
-        // next norm, so no separate mul or add of a norm is left
+        // the backend's fusions run: each norm scaled in one dispatch, each residual sum computed with the
+        // next norm (kept for the stream), so no separate mul or add of a norm is left
         const trace = yield* context.backend.captureNext
         yield* context.evaluate([10])
         const ops = (yield* trace).entries.map((e) => e.op)
         if (gpu) {
           assert.include(ops, "rms_norm_mul")
           assert.include(ops, "add_rms_norm")
+          assert.include(ops, "add_rms_norm_keep")
           assert.notInclude(ops, "rms_norm")
           assert.notInclude(ops, "mul")
         } else {

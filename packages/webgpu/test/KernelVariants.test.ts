@@ -421,6 +421,43 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
     120_000
   )
 
+  // a one-row residual sum kept beside its norm (add_rms_norm_keep): rows short enough to stay in registers
+  // and longer ones, the sum read back through its view as well as the norm
+  it.scoped(
+    "a residual sum kept beside its norm (add_rms_norm_keep) matches the CPU's unfused graph",
+    () =>
+      Effect.gen(function*() {
+        const [d] = yield* WebGpu.make({ devices: 1 })
+        for (const D of [96, 5000]) {
+          const g = Graph.make()
+          const x = yield* g.input("x", "f32", [D])
+          const r = yield* g.input("r", "f32", [D])
+          const w = yield* g.param("w", "f32", [D])
+          const s = yield* Ops.add(x, r)
+          const h = yield* Ops.mul(Ops.rmsNorm(s, 1e-5), w)
+          const y = yield* g.output(Ops.add(s, Ops.scale(h, 0.5)))
+          const graph = g.build()
+          const backend = yield* d.makeBackend()
+          const fused = backend.optimize(graph)
+          assert.include(fused.nodes.map((n) => n.op._tag), "AddRmsNormKeep")
+          const results: Array<Array<number>> = []
+          for (const [dev, f] of [[d, fused], [Cpu.make(), graph]] as const) {
+            const b = yield* dev.makeBackend()
+            const plan = yield* b.allocate(f)
+            yield* plan.set(x, Generators.values(1, D))
+            yield* plan.set(r, Generators.values(2, D))
+            yield* plan.set(w, Generators.values(3, D))
+            const trace = yield* b.captureNext
+            yield* b.compute(plan)
+            if (dev === d) assert.include((yield* trace).entries.map((e) => e.op), "add_rms_norm_keep")
+            results.push(Array.from(yield* plan.get(y)))
+          }
+          assert.isBelow(nmse(results[0], results[1]), 1e-10, `${D}`)
+        }
+      }),
+    120_000
+  )
+
   // flash attention's forms, each forced once against the CPU: the decode form (few query rows, where the
   // device has subgroups) with K and V read four values per load and the keys split over workgroups (then
   // merged by a second dispatch), its scalar form (a head size not a multiple of 4) in one split, the

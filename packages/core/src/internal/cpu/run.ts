@@ -68,6 +68,20 @@ export const run = (node: Tensor, acc: (t: Tensor) => Acc): void => {
       const silu = Elementwise.unaryFn("silu")
       return Elementwise.binary(dst, dst, up, (g, u) => silu(g) * u)
     }
+    case "AddRmsNormKeep": {
+      // the sum into the first ne0 values of each row, its norm (times the weight) into the next ne0
+      const n = node.src[0].ne[0]
+      const sum = MatMul.scratchLike(node, n)
+      Elementwise.binary(sum, src(0), src(1), (x, y) => x + y)
+      const normed = MatMul.scratchLike(node, n)
+      Rows.rmsNorm(normed, sum, op.eps)
+      if (op.withMul) Elementwise.binary(normed, normed, src(2), (x, y) => x * y)
+      each(sum, (i0, i1, i2, i3) => {
+        dst.set(i0, i1, i2, i3, sum.get(i0, i1, i2, i3))
+        dst.set(n + i0, i1, i2, i3, normed.get(i0, i1, i2, i3))
+      })
+      return
+    }
     case "MulMatStack": {
       // each product in a scratch of its own rows, copied into its place in the stack
       let row = 0

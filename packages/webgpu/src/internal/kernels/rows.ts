@@ -190,9 +190,13 @@ export const rmsNorm = (
   eps: number,
   sum: boolean,
   mul: boolean,
-  target: KernelTarget
+  target: KernelTarget,
+  keep = false
 ): Kernel => {
   const operands: Array<Operand> = [{ name: "a", tensor: node.src[0] }, { name: "d", tensor: node }]
+  // keep: the sum stored too, each result row holding the sum's n values and then the norm's
+  const keepSum = (i: string, v: string) => (keep ? `st_d(ix_d(${i}, i1, i2, i3), ${v}); ` : "")
+  const at = (i: string) => (keep ? `n + ${i}` : i)
   let k = 1
   if (sum) operands.push({ name: "b", tensor: node.src[k++] })
   if (mul) operands.push({ name: "w", tensor: node.src[k++] })
@@ -208,14 +212,19 @@ export const rmsNorm = (
 ${eachCached(R, full, (_, r) => `let v = ${x}; vals[${r}] = v; s += v * v;`)}
   s = reduce_sum(lid, s);
   let scale = 1.0 / sqrt(s / f32(n) + P.eps);
-${eachCached(R, full, (i, r) => `st_d(ix_d(${i}, i1, i2, i3), vals[${r}] * scale${w});`)}`
+${
+      eachCached(R, full, (i, r) =>
+        `${keepSum(i, `vals[${r}]`)}st_d(ix_d(${at(i)}, i1, i2, i3), vals[${r}] * scale${w});`)
+    }`
     : `
   var s = 0.0;
   for (var i = lid; i < n; i += RW) { let v = ${x}; s += v * v; }
   s = reduce_sum(lid, s);
   let scale = 1.0 / sqrt(s / f32(n) + P.eps);
-  for (var i = lid; i < n; i += RW) { st_d(ix_d(i, i1, i2, i3), ${x} * scale${w}); }`
-  return rowwise({ op: "rms_norm", sum, mul, form: rowForm(row) }, operands, "a", body, [f32("eps", eps)], target)
+  for (var i = lid; i < n; i += RW) { let v = ${x}; ${keepSum("i", "v")}st_d(ix_d(${
+      at("i")
+    }, i1, i2, i3), v * scale${w}); }`
+  return rowwise({ op: "rms_norm", sum, mul, keep, form: rowForm(row) }, operands, "a", body, [f32("eps", eps)], target)
 }
 
 /** @internal: (x - mean) / sqrt(var + eps) over each row */

@@ -74,6 +74,8 @@ export const kernelFor = (node: Tensor.Tensor, target: KernelTarget): Kernel | u
       return Rows.rmsNorm(node, op.eps, false, true, target)
     case "AddRmsNorm":
       return Rows.rmsNorm(node, op.eps, true, op.withMul, target)
+    case "AddRmsNormKeep":
+      return Rows.rmsNorm(node, op.eps, true, op.withMul, target, true)
     case "Norm":
       return Rows.norm(node, op.eps, target)
     case "SumRows":
