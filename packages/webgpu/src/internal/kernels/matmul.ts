@@ -99,6 +99,58 @@ export const mulMat = (node: Tensor.Tensor, target: KernelTarget, bias: Tensor.T
     : tiled(product)
 }
 
+/** WGSL: the value at k of row `m` of weight operand `n` (blocks dequantized where quantized) */
+const valueAt = (product: Product.Product, n: string, m: string) =>
+  product.quantized
+    ? `ldq_${n}(ix_${n}(0u, ${m}, b2 / P.r2, b3 / P.r3), k)`
+    : `ld_${n}(ix_${n}(k, ${m}, b2 / P.r2, b3 / P.r3))`
+
+/**
+ * a workgroup per result (m, n) of a fused product: `prelude` runs first (after module-scope `decls`), each
+ * of `terms` (a's value at k, WGSL) sums term * b over K into r0, r1, ... (reduced over the workgroup), and
+ * `result` combines them
+ */
+const perResult = (
+  variant: KernelSpec.Variant,
+  product: Product.Product,
+  target: KernelTarget,
+  decls: string,
+  prelude: string,
+  terms: ReadonlyArray<string>,
+  result: string
+): Kernel =>
+  KernelSpec.make({
+    variant,
+    operands: product.operands,
+    params: product.params,
+    workgroups: fold(product.M * product.N * product.batches, target.maxWorkgroups),
+    main: `
+${decls}
+${terms.map((_, i) => `var<workgroup> r${i}: array<f32, 64>;`).join("\n")}
+${entry(64)}
+  let t = wg_linear(wid, nwg);
+  if (t >= P.d_ne0 * P.d_ne1 * P.d_ne2 * P.d_ne3) { return; }
+  let m = t % P.d_ne0;
+  let n = (t / P.d_ne0) % P.d_ne1;
+  let bz = t / (P.d_ne0 * P.d_ne1);
+  let b2 = bz % P.d_ne2;
+  let b3 = bz / P.d_ne2;
+${prelude}
+${terms.map((_, i) => `  var s${i} = 0.0;`).join("\n")}
+  for (var k = lid; k < P.a_ne0; k += 64u) {
+    let x = ld_b(ix_b(k, n, b2, b3));
+${terms.map((term, i) => `    s${i} += ${term} * x;`).join("\n")}
+  }
+${terms.map((_, i) => `  r${i}[lid] = s${i};`).join("\n")}
+  workgroupBarrier();
+  for (var w = 32u; w > 0u; w >>= 1u) {
+    if (lid < w) { ${terms.map((_, i) => `r${i}[lid] += r${i}[lid + w];`).join(" ")} }
+    workgroupBarrier();
+  }
+  if (lid == 0u) { st_d(ix_d(m, n, b2, b3), ${result}); }
+}`
+  })
+
 /**
  * @internal: mul_mat_swiglu, silu(gate b) * (up b): the int8 form with both weights where it applies (the
  * only place the WebGPU device asks for the fusion), else a workgroup per result summing both rows
@@ -119,46 +171,16 @@ export const mulMatSwiglu = (node: Tensor.Tensor, target: KernelTarget): Kernel 
     batches: node.ne[2] * node.ne[3],
     params: [u32("r2", b.ne[2] / gate.ne[2]), u32("r3", b.ne[3] / gate.ne[3])]
   }
-  const row = (n: string) =>
-    product.quantized
-      ? `ldq_${n}(ix_${n}(0u, m, b2 / P.r2, b3 / P.r3), k)`
-      : `ld_${n}(ix_${n}(k, m, b2 / P.r2, b3 / P.r3))`
-  const rows = KernelSpec.make({
-    variant: { family: "mul_mat_swiglu_rows" },
-    operands: product.operands,
-    params: product.params,
-    workgroups: fold(product.M * product.N * product.batches, target.maxWorkgroups),
-    main: `
-var<workgroup> rg: array<f32, 64>;
-var<workgroup> ru: array<f32, 64>;
-${entry(64)}
-  let t = wg_linear(wid, nwg);
-  if (t >= P.d_ne0 * P.d_ne1 * P.d_ne2 * P.d_ne3) { return; }
-  let m = t % P.d_ne0;
-  let n = (t / P.d_ne0) % P.d_ne1;
-  let bz = t / (P.d_ne0 * P.d_ne1);
-  let b2 = bz % P.d_ne2;
-  let b3 = bz / P.d_ne2;
-  var g = 0.0;
-  var u = 0.0;
-  for (var k = lid; k < P.a_ne0; k += 64u) {
-    let x = ld_b(ix_b(k, n, b2, b3));
-    g += ${row("a")} * x;
-    u += ${row("u")} * x;
-  }
-  rg[lid] = g;
-  ru[lid] = u;
-  workgroupBarrier();
-  for (var w = 32u; w > 0u; w >>= 1u) {
-    if (lid < w) {
-      rg[lid] += rg[lid + w];
-      ru[lid] += ru[lid + w];
-    }
-    workgroupBarrier();
-  }
-  if (lid == 0u) { st_d(ix_d(m, n, b2, b3), silu_s(rg[0]) * ru[0]); }
-}`
-  })
+  const row = (n: string) => valueAt(product, n, "m")
+  const rows = perResult(
+    { family: "mul_mat_swiglu_rows" },
+    product,
+    target,
+    "",
+    "",
+    [row("a"), row("u")],
+    "silu_s(r0[0]) * r1[0]"
+  )
   return Decode.int8Applies(product, gate, target)
     ? Decode.int8MatVec(product, b, gate.dtype as "q4_0" | "q8_0", target, rows, { kind: "gated" })
     : rows
@@ -197,42 +219,18 @@ export const mulMatStack = (node: Tensor.Tensor, parts: number, target: KernelTa
       ...starts.slice(1).map((s, i) => u32(`s${i + 1}`, s))
     ]
   }
-  const row = (n: string) =>
-    product.quantized
-      ? `ldq_${n}(ix_${n}(0u, lr, b2 / P.r2, b3 / P.r3), k)`
-      : `ld_${n}(ix_${n}(k, lr, b2 / P.r2, b3 / P.r3))`
-  const rows = KernelSpec.make({
-    variant: { family: "mul_mat_stack_rows", parts },
-    operands: product.operands,
-    params: product.params,
-    workgroups: fold(product.M * product.N * product.batches, target.maxWorkgroups),
-    main: `
-var<workgroup> rg: array<f32, 64>;
-${entry(64)}
-  let t = wg_linear(wid, nwg);
-  if (t >= P.d_ne0 * P.d_ne1 * P.d_ne2 * P.d_ne3) { return; }
-  let m = t % P.d_ne0;
-  let n = (t / P.d_ne0) % P.d_ne1;
-  let bz = t / (P.d_ne0 * P.d_ne1);
-  let b2 = bz % P.d_ne2;
-  let b3 = bz / P.d_ne2;
-  var pt = 0u;
-  var lr = m;
-${range(parts - 1).map((i) => `  if (m >= P.s${i + 1}) { pt = ${i + 1}u; lr = m - P.s${i + 1}; }`).join("\n")}
-  var g = 0.0;
-  for (var k = lid; k < P.a_ne0; k += 64u) {
-    let x = ld_b(ix_b(k, n, b2, b3));
-    ${names.map((nm, i) => `${i > 0 ? "else " : ""}if (pt == ${i}u) { g += ${row(nm)} * x; }`).join(" ")}
-  }
-  rg[lid] = g;
-  workgroupBarrier();
-  for (var w = 32u; w > 0u; w >>= 1u) {
-    if (lid < w) { rg[lid] += rg[lid + w]; }
-    workgroupBarrier();
-  }
-  if (lid == 0u) { st_d(ix_d(m, n, b2, b3), rg[0]); }
+  const row = (n: string) => valueAt(product, n, "lr")
+  // the row's part (its weights) and its row within the part
+  const decls = `fn part_row(pt: u32, lr: u32, k: u32, b2: u32, b3: u32) -> f32 {
+${names.map((nm, i) => `  if (pt == ${i}u) { return ${row(nm)}; }`).join("\n")}
+  return 0.0;
 }`
-  })
+  const prelude = `  var pt = 0u;
+  var lr = m;
+${range(parts - 1).map((i) => `  if (m >= P.s${i + 1}) { pt = ${i + 1}u; lr = m - P.s${i + 1}; }`).join("\n")}`
+  const rows = perResult({ family: "mul_mat_stack_rows", parts }, product, target, decls, prelude, [
+    "part_row(pt, lr, k, b2, b3)"
+  ], "r0[0]")
   return weights.every((w) => Decode.int8Applies(product, w, target) && w.dtype === weights[0].dtype)
     ? Decode.int8MatVec(product, b, weights[0].dtype as "q4_0" | "q8_0", target, rows, { kind: "stack", parts })
     : rows
