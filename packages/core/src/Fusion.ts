@@ -40,6 +40,8 @@ export interface Options {
    * it; one row only; default: never
    */
   readonly addRmsNormKeep?: boolean
+  /** whether a backend rotates rows as it stores them (rope then set_rows, a key cache's write); default: never */
+  readonly ropeSetRows?: boolean
 }
 
 /**
@@ -100,6 +102,18 @@ export const optimize = (g: Graph.Graph, options: Options = {}): Graph.Graph => 
       s0.src[0].dtype === s1.src[0].dtype && options.mulMatSwiglu(s0.src[0], s1.src[0], s0.src[1])
     ) {
       if (claim(y, { op: Op.MulMatSwiglu(), src: [s0.src[0], s1.src[0], s0.src[1]], absorbed: [s0, s1] })) continue
+    }
+    if (y.op._tag === "SetRows" && options.ropeSetRows === true && s1.op._tag === "Reshape") {
+      const r = s1.src[0]
+      if (
+        r.op._tag === "Rope" && users.get(s1.id) === 1 && users.get(r.id) === 1 && !outputs.has(s1.id) &&
+        !outputs.has(r.id) && r.viewSrc === undefined && r.ne[3] === 1 && s1.ne[0] === r.ne[0] * r.ne[1] &&
+        s1.ne[1] === r.ne[2] && s1.ne[2] === 1 && s1.ne[3] === 1
+      ) {
+        const { _tag, ...rope } = r.op
+        const src = [s0, ...r.src, y.src[2]]
+        if (claim(y, { op: Op.RopeSetRows(rope), src, absorbed: [s1, r] })) continue
+      }
     }
     if (y.op._tag === "Add" && s0.op._tag === "MulMat" && inner(s0)) {
       if (claim(y, { op: Op.MulMatAdd(), src: [s0.src[0], s0.src[1], s1], absorbed: [s0] })) continue

@@ -29,6 +29,28 @@ export type GluKind = "swiglu" | "geglu"
 export type RopeMode = 0 | 2 | 8 | 40
 
 /**
+ * rope's parameters: of rope, and of rope fused with the set_rows that stores its result
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RopeParams {
+  readonly nDims: number
+  readonly mode: RopeMode
+  readonly freqBase: number
+  readonly freqScale: number
+  /** YaRN: 0 turns it off */
+  readonly extFactor: number
+  readonly attnFactor: number
+  readonly betaFast: number
+  readonly betaSlow: number
+  readonly nCtxOrig: number
+  /** modes 8 and 40: pairs per section (t, h, w, e) */
+  readonly sections: readonly [number, number, number, number]
+  readonly hasFreqFactors: boolean
+}
+
+/**
  * @since 0.1.0
  * @category models
  */
@@ -71,21 +93,7 @@ export type Op = Data.TaggedEnum<{
   /** a + b's row chosen by ids: src a [n, n_used, n_tokens], b [n, rows], ids i32 [n_used, n_tokens] */
   AddId: {}
   /** src: a, positions (i32), and frequency factors (f32) when `hasFreqFactors` */
-  Rope: {
-    readonly nDims: number
-    readonly mode: RopeMode
-    readonly freqBase: number
-    readonly freqScale: number
-    /** YaRN: 0 turns it off */
-    readonly extFactor: number
-    readonly attnFactor: number
-    readonly betaFast: number
-    readonly betaSlow: number
-    readonly nCtxOrig: number
-    /** modes 8 and 40: pairs per section (t, h, w, e) */
-    readonly sections: readonly [number, number, number, number]
-    readonly hasFreqFactors: boolean
-  }
+  Rope: RopeParams
   GetRows: {}
   /** writes rows of src1 into src0 at the indices src2; the result is a view of src0 */
   SetRows: {}
@@ -126,6 +134,11 @@ export type Op = Data.TaggedEnum<{
    * (2 ne0 values: the sum, then the norm): the residual stream's add and the next norm in one
    */
   AddRmsNormKeep: { readonly eps: number; readonly withMul: boolean }
+  /**
+   * fused by an optimizer: rope(src1, positions src2[, factors]) stored as rows of src0 at the indices of
+   * the last source (set_rows of the rotated keys into a cache); the result is a view of src0
+   */
+  RopeSetRows: RopeParams
 }>
 
 /**
@@ -188,7 +201,8 @@ const names: Record<Tag, string> = {
   MulMatAdd: "mul_mat_add",
   MulMatSwiglu: "mul_mat_swiglu",
   MulMatStack: "mul_mat_stack",
-  AddRmsNormKeep: "add_rms_norm_keep"
+  AddRmsNormKeep: "add_rms_norm_keep",
+  RopeSetRows: "rope_set_rows"
 }
 
 /**
@@ -278,7 +292,7 @@ export const writesQuantized = (op: Op): boolean => op._tag === "Cpy" || op._tag
  * @category rope
  */
 export const ropeYarnCorrDims = (
-  op: Extract<Op, { _tag: "Rope" }>
+  op: RopeParams
 ): { readonly low: number; readonly high: number } => {
   const dim = (beta: number) => (op.nDims * Math.log(op.nCtxOrig / (beta * 2 * Math.PI))) / (2 * Math.log(op.freqBase))
   return {

@@ -24,6 +24,37 @@ const close = (a: ReadonlyArray<number>, b: ReadonlyArray<number>) =>
   a.length === b.length && a.every((x, i) => Math.abs(x - b[i]) <= 1e-5 * Math.max(1, Math.abs(b[i])))
 
 describe("Fusion", () => {
+  it.effect("rotates keys as it stores them (rope then set_rows) only where the backend asks; same cache", () =>
+    Effect.gen(function*() {
+      for (const mode of [0, 2] as const) {
+        const g = Graph.make()
+        const cache = yield* g.param("cache", "f32", [24, 6])
+        const k = yield* g.input("k", "f32", [8, 3, 2])
+        const pos = yield* g.input("pos", "i32", [2])
+        const rows = yield* g.input("rows", "i32", [2])
+        const r = Ops.rope(k, pos, { nDims: 8, mode, freqBase: 10000 })
+        const y = yield* g.output(Ops.scale(Ops.setRows(cache, Ops.reshape(r, [24, 2]), rows), 1), "y")
+        const graph = g.build()
+        const tags = (f: Graph.Graph) => f.nodes.map((n) => n.op._tag)
+        assert.notInclude(tags(Fusion.optimize(graph)), "RopeSetRows")
+        const fused = Fusion.optimize(graph, { ropeSetRows: true })
+        assert.include(tags(fused), "RopeSetRows")
+        assert.notInclude(tags(fused), "Rope")
+        const run = (h: Graph.Graph) =>
+          Effect.scoped(Effect.gen(function*() {
+            const backend = yield* Cpu.make().makeBackend()
+            const plan = yield* backend.allocate(h)
+            yield* plan.set(cache, random(1)(24 * 6))
+            yield* plan.set(k, random(2)(8 * 3 * 2))
+            yield* plan.set(pos, Int32Array.from([5, 9]))
+            yield* plan.set(rows, Int32Array.from([4, 1]))
+            yield* backend.compute(plan)
+            return Array.from(yield* plan.get(y))
+          }))
+        assert.isTrue(close(yield* run(fused), yield* run(graph)), `mode ${mode}`)
+      }
+    }))
+
   it.effect("keeps a residual sum beside its next norm only where the backend asks, for one row; same results", () =>
     Effect.gen(function*() {
       for (const rows of [1, 3]) {

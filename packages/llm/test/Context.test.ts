@@ -119,6 +119,7 @@ const suite = (gpu: boolean) =>
           assert.include(ops, "rms_norm_mul")
           assert.include(ops, "add_rms_norm")
           assert.include(ops, "add_rms_norm_keep")
+          assert.include(ops, "rope_set_rows")
           assert.notInclude(ops, "rms_norm")
           assert.notInclude(ops, "mul")
         } else {

@@ -228,12 +228,14 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
     supportsOp: (t: Tensor) => Program.supports(ctx, t),
     offloadMinBatch: options.offloadMinBatch ?? 32,
     // a gated FFN's two products, and products sharing their activations (q, k, v), fuse where the int8
-    // form computes them; a one-row residual sum and its next norm fuse everywhere
+    // form computes them; a one-row residual sum and its next norm, and rope with the set_rows storing it,
+    // fuse everywhere
     optimize: (graph) =>
       Fusion.optimize(graph, {
         mulMatSwiglu: MatMul.fusesSwiglu(ctx.target),
         mulMatStack: MatMul.stacks(ctx.target),
-        addRmsNormKeep: true
+        addRmsNormKeep: true,
+        ropeSetRows: true
       }),
     // leafs in a buffer of their own: kernels bind them read-only, which the H200 runs faster
     // (benchmarks/RESULTS.md, "leaf buffer")

@@ -458,6 +458,46 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
     120_000
   )
 
+  // rope stored by set_rows in one dispatch (rope_set_rows), normal and neox, with frequency factors once:
+  // the cache after it against the CPU's unfused graph
+  it.scoped(
+    "keys rotated as they are stored (rope_set_rows) match the CPU's rope then set_rows",
+    () =>
+      Effect.gen(function*() {
+        const [d] = yield* WebGpu.make({ devices: 1 })
+        for (const [mode, factors] of [[0, false], [2, true]] as const) {
+          const g = Graph.make()
+          const cache = yield* g.param("cache", "f16", [128, 9])
+          const k = yield* g.input("k", "f32", [64, 2, 3])
+          const pos = yield* g.input("pos", "i32", [3])
+          const rows = yield* g.input("rows", "i32", [3])
+          const f = factors ? yield* g.param("f", "f32", [16]) : undefined
+          const r = Ops.rope(k, pos, { nDims: 32, mode, freqBase: 10000, ...(f ? { freqFactors: f } : {}) })
+          const y = yield* g.output(Ops.scale(Ops.setRows(cache, Ops.reshape(r, [128, 3]), rows), 1))
+          const graph = g.build()
+          const backend = yield* d.makeBackend()
+          const fused = backend.optimize(graph)
+          assert.include(fused.nodes.map((n) => n.op._tag), "RopeSetRows")
+          const results: Array<Array<number>> = []
+          for (const [dev, h] of [[d, fused], [Cpu.make(), graph]] as const) {
+            const b = yield* dev.makeBackend()
+            const plan = yield* b.allocate(h)
+            yield* plan.set(cache, Generators.values(1, 128 * 9))
+            yield* plan.set(k, Generators.values(2, 64 * 2 * 3))
+            yield* plan.set(pos, Int32Array.from([3, 100, 7]))
+            yield* plan.set(rows, Int32Array.from([8, 2, 5]))
+            if (f) yield* plan.set(f, Generators.values(3, 16).map((x) => 1 + Math.abs(x)))
+            const trace = yield* b.captureNext
+            yield* b.compute(plan)
+            if (dev === d) assert.include((yield* trace).entries.map((e) => e.op), "rope_set_rows")
+            results.push(Array.from(yield* plan.get(y)))
+          }
+          assert.isBelow(nmse(results[0], results[1]), 1e-7, `mode ${mode}`)
+        }
+      }),
+    120_000
+  )
+
   // flash attention's forms, each forced once against the CPU: the decode form (few query rows, where the
   // device has subgroups) with K and V read four values per load and the keys split over workgroups (then
   // merged by a second dispatch), its scalar form (a head size not a multiple of 4) in one split, the

@@ -65,6 +65,10 @@ export const scratchLike = (t: Tensor.Tensor, rows = t.ne[0]): Acc => {
   return new Acc(s, memoryOf(new Uint8Array(Tensor.nbytes(s))), 0)
 }
 
+/** @internal: a contiguous `a` seen with another shape of as many elements (a reshape) */
+export const reshaped = (a: Acc, ne: readonly [number, number, number, number]): Acc =>
+  new Acc(Tensor.unsafeMake(a.t.name, a.t.dtype, ne, Op.Op.None(), []), a.mem, a.base)
+
 /** @internal: dst[i, j] = a's row i . b's row j per batch, a's batches broadcast over b's */
 export const mulMat = (dst: Acc, a: Acc, b: Acc): void => {
   const K = a.ne0

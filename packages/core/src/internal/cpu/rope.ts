@@ -5,12 +5,12 @@
  *
  * @internal
  */
-import type { Op } from "../../Op.js"
+import type { RopeParams } from "../../Op.js"
 import { ropeYarnCorrDims } from "../../Op.js"
 import type { Acc } from "./acc.js"
 import { eachRow } from "./acc.js"
 
-type RopeOp = Extract<Op, { _tag: "Rope" }>
+type RopeOp = RopeParams
 
 /** @internal: the angle and the magnitude of pair `i` at position `p` (cos and sin are scaled by it) */
 export const angle = (op: RopeOp, i: number, p: number, factor: number): readonly [number, number] => {

@@ -14,7 +14,7 @@ import type { Kernel, KernelTarget, Operand } from "./kernel.js"
 import * as KernelSpec from "./kernel.js"
 import { entry, f32, u32, WG } from "./kernel.js"
 
-type RopeOp = Extract<Op.Op, { _tag: "Rope" }>
+type RopeOp = Op.RopeParams
 
 /** WGSL: which of a token's four positions pair `i` takes (ggml's section rules of modes 8 and 40) */
 const sectionOf = (mode: number) =>
@@ -36,16 +36,63 @@ const sectionOf = (mode: number) =>
 
 /** @internal */
 export const rope = (node: Tensor.Tensor, op: RopeOp, target: KernelTarget): Kernel => {
-  const pairs = Math.ceil(node.ne[0] / 2)
-  const multi = op.mode === 8 || op.mode === 40
-  const yarn = op.extFactor !== 0
-  const [j0, j1] = op.mode === 0 ? ["2u * j", "2u * j + 1u"] : ["j", "j + half"]
   const operands: Array<Operand> = [
     { name: "a", tensor: node.src[0] },
     { name: "p", tensor: node.src[1] },
     { name: "d", tensor: node }
   ]
   if (op.hasFreqFactors) operands.push({ name: "f", tensor: node.src[2] })
+  return ropeKernel(op, operands, node, "rope", "d", "", (e, v) => `st_d(ix_d(${e}, i1, i2, i3), ${v});`, target)
+}
+
+/**
+ * @internal: rope_set_rows, the rotated rows stored as rows of the table (a key cache) at the indices: the
+ * rope's shape [D, heads, tokens] walked, element e of head h of token t going to element e + h D of the
+ * table's row idx[t] (a row outside the table dropped, as set_rows drops it)
+ */
+export const ropeSetRows = (node: Tensor.Tensor, op: RopeOp, target: KernelTarget): Kernel => {
+  const [, input, positions] = node.src
+  const operands: Array<Operand> = [
+    { name: "a", tensor: input },
+    { name: "p", tensor: positions },
+    { name: "d", tensor: node },
+    { name: "x", tensor: node.src[op.hasFreqFactors ? 4 : 3] }
+  ]
+  if (op.hasFreqFactors) operands.push({ name: "f", tensor: node.src[3] })
+  const store = `fn store_row(e: u32, h: u32, t: u32, v: f32) {
+  let r = u32(ldi_x(ix_x(t, 0u, 0u, 0u)));
+  if (r < P.d_ne1) { st_d(ix_d(e + h * P.a_ne0, r, 0u, 0u), v); }
+}`
+  return ropeKernel(
+    op,
+    operands,
+    input,
+    "rope_set_rows",
+    "a",
+    store,
+    (e, v) => `store_row(${e}, i1, i2, ${v});`,
+    target
+  )
+}
+
+/**
+ * the rope kernel over the shape of operand `it` (`shape` its tensor), storing each value through
+ * `store(element, value)` (after module-scope `decls`)
+ */
+const ropeKernel = (
+  op: RopeOp,
+  operands: ReadonlyArray<Operand>,
+  shape: Tensor.Tensor,
+  family: string,
+  it: string,
+  decls: string,
+  store: (e: string, v: string) => string,
+  target: KernelTarget
+): Kernel => {
+  const pairs = Math.ceil(shape.ne[0] / 2)
+  const multi = op.mode === 8 || op.mode === 40
+  const yarn = op.extFactor !== 0
+  const [j0, j1] = op.mode === 0 ? ["2u * j", "2u * j + 1u"] : ["j", "j + half"]
   const { high, low } = yarn ? Op.ropeYarnCorrDims(op) : { high: 0, low: 0 }
   const params = [
     f32("freq_base", op.freqBase),
@@ -75,21 +122,22 @@ export const rope = (node: Tensor.Tensor, op: RopeOp, target: KernelTarget): Ker
     let theta = P.freq_scale * theta_ext;
     let mscale = P.attn_factor;`
   return KernelSpec.make({
-    variant: { family: "rope", mode: op.mode, freqFactors: op.hasFreqFactors, yarn },
+    variant: { family, mode: op.mode, freqFactors: op.hasFreqFactors, yarn },
     operands,
-    workgroups: fold(Math.ceil((pairs * Tensor.nrows(node)) / WG), target.maxWorkgroups),
+    workgroups: fold(Math.ceil((pairs * Tensor.nrows(shape)) / WG), target.maxWorkgroups),
     params,
     main: `
 ${multi ? sectionOf(op.mode) : ""}
+${decls}
 ${entry()}
   let idx = wg_linear(wid, nwg) * ${WG}u + lid;
-  let pairs = (P.d_ne0 + 1u) / 2u;
-  if (idx >= pairs * P.d_ne1 * P.d_ne2 * P.d_ne3) { return; }
+  let pairs = (P.${it}_ne0 + 1u) / 2u;
+  if (idx >= pairs * P.${it}_ne1 * P.${it}_ne2 * P.${it}_ne3) { return; }
   let j = idx % pairs;
   let r1 = idx / pairs;
-  let i1 = r1 % P.d_ne1;
-  let i2 = (r1 / P.d_ne1) % P.d_ne2;
-  let i3 = r1 / (P.d_ne1 * P.d_ne2);
+  let i1 = r1 % P.${it}_ne1;
+  let i2 = (r1 / P.${it}_ne1) % P.${it}_ne2;
+  let i3 = r1 / (P.${it}_ne1 * P.${it}_ne2);
   let half = P.n_dims / 2u;
   if (j < half) {
     let j0 = ${j0};
@@ -100,11 +148,11 @@ ${entry()}
     let s = sin(theta) * mscale;
     let x0 = ld_a(ix_a(j0, i1, i2, i3));
     let x1 = ld_a(ix_a(j1, i1, i2, i3));
-    st_d(ix_d(j0, i1, i2, i3), x0 * c - x1 * s);
-    st_d(ix_d(j1, i1, i2, i3), x0 * s + x1 * c);
+    ${store("j0", "x0 * c - x1 * s")}
+    ${store("j1", "x0 * s + x1 * c")}
   } else {
-    for (var e = 2u * j; e < min(2u * j + 2u, P.d_ne0); e++) {
-      if (e >= P.n_dims) { st_d(ix_d(e, i1, i2, i3), ld_a(ix_a(e, i1, i2, i3))); }
+    for (var e = 2u * j; e < min(2u * j + 2u, P.${it}_ne0); e++) {
+      if (e >= P.n_dims) { ${store("e", "ld_a(ix_a(e, i1, i2, i3))")} }
     }
   }
 }`

@@ -14,7 +14,7 @@ import * as Indexing from "./indexing.js"
 import type { Kernel, KernelTarget } from "./kernel.js"
 import { mulMat, mulMatStack, mulMatSwiglu } from "./matmul.js"
 import * as Quantized from "./quantized.js"
-import { rope } from "./rope.js"
+import { rope, ropeSetRows } from "./rope.js"
 import * as Rows from "./rows.js"
 import { rank } from "./sort.js"
 
@@ -58,6 +58,8 @@ export const kernelFor = (node: Tensor.Tensor, target: KernelTarget): Kernel | u
       return Indexing.setRows(node, target)
     case "Rope":
       return rope(node, op, target)
+    case "RopeSetRows":
+      return ropeSetRows(node, op, target)
     case "MulMat":
       return mulMat(node, target, undefined)
     case "MulMatAdd":
