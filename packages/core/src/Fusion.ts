@@ -1,7 +1,8 @@
 /**
  * Graph rewrites that fuse chains into one kernel, as ggml backends do in graph_optimize: rms_norm * w,
- * (a + b) -> rms_norm [* w], mul_mat + bias, silu(x) * g -> swiglu, and where a backend asks for them a gated
- * FFN's two products with their swiglu, and products sharing their activations stacked. A rewrite is pure: it returns a new
+ * (a + b) -> rms_norm [* w], mul_mat + bias, silu(x) * g -> swiglu; and where a backend asks for them (see
+ * Options) a gated FFN's products with their swiglu, products sharing their activations stacked, a residual
+ * sum kept beside its next norm, and rope stored by its set_rows. A rewrite is pure: it returns a new
  * graph whose `aliases` map the original tensors to the ones that now compute them, so plans built on it
  * still answer `get(originalOutput)`. A chain fuses only when its inner results have no other user and
  * are not outputs.
@@ -78,7 +79,8 @@ export const optimize = (g: Graph.Graph, options: Options = {}): Graph.Graph => 
         }
       }
       if (
-        options.addRmsNormKeep === true && x.op._tag === "Add" && !outputs.has(x.id) && x.viewSrc === undefined &&
+        options.addRmsNormKeep === true && x.op._tag === "Add" && x.dtype === "f32" && y.dtype === "f32" &&
+        !outputs.has(x.id) && x.viewSrc === undefined &&
         Tensor.nrows(x) === 1 && Tensor.sameShape(x, x.src[0]) && rowsOk(x.src[0]) && s1.op._tag === "None" &&
         !absorbed.has(x.id) && !fusions.has(x.id) && !kept.has(x.id)
       ) {

@@ -343,7 +343,10 @@ export type Int8Form =
   | { readonly kind: "gated" }
   | { readonly kind: "stack"; readonly parts: number }
 
-/** the int8 form's shape: subgroups of 32 lanes per workgroup, rows per subgroup (H200 sweep, run bq) */
+/**
+ * the int8 form's shape: subgroups of 32 lanes per workgroup, rows per subgroup (the best on the H200 over
+ * the shapes models decode with; benchmarks/RESULTS.md, "Choices")
+ */
 const INT8_WARPS = 8
 const INT8_ROWS = 2
 
@@ -364,7 +367,8 @@ export const int8Applies = (product: Pick<Product, "N" | "K">, a: Tensor.Tensor,
  * first rounds b to q8_0 blocks in workgroup memory (ggml's CPU rounds activations so for these types),
  * then each lane takes a pair of blocks of a row at a time (q4_0 36 bytes, q8_0 68: whole words) and
  * sums int8 products with dot4I8Packed, four values per instruction; a subgroup of 32 lanes owns
- * INT8_ROWS rows. On the H200 it read 14336x4096 q4_0 at 2.09 TB/s where the f32 form read 0.86 (run bq).
+ * INT8_ROWS rows: fewer instructions and less of b's traffic per weight byte than the f32 form
+ * (benchmarks/RESULTS.md has the figures).
  * Needs a's bytes at a 16-byte offset (a vec4 binding), else the f32 form runs. `gated`: a gated FFN's
  * gate (a) and up (u) weights over the same b, written as silu(a b) * (u b) (mul_mat_swiglu): b rounded
  * once, one dispatch for both products and the swiglu.
