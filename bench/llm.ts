@@ -10,6 +10,7 @@
  *   tsx llm.ts run DIR NAME --profile --prefill   the same for the prompt
  *   tsx llm.ts run DIR NAME --attention-splits N   attention's decode form with the keys in N splits
  *   tsx llm.ts run DIR NAME --attention fused|chain|auto   attention's form (Forward.Options.attention)
+ *   tsx llm.ts run DIR NAME --timeline   a decoding step's host events (writes, submits, waits) untraced
  *   tsx llm.ts run DIR NAME --f32-decode   q4_0 and q8_0 decode without the int8 form (to compare)
  */
 import { Registry } from "@effect-gpu/core"
@@ -131,6 +132,50 @@ const measure = (name: string) =>
       runs: { prefill: prefill.map((x) => Number(x.toFixed(1))), decode: decode.map((x) => Number(x.toFixed(1))) }
     }
     console.log(JSON.stringify(result))
+    if (rest.includes("--timeline")) {
+      // a decoding step untraced, its host events timed: Dawn's entry points wrapped where they are
+      // called (writes, encoding, submits, completions, maps), 8 steps after a warm-up
+      const events: Array<[string, number]> = []
+      const wrap = (proto: any, name: string, label = name) => {
+        const original = proto[name]
+        proto[name] = function(this: unknown, ...args: Array<unknown>) {
+          events.push([`${label}>`, performance.now()])
+          const r = original.apply(this, args)
+          events.push([`${label}<`, performance.now()])
+          if (r instanceof Promise) r.then(() => events.push([`${label} resolved`, performance.now()]))
+          return r
+        }
+        return () => (proto[name] = original)
+      }
+      const g = globalThis as any
+      const steps: Array<Array<[string, number]>> = []
+      for (let step = 0; step < 9; step++) {
+        yield* model.context.truncate(PROMPT)
+        const undo = [
+          wrap(g.GPUQueue.prototype, "submit"),
+          wrap(g.GPUQueue.prototype, "writeBuffer"),
+          wrap(g.GPUQueue.prototype, "onSubmittedWorkDone"),
+          wrap(g.GPUBuffer.prototype, "mapAsync"),
+          wrap(g.GPUDevice.prototype, "createBuffer"),
+          wrap(g.GPUDevice.prototype, "createCommandEncoder")
+        ]
+        events.length = 0
+        const t0 = performance.now()
+        events.push(["evaluate>", t0])
+        yield* model.context.evaluate([prompt[0]])
+        events.push(["evaluate<", performance.now()])
+        for (const u of undo) u()
+        if (step > 0) steps.push(events.map(([e, t]) => [e, Number((t - t0).toFixed(3))]))
+      }
+      // the step with the median wall time
+      steps.sort((a, b) => a[a.length - 1][1] - b[b.length - 1][1])
+      console.log(JSON.stringify({
+        model: name,
+        timeline: "one decoding step at position 512, untraced: ms from its start",
+        walls_ms: steps.map((s) => s[s.length - 1][1]),
+        events: steps[Math.floor(steps.length / 2)]
+      }))
+    }
     if (rest.includes("--profile")) {
       // one decoding step at position 512 (or with --prefill the prompt), traced: the GPU's time per op
       // against the step's wall time
@@ -156,6 +201,8 @@ const measure = (name: string) =>
         dispatches: entries.length,
         wall_ms: Number(wallMs.toFixed(2)),
         gpu_ms: Number(gpuMs.toFixed(2)),
+        // the encoding's host time (each dispatch in its own timestamped pass)
+        host_ms: Number(entries.reduce((s, e) => s + (e.hostTimeMs ?? 0), 0).toFixed(2)),
         ops: [...byOp.entries()].sort((a, b) => b[1].gpuMs - a[1].gpuMs).map(([op, r]) => ({
           op,
           count: r.count,

@@ -169,8 +169,17 @@ export const make = (
         yield* plan.set(forward.tokens, Int32Array.from(tokens))
         yield* plan.set(forward.positions, inputs.positions)
         yield* plan.set(forward.mask, inputs.mask)
-        yield* backend.compute(plan)
-        return (yield* plan.get(forward.logits)) as Float32Array
+        if (n > 1) {
+          // a batch waits for its compute, which an interruption can stop between command buffers
+          yield* backend.compute(plan)
+          return (yield* plan.get(forward.logits)) as Float32Array
+        }
+        // one token: the logits' read queued behind the compute, not after waiting for it (one wait a
+        // token, and the read's copy rides with the step), then every failure of the step reported
+        yield* backend.computeAsync(plan)
+        const logits = yield* plan.get(forward.logits)
+        yield* backend.synchronize
+        return logits as Float32Array
       })
 
     const evaluate: Context["evaluate"] = (tokens, evaluateOptions) =>

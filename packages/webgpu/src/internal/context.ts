@@ -28,6 +28,12 @@ export interface Context {
   uncaptured: string | undefined
   /** how fast the device works through dispatch cost, learned from finished command buffers */
   readonly pace: Pace
+  /**
+   * readback staging buffers not in use: a token's logits are read every step, and a new mapped buffer
+   * cost 0.14-0.28 ms on the H200 (benchmarks/RESULTS.md, "where a decoding step goes"). They are the
+   * device's own (freed with it), so `live` leaves them out
+   */
+  readonly readbacks: Array<GPUBuffer>
 }
 
 /**
@@ -64,7 +70,8 @@ export const make = (name: string, device: GPUDevice, target: KernelTarget): Con
     lost: undefined,
     uncaptured: undefined,
     // a first guess on the slow side (more, shorter command buffers), corrected by the first computes
-    pace: { nsPerCost: target.software === true ? 0.5 : 0.005, lastDoneAt: 0 }
+    pace: { nsPerCost: target.software === true ? 0.5 : 0.005, lastDoneAt: 0 },
+    readbacks: []
   }
   device.lost.then((info) => {
     ctx.lost = info.message || info.reason || "lost"
@@ -107,6 +114,35 @@ export const createBuffer = (ctx: Context, descriptor: GPUBufferDescriptor): GPU
 export const destroyBuffer = (ctx: Context, b: GPUBuffer): void => {
   b.destroy()
   ctx.live--
+}
+
+/** readback buffers kept: sizes up to READBACK_BYTES, READBACK_KEPT of them */
+const READBACK_BYTES = 64 << 20
+const READBACK_KEPT = 4
+
+/** @internal: a MAP_READ staging buffer of at least `size` bytes: a kept one, else a new one (counted) */
+export const takeReadback = (ctx: Context, size: number): GPUBuffer => {
+  let best = -1
+  ctx.readbacks.forEach((b, i) => {
+    if (b.size >= size && (best < 0 || b.size < ctx.readbacks[best].size)) best = i
+  })
+  if (best >= 0) {
+    ctx.live++
+    return ctx.readbacks.splice(best, 1)[0]
+  }
+  // a power of two from 4 KiB: the next read of about this size fits it
+  const rounded = size > READBACK_BYTES ? Math.ceil(size / 4) * 4 : Math.max(4096, 2 ** Math.ceil(Math.log2(size)))
+  return createBuffer(ctx, { size: rounded, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST })
+}
+
+/** @internal: an unmapped readback buffer back: kept for the next read, or destroyed */
+export const giveReadback = (ctx: Context, b: GPUBuffer): void => {
+  if (b.size > READBACK_BYTES || ctx.readbacks.length >= READBACK_KEPT || b.mapState !== "unmapped") {
+    destroyBuffer(ctx, b)
+    return
+  }
+  ctx.live--
+  ctx.readbacks.push(b)
 }
 
 /**

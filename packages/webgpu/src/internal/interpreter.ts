@@ -2,7 +2,8 @@
  * The WebGPU kernel layer: carries out the command algebra on one GPUDevice. Computes replay a program
  * cached per plan, split into command buffers of about CHUNK_MS of GPU work each (estimated from each
  * dispatch's cost and a pace the device learns from finished command buffers) and of at most `chunk`
- * dispatches, with at most two in flight: an abort (interruption) waits for two of them at most.
+ * dispatches, the first ones shorter so the GPU starts early, with about 2 x CHUNK_MS of work in flight at
+ * most: an abort (interruption) waits for that much at most.
  *
  * @internal
  */
@@ -25,8 +26,10 @@ export interface Options {
   readonly chunk?: number
 }
 
-/** GPU time one command buffer should take: an abort waits for two at most */
+/** GPU time one command buffer should take: an abort waits for about twice this at most */
 const CHUNK_MS = 25
+/** dispatches in a compute's first command buffer (each next one twice as many, up to `chunk`) */
+const FIRST_CHUNK = 8
 
 /** waits for a promise of the device, then for the device to be alive and without a new error */
 const await_ = (ctx: Context, p: Promise<unknown>): Effect.Effect<void, BackendError> =>
@@ -44,6 +47,13 @@ const await_ = (ctx: Context, p: Promise<unknown>): Effect.Effect<void, BackendE
 export const make = (ctx: Context, options?: Options): Interpreter => {
   const programs = new WeakMap<Plan, Program.Program>()
   const chunkLimit = options?.chunk ?? 128
+  /**
+   * each program's own pace: wall ns per unit of cost over its last whole compute. The device's pace, learned
+   * from whatever ran (a prompt's products, counted in flops), put a decoding step's weight reads (counted in
+   * bytes) at 100x their time, and the step then waited on its command buffers one by one
+   */
+  const paces = new WeakMap<Program.Program, number>()
+  const paceOf = (program: Program.Program) => paces.get(program) ?? ctx.pace.nsPerCost
 
   const programFor = (plan: Plan) =>
     Effect.suspend(() => {
@@ -152,15 +162,20 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
       for (let start = 0; start < n; start += per) ranges.push([start, Math.min(n, start + per)])
       return ranges
     }
-    const budget = (CHUNK_MS * 1e6) / ctx.pace.nsPerCost
+    const budget = (CHUNK_MS * 1e6) / paceOf(program)
     let start = 0
     let cost = 0
+    // the first command buffers short, then twice as long each: the GPU starts after FIRST_CHUNK dispatches
+    // are encoded instead of chunkLimit, and the encoding of each stays ahead of the GPU's work on the one
+    // before (a decoding step's first 128 took 0.7-1.0 ms to encode and submit on the H200)
+    let limit = Math.min(FIRST_CHUNK, chunkLimit)
     for (let k = 0; k < n; k++) {
       cost += program.dispatches[k].cost
-      if (k + 1 - start >= chunkLimit || cost >= budget || k + 1 === n) {
+      if (k + 1 - start >= limit || cost >= budget || k + 1 === n) {
         ranges.push([start, k + 1])
         start = k + 1
         cost = 0
+        limit = Math.min(2 * limit, chunkLimit)
       }
     }
     return ranges
@@ -183,7 +198,7 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
   }
 
   /**
-   * a compute: its command buffers submitted in turn, two in flight; a compute returns once its results are
+   * a compute: its command buffers submitted in turn, a bounded amount in flight; a compute returns once its results are
    * ready, a computeAsync once all is submitted; an abort stops submitting and waits for what is in flight
    */
   const run = (
@@ -195,22 +210,44 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
     }
   ): Effect.Effect<void, BackendError> => {
     const ranges = split(program, command.options.commandBuffers)
+    const startedAt = performance.now()
+    /** the program's pace learned once its last command buffer is done, where nothing was left out */
+    const learn = (done: Promise<void>) => {
+      done.then(() => {
+        if (command.abort.aborted) return
+        let cost = 0
+        for (const d of program.dispatches) cost += d.cost
+        if (cost > 0) paces.set(program, ((performance.now() - startedAt) * 1e6) / cost)
+      }, () => {})
+      return done
+    }
     if (ranges.length === 1) {
       // one command buffer (the common case): no generator
       if (command.abort.aborted) return GpuContext.checkAlive(ctx)
-      const done = submit(program, 0, program.dispatches.length)
+      const done = learn(submit(program, 0, program.dispatches.length))
       return command.wait ? await_(ctx, done) : GpuContext.checkAlive(ctx)
     }
     return Effect.gen(function*() {
-      let inFlight: Promise<void> | undefined
+      // command buffers in flight, oldest first, with their estimated GPU time: up to 2 x CHUNK_MS of work
+      // in flight keeps the GPU busy while an abort waits for little
+      const inFlight: Array<{ readonly done: Promise<void>; readonly ms: number }> = []
+      let inFlightMs = 0
       for (const [start, end] of ranges) {
         if (command.abort.aborted) break
+        let cost = 0
+        for (let k = start; k < end; k++) cost += program.dispatches[k].cost
+        const ms = (cost * paceOf(program)) / 1e6
         const done = submit(program, start, end)
-        // two command buffers in flight: the GPU stays busy, an abort waits for little
-        if (inFlight !== undefined) yield* await_(ctx, inFlight)
-        inFlight = done
+        inFlight.push({ done: end === program.dispatches.length ? learn(done) : done, ms })
+        inFlightMs += ms
+        while (inFlight.length > 1 && inFlightMs > 2 * CHUNK_MS) {
+          const oldest = inFlight.shift()!
+          inFlightMs -= oldest.ms
+          yield* await_(ctx, oldest.done)
+        }
       }
-      if (inFlight !== undefined && (command.wait || command.abort.aborted)) yield* await_(ctx, inFlight)
+      const last = inFlight.at(-1)
+      if (last !== undefined && (command.wait || command.abort.aborted)) yield* await_(ctx, last.done)
       yield* GpuContext.checkAlive(ctx)
     })
   }

@@ -53,18 +53,18 @@ export const read = (
   size === 0 ? Effect.succeed(new Uint8Array(0)) : promise(ctx, "read", async () => {
     const lo = Math.floor(offset / 4) * 4
     const hi = Math.ceil((offset + size) / 4) * 4
-    const staging = GpuContext.createBuffer(ctx, {
-      size: hi - lo,
-      usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST
-    })
+    const staging = GpuContext.takeReadback(ctx, hi - lo)
+    let mapped = false
     try {
       const enc = ctx.device.createCommandEncoder()
       enc.copyBufferToBuffer(src, lo, staging, 0, hi - lo)
       ctx.device.queue.submit([enc.finish()])
-      await staging.mapAsync(GPUMapMode.READ)
-      return new Uint8Array(staging.getMappedRange()).slice(offset - lo, offset - lo + size)
+      await staging.mapAsync(GPUMapMode.READ, 0, hi - lo)
+      mapped = true
+      return new Uint8Array(staging.getMappedRange(0, hi - lo)).slice(offset - lo, offset - lo + size)
     } finally {
-      GpuContext.destroyBuffer(ctx, staging)
+      if (mapped) staging.unmap()
+      GpuContext.giveReadback(ctx, staging)
     }
   })
 
