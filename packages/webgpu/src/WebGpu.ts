@@ -48,6 +48,8 @@ export interface Options {
   readonly quantizedDecode?: WebGpuDevice.Options["quantizedDecode"]
   /** @internal flash attention's decode form (splits, block, subgroups), for tests and tuning */
   readonly attentionDecode?: WebGpuDevice.Options["attentionDecode"]
+  /** @internal short fixed loops written out (the GPU form) or not, for tests */
+  readonly writeOut?: WebGpuDevice.Options["writeOut"]
 }
 
 /**
@@ -135,7 +137,8 @@ const openDevice = (gpu: GPU, options: Options, index: number): Effect.Effect<De
       matrixTile: options.matrixTile,
       registerTile: options.registerTile,
       quantizedDecode: options.quantizedDecode,
-      attentionDecode: options.attentionDecode
+      attentionDecode: options.attentionDecode,
+      writeOut: options.writeOut
     })
     // runs before the GPUDevice is destroyed: from then on the device refuses new backends and events
     yield* Effect.addFinalizer(() => Device.markReleased(device))

@@ -58,6 +58,13 @@ export interface Options {
    */
   readonly attentionDecode?: AttentionDecode | undefined
   /**
+   * short fixed loops written out, as on GPUs, or kept as loops, as on software adapters (tests);
+   * default: written out on GPUs
+   *
+   * @internal
+   */
+  readonly writeOut?: boolean | undefined
+  /**
    * the WGSL language features of the GPU the device comes from (`navigator.gpu.wgslLanguageFeatures`);
    * default: navigator.gpu's where there is one, else none
    */
@@ -182,7 +189,8 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
     ...(options.matrixTile ? { matrixTile: options.matrixTile } : {}),
     ...(options.registerTile ? { registerTile: options.registerTile } : {}),
     ...(options.quantizedDecode ? { quantizedDecode: options.quantizedDecode } : {}),
-    ...(options.attentionDecode ? { attentionDecode: options.attentionDecode } : {})
+    ...(options.attentionDecode ? { attentionDecode: options.attentionDecode } : {}),
+    ...(options.writeOut !== undefined ? { writeOut: options.writeOut } : {})
   })
   const ledger = Ledger.make(options.memory ?? gpu.limits.maxBufferSize, name)
   const alignment = gpu.limits.minStorageBufferOffsetAlignment

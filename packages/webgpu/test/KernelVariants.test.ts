@@ -458,6 +458,59 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
     120_000
   )
 
+  // the GPU form of the row kernels and of attention's decode form (short loops written out), forced on any
+  // adapter: a sum broadcast over rows and a weight over them (indexed without a modulo where the extents
+  // match or are 1), rows that fill the threads and rows that do not
+  it.scoped(
+    "row kernels and attention's decode form written out (the GPU form) match the CPU",
+    () =>
+      Effect.gen(function*() {
+        const [d] = yield* WebGpu.make({ devices: 1, writeOut: true, attentionDecode: { splits: 3 } })
+        for (const D of [66, 302]) {
+          const g = Graph.make()
+          const x = yield* g.input("x", "f32", [D, 6])
+          const r = yield* g.input("r", "f32", [D, 3])
+          const w = yield* g.param("w", "f32", [D])
+          const m = yield* g.input("m", "f32", [D, 6])
+          const normed = yield* g.output(Ops.mul(Ops.rmsNorm(Ops.add(x, r), 1e-5), w))
+          const probs = yield* g.output(Ops.softMax(x, { mask: m, scale: 0.5 }))
+          const q = yield* g.input("q", "f32", [64, 1, 4])
+          const k = yield* g.input("k", "f16", [64, D, 2])
+          const v = yield* g.input("v", "f16", [64, D, 2])
+          const km = yield* g.input("km", "f16", [D, 1])
+          const att = yield* g.output(Ops.flashAttnExt(q, k, v, { scale: 0.125, mask: km }))
+          const graph = g.build()
+          const results: Array<Array<Array<number>>> = []
+          for (const dev of [d, Cpu.make()]) {
+            const backend = yield* dev.makeBackend()
+            const plan = yield* backend.allocate(backend.optimize(graph))
+            for (const [i, t] of [x, r, w, m, q, k, v, km].entries()) {
+              yield* plan.set(t, Generators.values(40 + i, t.ne.reduce((a, n) => a * n, 1)))
+            }
+            const trace = yield* backend.captureNext
+            yield* backend.compute(plan)
+            if (dev === d) {
+              const entries = (yield* trace).entries
+              const norm = entries.find((e) => e.op === "add_rms_norm")
+              assert.deepInclude(norm?.variant, { unrolled: true, bForm: "=%==", wForm: "=1==" }, norm?.kernel)
+              assert.strictEqual(entries.find((e) => e.op === "soft_max")?.variant?.unrolled, true)
+              const decode = entries.find((e) => e.variant?.family === "flash_attn_decode")
+              // the decode form needs subgroups
+              if (d.description.includes("subgroups")) assert.strictEqual(decode?.variant?.out, true)
+            }
+            results.push(
+              yield* Effect.forEach([normed, probs, att], (t) =>
+                Effect.map(plan.get(t), (a) => Array.from(a as Float32Array)))
+            )
+          }
+          for (let i = 0; i < 3; i++) {
+            assert.isBelow(nmse(results[0][i], results[1][i]), 1e-6, `${D} output ${i}`)
+          }
+        }
+      }),
+    120_000
+  )
+
   // rope stored by set_rows in one dispatch (rope_set_rows), normal and neox, with frequency factors once:
   // the cache after it against the CPU's unfused graph
   it.scoped(
@@ -500,19 +553,23 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
 
   // flash attention's forms, each forced once against the CPU: the decode form (few query rows, where the
   // device has subgroups) with K and V read four values per load and the keys split over workgroups (then
-  // merged by a second dispatch), its scalar form (a head size not a multiple of 4) in one split, the
-  // subgroup-matrix form for more rows (a tail of rows past its 64, where the device has the matrices),
-  // and the row form everywhere else
+  // merged by a second dispatch: fewer splits than the merge reads at a time, and more with a remainder),
+  // its scalar form (a head size not a multiple of 4) in one split, the mask shared by the heads or one a
+  // head, the subgroup-matrix form for more rows (a tail of rows past its 64, where the device has the
+  // matrices), and the row form everywhere else
+  const decodeFamilies = ["flash_attn_decode", "flash_attn_merge"] as const
   const attentionForms = [
-    { nQ: 1, D: 64, splits: 3, sinks: true, families: ["flash_attn_decode", "flash_attn_merge"], wide: true },
-    { nQ: 3, D: 62, splits: 1, sinks: false, families: ["flash_attn_decode"], wide: false },
-    { nQ: 9, D: 64, splits: 1, sinks: true, families: ["flash_attn_mma"], wide: undefined },
-    { nQ: 70, D: 48, splits: 1, sinks: false, families: ["flash_attn_mma"], wide: undefined },
-    { nQ: 9, D: 62, splits: 1, sinks: false, families: ["flash_attn"], wide: undefined }
+    { nQ: 1, D: 64, splits: 3, sinks: true, families: decodeFamilies, wide: true, maskHeads: 1 },
+    { nQ: 2, D: 64, splits: 11, sinks: false, families: decodeFamilies, wide: true, maskHeads: 4 },
+    { nQ: 3, D: 62, splits: 1, sinks: false, families: ["flash_attn_decode"], wide: false, maskHeads: 1 },
+    { nQ: 9, D: 64, splits: 1, sinks: true, families: ["flash_attn_mma"], wide: undefined, maskHeads: 1 },
+    { nQ: 70, D: 48, splits: 1, sinks: false, families: ["flash_attn_mma"], wide: undefined, maskHeads: 1 },
+    { nQ: 9, D: 62, splits: 1, sinks: false, families: ["flash_attn"], wide: undefined, maskHeads: 1 }
   ] as const
   for (const form of attentionForms) {
     it.scoped(
-      `flash attention: ${form.families.join(" + ")} (${form.nQ} rows, D ${form.D}) matches the CPU`,
+      `flash attention: ${form.families.join(" + ")} (${form.nQ} rows, D ${form.D}, ${form.splits} splits, mask ` +
+        `over ${form.maskHeads} heads) matches the CPU`,
       () =>
         Effect.gen(function*() {
           const [d] = yield* WebGpu.make({ devices: 1, attentionDecode: { splits: form.splits } })
@@ -527,7 +584,7 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
           const q = yield* g.input("q", "f32", [D, nQ, 4])
           const k = yield* g.input("k", "f16", [D, nKv, 2])
           const v = yield* g.input("v", "f16", [D, nKv, 2])
-          const mask = yield* g.input("mask", "f16", [nKv, nQ + 2])
+          const mask = yield* g.input("mask", "f16", [nKv, nQ + 2, form.maskHeads])
           const sinks = form.sinks ? yield* g.input("sinks", "f32", [4]) : undefined
           const y = yield* g.output(Ops.flashAttnExt(q, k, v, { scale: 1 / Math.sqrt(D), mask, sinks }))
           const inputs = [q, k, v, mask, ...(sinks ? [sinks] : [])]
@@ -547,6 +604,7 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
               assert.deepStrictEqual(entries.map((e) => e.variant?.family), families)
               if (families[0] === "flash_attn_decode") {
                 assert.strictEqual(entries[0].variant?.wide, form.wide, entries[0].kernel)
+                assert.strictEqual(entries[0].variant?.mask, form.maskHeads === 1 ? "shared" : "per-head")
               }
             }
             results.push(Array.from(yield* plan.get(y)))

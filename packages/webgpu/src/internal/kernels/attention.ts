@@ -40,6 +40,8 @@ export interface DecodePlan {
 const DECODE_ROWS = 8
 /** the most splits of the keys (the merge keeps a weight per split in workgroup memory) */
 const MAX_SPLITS = 256
+/** the merge's loads over the splits in flight together */
+const MERGE_LOADS = 8
 /**
  * keys a workgroup takes at least before the keys are split further: a block per subgroup on GPUs (a
  * decoding step's 8 KV heads over 640 keys then make 160 workgroups, not 40), 128 on software adapters
@@ -158,8 +160,11 @@ const decodeKernel = (
   const dotOf = (x: string, y: string) => wide ? `dot(${x}, ${y})` : `${x} * ${y}`
   const split = splits > 1
   const softcap = op.logitSoftcap !== 0
+  // a mask shared by the heads (ggml's usual [keys, rows, 1, 1]) is loaded with the block's K and V rows,
+  // once a key: a load a head and key after each score kept every score waiting on a load
+  const sharedMask = mask !== undefined && mask.ne[2] === 1
   const parts = partsOf(node, plan)
-  const out = target.software !== true
+  const out = KernelSpec.writesOut(target)
   // scratch (in elements from the result's first): each part's max and sum, then each part's output row
   const scratch = Tensor.nelements(node)
   const extent = Tensor.nbytes(node) + 4 * parts * (Dv + 2)
@@ -179,7 +184,7 @@ const decodeKernel = (
       : `st_d(ix_d(e, h, i, b), select(0.0, ${o} / ${l}, ${l} > 0.0));`
   const reduce: Kernel | undefined = split
     ? KernelSpec.make({
-      variant: { family: "flash_attn_merge", Dv, sinks: sinks !== undefined },
+      variant: { family: "flash_attn_merge", Dv, sinks: sinks !== undefined, loads: MERGE_LOADS },
       operands: sinks ? [d, { name: "s", tensor: sinks }] : [d],
       params: splitParams,
       workgroups: fold(q.ne[1] * q.ne[2] * q.ne[3], target.maxWorkgroups),
@@ -222,8 +227,16 @@ ${entry(64)}
   }
   let l = red[0];
   for (var e = lid; e < ${Dv}u; e += 64u) {
+    // the splits' rows read ${MERGE_LOADS} at a time, every load issued before its first use: a loop of one
+    // load and its multiply-add waited on each load in turn
     var o = 0.0;
-    for (var s = 0u; s < P.nsplit; s++) { o += ld_d(base + P.parts * 2u + (p0 + s) * ${Dv}u + e) * wgt[s]; }
+    let row = base + P.parts * 2u + p0 * ${Dv}u + e;
+    var s = 0u;
+    for (; s + ${MERGE_LOADS}u <= P.nsplit; s += ${MERGE_LOADS}u) {
+      ${range(MERGE_LOADS).map((u) => `let v${u} = ld_d(row + (s + ${u}u) * ${Dv}u);`).join("\n      ")}
+      o += ${range(MERGE_LOADS).map((u) => `v${u} * wgt[s + ${u}u]`).join(" + ")};
+    }
+    for (; s < P.nsplit; s++) { o += ld_d(row + s * ${Dv}u) * wgt[s]; }
     ${finish("o", "l", "mx")}
   }
 }`
@@ -241,7 +254,7 @@ ${entry(64)}
       heads: HG,
       block: KB,
       split,
-      mask: mask !== undefined,
+      mask: mask === undefined ? false : sharedMask ? "shared" : "per-head",
       sinks: sinks !== undefined,
       softcap
     },
@@ -299,11 +312,21 @@ slopes[${hh}] = slope_of(h0 + ${hh});`)
     }
   for (var j0 = j_begin + sg * ${KB}u; j0 < j_end; j0 += ${S * KB}u) {
     var kr: array<${T}, ${KB * RD}>;
-    var vr: array<${T}, ${KB * RV}>;
+    var vr: array<${T}, ${KB * RV}>;${
+      sharedMask ?
+        `
+    var mk: array<f32, ${KB}>;` :
+        ""
+    }
     ${
       repeat(KB, "kk", out, (kk) =>
         `let j = j0 + ${kk};
-if (j < j_end) {
+if (j < j_end) {${
+          sharedMask ?
+            `
+  mk[${kk}] = ld_m(ix_m(j, i, 0u, b % P.m_ne3));` :
+            ""
+        }
   let kb = ix_k(0u, j, g, kb3);
   let vb = ix_v(0u, j, g, vb3);
   ${
@@ -328,7 +351,13 @@ ${
 ${repeat(RD, "r", out, (r) => `qk += ${dotOf(`qr[${hh} * ${RD}u + ${r}]`, `kr[${kk} * ${RD}u + ${r}]`)};`)}
 var x = subgroupAdd(qk) * P.scale;${softcap ? "\nx = P.softcap * tanh_s(x / P.softcap);" : ""}
 let j = j0 + ${kk};
-if (j < j_end) {${mask ? `\n  x += slopes[${hh}] * ld_m(ix_m(j, i, (h0 + ${hh}) % P.m_ne2, b % P.m_ne3));` : ""}
+if (j < j_end) {${
+              mask === undefined
+                ? ""
+                : sharedMask
+                ? `\n  x += slopes[${hh}] * mk[${kk}];`
+                : `\n  x += slopes[${hh}] * ld_m(ix_m(j, i, (h0 + ${hh}) % P.m_ne2, b % P.m_ne3));`
+            }
 } else { x = neg_inf(); }
 sc[${kk}] = x;
 bm = max(bm, x);`)

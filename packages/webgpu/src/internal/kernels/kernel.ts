@@ -156,7 +156,15 @@ export interface KernelTarget {
   readonly quantizedDecode?: QuantizedDecode
   /** overrides flash attention's decode form (tests and benchmarks) */
   readonly attentionDecode?: AttentionDecode
+  /**
+   * overrides whether short fixed loops are written out (the GPU form) or kept as loops (the software
+   * form); tests force the GPU form on a software adapter
+   */
+  readonly writeOut?: boolean
 }
+
+/** @internal: short fixed loops written out (GPU compilers keep their arrays in registers and issue their loads together) */
+export const writesOut = (target: KernelTarget): boolean => target.writeOut ?? target.software !== true
 
 /** @internal: invocations of the 1-D workgroup most kernels use */
 export const WG = 256
@@ -185,9 +193,23 @@ export const u32 = (name: string, value: number): Param => ({ field: { name, typ
 /** @internal */
 export const f32 = (name: string, value: number): Param => ({ field: { name, type: "f32" }, value })
 
-/** @internal: the index of a broadcast operand at (i0, i1, i2, i3): each coordinate modulo its extent */
-export const bcast = (b: string, i0 = "i0", i1 = "i1", i2 = "i2", i3 = "i3"): string =>
-  `ix_${b}(${i0} % P.${b}_ne0, ${i1} % P.${b}_ne1, ${i2} % P.${b}_ne2, ${i3} % P.${b}_ne3)`
+/**
+ * @internal: how an operand of shape `b` is indexed where it is broadcast over `over`, a letter per
+ * dimension: "=" the same extent (the coordinate as is), "1" one element (0), "%" the coordinate modulo the
+ * extent. Kernels name it in their variant: the WGSL differs
+ */
+export const bcastForm = (b: Tensor, over: Tensor): string =>
+  range(4).map((k) => b.ne[k] === over.ne[k] ? "=" : b.ne[k] === 1 ? "1" : "%").join("")
+
+/**
+ * @internal: the index of a broadcast operand at (i0, i1, i2, i3): each coordinate modulo its extent, or as
+ * `form` (`bcastForm`) says; a single-workgroup row kernel spent most of its time on the four integer
+ * divisions an element of the modulo form costs (benchmarks/RESULTS.md, "where a decoding step goes")
+ */
+export const bcast = (b: string, i0 = "i0", i1 = "i1", i2 = "i2", i3 = "i3", form = "%%%%"): string =>
+  `ix_${b}(${
+    [i0, i1, i2, i3].map((i, k) => form[k] === "=" ? i : form[k] === "1" ? "0u" : `${i} % P.${b}_ne${k}`).join(", ")
+  })`
 
 /**
  * @internal: `t` contiguous along its rows, every row and batch stride a multiple of `by` elements (the

@@ -11,7 +11,7 @@ import * as Tensor from "@effect-gpu/core/Tensor"
 import { fold } from "../wgsl.js"
 import type { Kernel, KernelTarget, Operand, Param, Variant } from "./kernel.js"
 import * as KernelSpec from "./kernel.js"
-import { bcast, entry, f32, stridesAligned, u32, WG } from "./kernel.js"
+import { bcast, bcastForm, entry, f32, range, stridesAligned, u32, WG, writesOut } from "./kernel.js"
 import { alibiSlope, headLog2, workgroupReductions } from "./reduce.js"
 
 /**
@@ -82,10 +82,22 @@ const rowForm = ({ R, cached, full }: ReturnType<typeof cachedRow>) => cached ? 
 
 /**
  * WGSL: `body(i, r)` for each of a thread's R elements (or vec4s) of the row, guarded by `i < limit` unless
- * the row is `full`
+ * the row is `full`; written out where `writeOut` (GPUs: the loads go out together, where a loop's waited
+ * on each other), else a loop
  */
-const eachCached = (R: number, full: boolean, body: (i: string, r: string) => string, limit = "n") =>
-  `  for (var r = 0u; r < ${R}u; r++) {
+const eachCached = (
+  R: number,
+  full: boolean,
+  body: (i: string, r: string) => string,
+  limit = "n",
+  writeOut = false
+) =>
+  writeOut
+    ? range(R).map((r) => {
+      const guarded = full ? body("i", `${r}u`) : `if (i < ${limit}) { ${body("i", `${r}u`)} }`
+      return `  {\n    let i = lid + ${r}u * RW;\n    ${guarded}\n  }`
+    }).join("\n")
+    : `  for (var r = 0u; r < ${R}u; r++) {
     let i = lid + r * RW;
     ${full ? body("i", "r") : `if (i < ${limit}) { ${body("i", "r")} }`}
   }`
@@ -124,17 +136,18 @@ export const softMax = (
   const sinkSum = sinks ? " + exp(sink - mx)" : ""
   // rows of up to CACHED_ROW elements per thread stay in registers: one read and one write per element
   const row = cachedRow(a.ne[0], target)
+  const unrolled = writesOut(target)
   const { R, full } = row
   const body = row.cached
     ? `
   var vals: array<f32, ${R}>;
   var mx = neg_inf();
-${eachCached(R, full, (i, r) => `let v = ${x(i)}; vals[${r}] = v; mx = max(mx, v);`)}
+${eachCached(R, full, (i, r) => `let v = ${x(i)}; vals[${r}] = v; mx = max(mx, v);`, "n", unrolled)}
   mx = reduce_max(lid, mx);${sinkMax}
   var s = 0.0;
-${eachCached(R, full, (_, r) => `let e = exp(vals[${r}] - mx); vals[${r}] = e; s += e;`)}
+${eachCached(R, full, (_, r) => `let e = exp(vals[${r}] - mx); vals[${r}] = e; s += e;`, "n", unrolled)}
   let inv = 1.0 / (reduce_sum(lid, s)${sinkSum});
-${eachCached(R, full, (i, r) => `st_d(ix_d(${i}, i1, i2, i3), vals[${r}] * inv);`)}`
+${eachCached(R, full, (i, r) => `st_d(ix_d(${i}, i1, i2, i3), vals[${r}] * inv);`, "n", unrolled)}`
     : `
   var mx = neg_inf();
   for (var i = lid; i < n; i += RW) { mx = max(mx, ${x("i")}); }
@@ -146,7 +159,7 @@ ${eachCached(R, full, (i, r) => `st_d(ix_d(${i}, i1, i2, i3), vals[${r}] * inv);
     st_d(ix_d(i, i1, i2, i3), exp(${x("i")} - mx) / s);
   }`
   const scalar = rowwise(
-    { op: "soft_max", mask: mask !== undefined, sinks: sinks !== undefined, form: rowForm(row) },
+    { op: "soft_max", mask: mask !== undefined, sinks: sinks !== undefined, form: rowForm(row), unrolled },
     operands,
     "a",
     alibiSlope("i2") + body,
@@ -197,24 +210,35 @@ export const rmsNorm = (
   // keep: the sum stored too, each result row holding the sum's n values and then the norm's
   const keepSum = (i: string, v: string) => (keep ? `st_d(ix_d(${i}, i1, i2, i3), ${v}); ` : "")
   const at = (i: string) => (keep ? `n + ${i}` : i)
-  let k = 1
-  if (sum) operands.push({ name: "b", tensor: node.src[k++] })
-  if (mul) operands.push({ name: "w", tensor: node.src[k++] })
-  const x = sum ? `(ld_a(ix_a(i, i1, i2, i3)) + ld_b(${bcast("b", "i")}))` : "ld_a(ix_a(i, i1, i2, i3))"
-  const w = mul ? ` * ld_w(${bcast("w", "i")})` : ""
+  const a = node.src[0]
+  const b = sum ? node.src[1] : undefined
+  const weight = mul ? node.src[sum ? 2 : 1] : undefined
+  if (b) operands.push({ name: "b", tensor: b })
+  if (weight) operands.push({ name: "w", tensor: weight })
+  const forms = { ...(b ? { bForm: bcastForm(b, a) } : {}), ...(weight ? { wForm: bcastForm(weight, a) } : {}) }
+  const x = b
+    ? `(ld_a(ix_a(i, i1, i2, i3)) + ld_b(${bcast("b", "i", "i1", "i2", "i3", forms.bForm)}))`
+    : "ld_a(ix_a(i, i1, i2, i3))"
+  const w = weight ? ` * ld_w(${bcast("w", "i", "i1", "i2", "i3", forms.wForm)})` : ""
   // a row of up to CACHED_ROW elements per thread is read once, into registers; longer rows twice
   const row = cachedRow(node.src[0].ne[0], target)
+  const unrolled = writesOut(target)
   const { R, full } = row
   const body = row.cached
     ? `
   var vals: array<f32, ${R}>;
   var s = 0.0;
-${eachCached(R, full, (_, r) => `let v = ${x}; vals[${r}] = v; s += v * v;`)}
+${eachCached(R, full, (_, r) => `let v = ${x}; vals[${r}] = v; s += v * v;`, "n", unrolled)}
   s = reduce_sum(lid, s);
   let scale = 1.0 / sqrt(s / f32(n) + P.eps);
 ${
-      eachCached(R, full, (i, r) =>
-        `${keepSum(i, `vals[${r}]`)}st_d(ix_d(${at(i)}, i1, i2, i3), vals[${r}] * scale${w});`)
+      eachCached(
+        R,
+        full,
+        (i, r) => `${keepSum(i, `vals[${r}]`)}st_d(ix_d(${at(i)}, i1, i2, i3), vals[${r}] * scale${w});`,
+        "n",
+        unrolled
+      )
     }`
     : `
   var s = 0.0;
@@ -224,7 +248,14 @@ ${
   for (var i = lid; i < n; i += RW) { let v = ${x}; ${keepSum("i", "v")}st_d(ix_d(${
       at("i")
     }, i1, i2, i3), v * scale${w}); }`
-  return rowwise({ op: "rms_norm", sum, mul, keep, form: rowForm(row) }, operands, "a", body, [f32("eps", eps)], target)
+  return rowwise(
+    { op: "rms_norm", sum, mul, keep, form: rowForm(row), unrolled, ...forms },
+    operands,
+    "a",
+    body,
+    [f32("eps", eps)],
+    target
+  )
 }
 
 /** @internal: (x - mean) / sqrt(var + eps) over each row */
