@@ -21,6 +21,37 @@ describe.skipIf(!adapterAvailable)("WebGPU computes", () => {
         assert.deepStrictEqual(one, four)
       }))
 
+    // a plan computed again and again has its next compute's command buffers encoded while the GPU runs the
+    // current one: each compute still gives its own inputs' results (80 dispatches: several command buffers),
+    // also after a trace and after an asked-for split in between, and releasing the plan frees everything
+    it.scoped("a plan computed again (command buffers encoded ahead) gives each input's results", () =>
+      Effect.gen(function*() {
+        const d = yield* device
+        const before = WebGpuDevice.liveNativeBuffers(d)
+        yield* Effect.scoped(Effect.gen(function*() {
+          // a chain where every dispatch shows in the result: 40 scales and 40 sums
+          const g = Graph.make()
+          const x = yield* g.input("x", "f32", [24, 24])
+          let h: Tensor = x
+          for (let i = 0; i < 40; i++) h = yield* Ops.add(h, Ops.scale(x, i % 3 === 0 ? -0.25 : 0.5))
+          const y = yield* g.output(h)
+          const gpu = yield* d.makeBackend()
+          const cpu = yield* Cpu.make().makeBackend()
+          const [plan, reference] = [yield* gpu.allocate(g), yield* cpu.allocate(g)]
+          for (let step = 0; step < 6; step++) {
+            const values = Generators.values(100 + step, 24 * 24)
+            yield* plan.set(x, values)
+            yield* reference.set(x, values)
+            if (step === 3) yield* gpu.captureNext
+            yield* gpu.compute(plan, step === 4 ? { commandBuffers: 3 } : undefined)
+            yield* cpu.compute(reference)
+            const [got, want] = [Array.from(yield* plan.get(y)), Array.from(yield* reference.get(y))]
+            assert.isBelow(nmse(got, want), 1e-6, `step ${step}`)
+          }
+        }))
+        assert.strictEqual(WebGpuDevice.liveNativeBuffers(d), before)
+      }))
+
     it.scoped(
       "interrupting a compute stops it, leaks nothing, and the backend still works",
       () =>

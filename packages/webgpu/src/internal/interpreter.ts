@@ -3,7 +3,8 @@
  * cached per plan, split into command buffers of about CHUNK_MS of GPU work each (estimated from each
  * dispatch's cost and a pace the device learns from finished command buffers) and of at most `chunk`
  * dispatches, the first ones shorter so the GPU starts early, with about 2 x CHUNK_MS of work in flight at
- * most: an abort (interruption) waits for that much at most.
+ * most: an abort (interruption) waits for that much at most. A program computed again (a decoding step)
+ * has its next compute's command buffers encoded while the GPU runs the current one.
  *
  * @internal
  */
@@ -24,6 +25,12 @@ import * as Program from "./program.js"
 export interface Options {
   /** dispatches per command buffer at most */
   readonly chunk?: number
+}
+
+/** a command buffer encoded ahead of its compute, and the dispatches it holds */
+interface Prepared {
+  readonly range: readonly [number, number]
+  readonly buffer: GPUCommandBuffer
 }
 
 /** GPU time one command buffer should take: an abort waits for about twice this at most */
@@ -54,6 +61,14 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
    */
   const paces = new WeakMap<Program.Program, number>()
   const paceOf = (program: Program.Program) => paces.get(program) ?? ctx.pace.nsPerCost
+  /**
+   * command buffers encoded for a program's next compute while the GPU runs its current one: a program
+   * computed again and again (a decoding step) then only submits. Encoding is independent of the data
+   * (inputs are queue writes before the submit); a program's buffers are dropped with it
+   */
+  const prepared = new WeakMap<Program.Program, ReadonlyArray<Prepared>>()
+  /** computes of each program so far: the second and later prepare the next */
+  const computes = new WeakMap<Program.Program, number>()
 
   const programFor = (plan: Plan) =>
     Effect.suspend(() => {
@@ -69,6 +84,7 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
           programs.set(plan, program)
           // the program lives as long as the memory it binds
           const forget = () => {
+            prepared.delete(program)
             program.release()
             programs.delete(plan)
           }
@@ -138,8 +154,8 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
       }))
     })
 
-  /** encodes dispatches [start, end) in one compute pass and submits them */
-  const encode = (program: Program.Program, start: number, end: number) => {
+  /** encodes dispatches [start, end) in one compute pass */
+  const encode = (program: Program.Program, start: number, end: number): GPUCommandBuffer => {
     const enc = ctx.device.createCommandEncoder()
     const pass = enc.beginComputePass()
     for (let k = start; k < end; k++) {
@@ -149,7 +165,7 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
       pass.dispatchWorkgroups(d.workgroups[0], d.workgroups[1], d.workgroups[2])
     }
     pass.end()
-    ctx.device.queue.submit([enc.finish()])
+    return enc.finish()
   }
 
   /** the command buffers of a compute: [start, end) of the program's dispatches each */
@@ -185,9 +201,14 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
    * submits dispatches [start, end) and returns a promise of their completion, which also teaches the
    * device's pace: the time from the later of their submission and the previous completion, over their cost
    */
-  const submit = (program: Program.Program, start: number, end: number): Promise<void> => {
+  const submit = (
+    program: Program.Program,
+    start: number,
+    end: number,
+    encoded?: GPUCommandBuffer
+  ): Promise<void> => {
     const submittedAt = performance.now()
-    encode(program, start, end)
+    ctx.device.queue.submit([encoded ?? encode(program, start, end)])
     let cost = 0
     for (let k = start; k < end; k++) cost += program.dispatches[k].cost
     return ctx.device.queue.onSubmittedWorkDone().then(() => {
@@ -209,7 +230,18 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
       readonly options: { readonly commandBuffers?: number }
     }
   ): Effect.Effect<void, BackendError> => {
-    const ranges = split(program, command.options.commandBuffers)
+    // the device's own split (not one asked for): command buffers encoded by the compute before, if any
+    const ownSplit = command.options.commandBuffers === undefined
+    const ready = ownSplit ? prepared.get(program) : undefined
+    if (ready !== undefined) prepared.delete(program)
+    const ranges = ready?.map((p) => p.range) ?? split(program, command.options.commandBuffers)
+    const count = (computes.get(program) ?? 0) + 1
+    computes.set(program, count)
+    /** once every command buffer is submitted: the next compute's encoded while the GPU works on these */
+    const prepare = () => {
+      if (!ownSplit || count < 2 || command.abort.aborted) return
+      prepared.set(program, split(program, undefined).map((range) => ({ range, buffer: encode(program, ...range) })))
+    }
     const startedAt = performance.now()
     /** the program's pace learned once its last command buffer is done, where nothing was left out */
     const learn = (done: Promise<void>) => {
@@ -224,7 +256,8 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
     if (ranges.length === 1) {
       // one command buffer (the common case): no generator
       if (command.abort.aborted) return GpuContext.checkAlive(ctx)
-      const done = learn(submit(program, 0, program.dispatches.length))
+      const done = learn(submit(program, 0, program.dispatches.length, ready?.[0].buffer))
+      prepare()
       return command.wait ? await_(ctx, done) : GpuContext.checkAlive(ctx)
     }
     return Effect.gen(function*() {
@@ -232,12 +265,12 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
       // in flight keeps the GPU busy while an abort waits for little
       const inFlight: Array<{ readonly done: Promise<void>; readonly ms: number }> = []
       let inFlightMs = 0
-      for (const [start, end] of ranges) {
+      for (const [i, [start, end]] of ranges.entries()) {
         if (command.abort.aborted) break
         let cost = 0
         for (let k = start; k < end; k++) cost += program.dispatches[k].cost
         const ms = (cost * paceOf(program)) / 1e6
-        const done = submit(program, start, end)
+        const done = submit(program, start, end, ready?.[i].buffer)
         inFlight.push({ done: end === program.dispatches.length ? learn(done) : done, ms })
         inFlightMs += ms
         while (inFlight.length > 1 && inFlightMs > 2 * CHUNK_MS) {
@@ -246,6 +279,7 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
           yield* await_(ctx, oldest.done)
         }
       }
+      prepare()
       const last = inFlight.at(-1)
       if (last !== undefined && (command.wait || command.abort.aborted)) yield* await_(ctx, last.done)
       yield* GpuContext.checkAlive(ctx)
