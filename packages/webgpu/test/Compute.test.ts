@@ -32,7 +32,7 @@ describe.skipIf(!adapterAvailable)("WebGPU computes", () => {
           // a chain where every dispatch shows in the result: 40 scales and 40 sums
           const g = Graph.make()
           const x = yield* g.input("x", "f32", [24, 24])
-          let h: Tensor = x
+          let h: Tensor.Tensor = x
           for (let i = 0; i < 40; i++) h = yield* Ops.add(h, Ops.scale(x, i % 3 === 0 ? -0.25 : 0.5))
           const y = yield* g.output(h)
           const gpu = yield* d.makeBackend()
