@@ -168,7 +168,7 @@ export const make = (
         const inputs = forward.inputs(start)
         yield* plan.set(forward.tokens, Int32Array.from(tokens))
         yield* plan.set(forward.positions, inputs.positions)
-        yield* plan.set(forward.mask, inputs.mask)
+        yield* plan.setBytes(forward.mask, inputs.mask)
         if (n > 1) {
           // a batch waits for its compute, which an interruption can stop between command buffers
           yield* backend.compute(plan)

@@ -1,6 +1,6 @@
-import { Cpu, Registry } from "@effect-gpu/core"
+import { Cpu, Float16, Registry } from "@effect-gpu/core"
 import type { Device } from "@effect-gpu/core"
-import { Fixture, Gguf, Hyperparameters } from "@effect-gpu/llm"
+import { Fixture, Forward, Gguf, Hyperparameters } from "@effect-gpu/llm"
 import { WebGpu } from "@effect-gpu/webgpu"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
@@ -134,4 +134,26 @@ describe("the forward graph", () => {
       // WebGPU kernels keep them f32 (as llama.cpp's Vulkan backend does): logits differ by that rounding
       cpu.forEach((v, i) => assert.closeTo(ours[i], v, 2e-2 * (1 + Math.abs(v)), `logit ${i}`))
     }).pipe(Effect.provide(WebGpu.layerOrCpu())), 120_000)
+})
+
+describe("the causal mask", () => {
+  // key j is seen by the token at position start + i exactly when j <= start + i; the bytes are the f16 or
+  // f32 encoding of those values, including rows that see every key and rows past the keys
+  it("sees each key from its position on, in values and in the mask tensor's bytes", () => {
+    for (const [n, start, keys] of [[1, 0, 4], [5, 3, 8], [4, 6, 8], [3, 0, 2]] as const) {
+      const values = Forward.causalMask(n, start, keys)
+      for (let i = 0; i < n; i++) {
+        for (let j = 0; j < keys; j++) {
+          assert.strictEqual(values[i * keys + j], j <= start + i ? 0 : -Infinity, `${n} ${start} ${keys}: ${i} ${j}`)
+        }
+      }
+      const f16 = Forward.causalMaskBytes(n, start, keys, "f16")
+      assert.deepStrictEqual(
+        Array.from(new Uint16Array(f16.buffer, f16.byteOffset, n * keys)),
+        Array.from(Float16.encodeArray(values))
+      )
+      const f32 = Forward.causalMaskBytes(n, start, keys, "f32")
+      assert.deepStrictEqual(Array.from(new Float32Array(f32.buffer, f32.byteOffset, n * keys)), Array.from(values))
+    }
+  })
 })

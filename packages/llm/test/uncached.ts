@@ -19,7 +19,7 @@ export const uncachedLogits = (
     const inputs = forward.inputs(0)
     yield* plan.set(forward.tokens, Int32Array.from(tokens))
     yield* plan.set(forward.positions, inputs.positions)
-    yield* plan.set(forward.mask, inputs.mask)
+    yield* plan.setBytes(forward.mask, inputs.mask)
     yield* backend.compute(plan)
     return (yield* plan.get(forward.logits)) as Float32Array
   })
