@@ -99,6 +99,7 @@ export interface Primitives {
   readonly native?: unknown
   readonly memset: (offset: number, size: number, value: number) => Effect.Effect<void, BackendError>
   readonly write: (offset: number, data: Uint8Array) => Effect.Effect<void, BackendError>
+  /** new bytes, the caller's to keep (a view of memory the buffer keeps using would alias it) */
   readonly read: (offset: number, size: number) => Effect.Effect<Uint8Array, BackendError>
   /** a device-side copy; `false` when it cannot copy from that source (then the host carries the bytes) */
   readonly copyFrom?: (

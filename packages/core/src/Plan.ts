@@ -241,7 +241,10 @@ export const make = (options: MakeOptions): Plan => {
         const loc = yield* readable("plan.get", t)
         const bytes = yield* transfer.read(loc)
         const v = loc.tensor
-        return Tensor.isContiguous(v) ? TensorData.decode(v.dtype, bytes) : TensorData.gather(v, bytes, v.viewOffset)
+        // a read's bytes are new (Primitives.read): decoded in place, not copied again
+        return Tensor.isContiguous(v)
+          ? TensorData.decode(v.dtype, bytes, true)
+          : TensorData.gather(v, bytes, v.viewOffset)
       }),
     getBytes: (t) =>
       Effect.gen(function*() {

@@ -106,13 +106,16 @@ export const gather = (t: Tensor.Tensor, bytes: Uint8Array, ownerOffset: number)
 
 /**
  * Decodes the bytes of a contiguous tensor (a copy): values for f32, f16 and i32, raw blocks for
- * quantized types.
+ * quantized types. With `owned` (bytes nobody else holds, as a buffer's read gives them) the values view
+ * the bytes where they are aligned, without a copy: a token's logits are read every step.
  *
  * @since 0.1.0
  * @category conversions
  */
-export const decode = (dtype: DType.DType, bytes: Uint8Array): HostArray => {
-  const copy = bytes.slice()
+export const decode = (dtype: DType.DType, bytes: Uint8Array, owned = false): HostArray => {
+  const copy = owned && bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength
+    ? bytes
+    : bytes.slice()
   switch (dtype) {
     case "f32":
       return new Float32Array(copy.buffer, 0, copy.byteLength / 4)

@@ -168,6 +168,14 @@ describe("Backend", () => {
         yield* backend.compute(plan)
         // w's rows (1 2 3) and (4 5 6) dotted with x's (1 0 1) and (0 1 1), plus the bias per row
         assert.deepStrictEqual(Array.from(yield* plan.get(y)), [4.5, 9.5, 5.5, 10.5])
+        // read values are the caller's: decoded from a read's own bytes, they alias neither the plan nor the
+        // next read, and a weight read back is unchanged by a write into the values
+        const got = (yield* plan.get(y)) as Float32Array
+        got.fill(0)
+        assert.deepStrictEqual(Array.from(yield* plan.get(y)), [4.5, 9.5, 5.5, 10.5])
+        const weights = (yield* plan.get(w)) as Float32Array
+        weights[0] = 100
+        assert.deepStrictEqual(Array.from(yield* plan.get(w)), [1, 2, 3, 4, 5, 6])
         // the CPU's default keeps leafs in the compute buffer; a backend made with leafBuffer does not
         const plain = yield* backend.allocate(g)
         for (const t of [w, x, bound]) assert.isTrue(plain.layout.offsets.has(t.id), t.name)

@@ -1,4 +1,4 @@
-import { Cpu, Ops, Tensor } from "@effect-gpu/core"
+import { Cpu, Ops, Tensor, TensorData } from "@effect-gpu/core"
 import { assert, describe, it, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { evaluate } from "./utils.js"
@@ -98,4 +98,21 @@ layer(Cpu.layer())("views computed on the CPU match explicit index arithmetic", 
       )
       assert.deepStrictEqual(r.values, [1, 4, 2, 5, 3, 6])
     }))
+})
+
+describe("decoding bytes", () => {
+  // owned bytes (a whole buffer nobody else holds) are viewed in place; any other bytes are copied, so the
+  // values never alias the caller's array
+  it("views owned whole bytes and copies the rest", () => {
+    const bytes = new Uint8Array(new Float32Array([1.5, -2, 3]).buffer)
+    const owned = TensorData.decode("f32", bytes, true) as Float32Array
+    assert.deepStrictEqual(Array.from(owned), [1.5, -2, 3])
+    assert.strictEqual(owned.buffer, bytes.buffer)
+    const copied = TensorData.decode("f32", bytes) as Float32Array
+    assert.notStrictEqual(copied.buffer, bytes.buffer)
+    // a view into a larger array is copied even when said to be owned
+    const part = TensorData.decode("f32", bytes.subarray(4), true) as Float32Array
+    assert.deepStrictEqual(Array.from(part), [-2, 3])
+    assert.notStrictEqual(part.buffer, bytes.buffer)
+  })
 })
