@@ -168,6 +168,13 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
     return enc.finish()
   }
 
+  /** the cost of dispatches [start, end) */
+  const costOf = (program: Program.Program, start: number, end: number) => {
+    let cost = 0
+    for (let k = start; k < end; k++) cost += program.dispatches[k].cost
+    return cost
+  }
+
   /** the command buffers of a compute: [start, end) of the program's dispatches each */
   const split = (program: Program.Program, commandBuffers: number | undefined): Array<readonly [number, number]> => {
     const n = program.dispatches.length
@@ -205,12 +212,11 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
     program: Program.Program,
     start: number,
     end: number,
+    cost: number,
     encoded?: GPUCommandBuffer
   ): Promise<void> => {
     const submittedAt = performance.now()
     ctx.device.queue.submit([encoded ?? encode(program, start, end)])
-    let cost = 0
-    for (let k = start; k < end; k++) cost += program.dispatches[k].cost
     return ctx.device.queue.onSubmittedWorkDone().then(() => {
       const now = performance.now()
       GpuContext.learnPace(ctx, cost, now - Math.max(submittedAt, ctx.pace.lastDoneAt))
@@ -219,8 +225,9 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
   }
 
   /**
-   * a compute: its command buffers submitted in turn, a bounded amount in flight; a compute returns once its results are
-   * ready, a computeAsync once all is submitted; an abort stops submitting and waits for what is in flight
+   * a compute: its command buffers submitted in turn, a bounded amount in flight; a compute returns once
+   * its results are ready, a computeAsync once all is submitted; an abort stops submitting and waits for
+   * what is in flight
    */
   const run = (
     program: Program.Program,
@@ -247,8 +254,7 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
     const learn = (done: Promise<void>) => {
       done.then(() => {
         if (command.abort.aborted) return
-        let cost = 0
-        for (const d of program.dispatches) cost += d.cost
+        const cost = costOf(program, 0, program.dispatches.length)
         if (cost > 0) paces.set(program, ((performance.now() - startedAt) * 1e6) / cost)
       }, () => {})
       return done
@@ -256,7 +262,8 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
     if (ranges.length === 1) {
       // one command buffer (the common case): no generator
       if (command.abort.aborted) return GpuContext.checkAlive(ctx)
-      const done = learn(submit(program, 0, program.dispatches.length, ready?.[0].buffer))
+      const n = program.dispatches.length
+      const done = learn(submit(program, 0, n, costOf(program, 0, n), ready?.[0].buffer))
       prepare()
       return command.wait ? await_(ctx, done) : GpuContext.checkAlive(ctx)
     }
@@ -267,10 +274,9 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
       let inFlightMs = 0
       for (const [i, [start, end]] of ranges.entries()) {
         if (command.abort.aborted) break
-        let cost = 0
-        for (let k = start; k < end; k++) cost += program.dispatches[k].cost
+        const cost = costOf(program, start, end)
         const ms = (cost * paceOf(program)) / 1e6
-        const done = submit(program, start, end, ready?.[i].buffer)
+        const done = submit(program, start, end, cost, ready?.[i].buffer)
         inFlight.push({ done: end === program.dispatches.length ? learn(done) : done, ms })
         inFlightMs += ms
         while (inFlight.length > 1 && inFlightMs > 2 * CHUNK_MS) {

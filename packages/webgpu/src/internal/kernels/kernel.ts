@@ -163,7 +163,10 @@ export interface KernelTarget {
   readonly writeOut?: boolean
 }
 
-/** @internal: short fixed loops written out (GPU compilers keep their arrays in registers and issue their loads together) */
+/**
+ * @internal: short fixed loops written out: GPU compilers then keep their arrays in registers and issue
+ * their loads together
+ */
 export const writesOut = (target: KernelTarget): boolean => target.writeOut ?? target.software !== true
 
 /** @internal: invocations of the 1-D workgroup most kernels use */

@@ -11,7 +11,7 @@ import * as Tensor from "@effect-gpu/core/Tensor"
 import { fold } from "../wgsl.js"
 import type { Kernel, KernelTarget, Operand, Param, Variant } from "./kernel.js"
 import * as KernelSpec from "./kernel.js"
-import { bcast, bcastForm, entry, f32, range, stridesAligned, u32, WG, writesOut } from "./kernel.js"
+import { bcast, bcastForm, entry, f32, repeat, stridesAligned, u32, WG, writesOut } from "./kernel.js"
 import { alibiSlope, headLog2, workgroupReductions } from "./reduce.js"
 
 /**
@@ -82,8 +82,8 @@ const rowForm = ({ R, cached, full }: ReturnType<typeof cachedRow>) => cached ? 
 
 /**
  * WGSL: `body(i, r)` for each of a thread's R elements (or vec4s) of the row, guarded by `i < limit` unless
- * the row is `full`; written out where `writeOut` (GPUs: the loads go out together, where a loop's waited
- * on each other), else a loop
+ * the row is `full`; written out where `writeOut` (GPUs: the loads go out together, where a loop's loads
+ * waited on one another), else a loop
  */
 const eachCached = (
   R: number,
@@ -92,15 +92,12 @@ const eachCached = (
   limit = "n",
   writeOut = false
 ) =>
-  writeOut
-    ? range(R).map((r) => {
-      const guarded = full ? body("i", `${r}u`) : `if (i < ${limit}) { ${body("i", `${r}u`)} }`
-      return `  {\n    let i = lid + ${r}u * RW;\n    ${guarded}\n  }`
-    }).join("\n")
-    : `  for (var r = 0u; r < ${R}u; r++) {
-    let i = lid + r * RW;
-    ${full ? body("i", "r") : `if (i < ${limit}) { ${body("i", "r")} }`}
-  }`
+  repeat(
+    R,
+    "r",
+    writeOut,
+    (r) => `let i = lid + ${r} * RW;\n${full ? body("i", r) : `if (i < ${limit}) { ${body("i", r)} }`}`
+  )
 
 /**
  * Threads per row of `n` for the vec4 row kernels of software adapters: about VEC_ROW vec4s each (at
