@@ -44,6 +44,27 @@ describe("mul_mat kernel choice", () => {
       assert.strictEqual(chosen({ subgroupMatrix: false, workgroupStorage: 49152 }), "mm4")
     }))
 
+  it.effect("f16 weights against f32 activations run on subgroup matrices, b converted as it is staged", () =>
+    Effect.gen(function*() {
+      // [K, b's type, the load width]: f16 b loads 16 bytes where K allows; f32 b four values at most, one
+      // where K is odd
+      const table: ReadonlyArray<readonly [number, "f16" | "f32", number]> = [
+        [4096, "f16", 8],
+        [4096, "f32", 4],
+        [4095, "f32", 1]
+      ]
+      for (const [K, type, load] of table) {
+        const g = Graph.make()
+        const a = yield* g.param("a", "f16", [K, 2048])
+        const y = yield* g.output(Ops.mulMat(a, yield* g.input("b", type, [K, 512])))
+        const v = mulMat(y, { ...gpu, workgroupStorage: 49152, workgroupInvocations: 1024 }, undefined).variant
+        assert.deepInclude(v, { family: "mmsg", b: type, load }, `${K} ${type}`)
+        // without subgroup matrices, the register-tiled kernel (or the plain tiled one for odd K)
+        const plain = mulMat(y, { ...gpu, subgroupMatrix: false }, undefined).variant
+        assert.strictEqual(plain.family, K % 4 === 0 ? "mm4" : "mm", `${K} ${type}`)
+      }
+    }))
+
   it.effect("f32 loads go unchecked only where M, N and K are whole blocks of the register tile", () =>
     Effect.gen(function*() {
       const loads = (K: number, M: number, N: number) =>

@@ -124,38 +124,44 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
         }
       }))
 
+    // against f16 b and against f32 b (a prompt's activations, rounded to f16 as they are staged: four
+    // values a load, or one where K is odd)
     it.scoped("f16 mul_mat runs on subgroup matrices exactly where the device offers them", () =>
       Effect.gen(function*() {
         const d = yield* device
-        const g = Graph.make()
-        const a = yield* g.param("a", "f16", [64, 48])
-        const b = yield* g.input("b", "f16", [64, 40])
-        const y = yield* g.output(Ops.mulMat(a, b))
-        // without shader-f16 there is no f16 kernel at all, and the device says so
-        if (!d.description.includes("shader-f16")) return assert.isFalse(d.supportsOp(y))
-        const backend = yield* d.makeBackend()
-        const plan = yield* backend.allocate(g.build())
-        yield* plan.set(a, Generators.values(1, 64 * 48))
-        yield* plan.set(b, Generators.values(2, 64 * 40))
-        const trace = yield* backend.captureNext
-        yield* backend.compute(plan)
-        const [entry] = (yield* trace).entries
-        assert.strictEqual(entry.variant?.family === "mmsg", WebGpuDevice.hasSubgroupMatrices(d), entry.kernel)
-        console.log(`f16 mul_mat kernel on ${d.description}: ${entry.kernel}`)
-        // and it computes the product (a's rows dotted with b's rows)
-        const out = yield* plan.get(y)
-        const [av, bv] = [Generators.values(1, 64 * 48), Generators.values(2, 64 * 40)]
-        let err = 0
-        let ref = 0
-        for (let n = 0; n < 40; n++) {
-          for (let m = 0; m < 48; m++) {
-            let s = 0
-            for (let k = 0; k < 64; k++) s += Float16.round(av[m * 64 + k]) * Float16.round(bv[n * 64 + k])
-            err += (out[n * 48 + m] - s) ** 2
-            ref += s * s
+        for (const [K, type] of [[64, "f16"], [64, "f32"], [63, "f32"]] as const) {
+          const g = Graph.make()
+          const a = yield* g.param("a", "f16", [K, 48])
+          const b = yield* g.input("b", type, [K, 40])
+          const y = yield* g.output(Ops.mulMat(a, b))
+          // without shader-f16 there is no f16 kernel at all, and the device says so
+          if (!d.description.includes("shader-f16")) return assert.isFalse(d.supportsOp(y))
+          const backend = yield* d.makeBackend()
+          const plan = yield* backend.allocate(g.build())
+          yield* plan.set(a, Generators.values(1, K * 48))
+          yield* plan.set(b, Generators.values(2, K * 40))
+          const trace = yield* backend.captureNext
+          yield* backend.compute(plan)
+          const [entry] = (yield* trace).entries
+          const matrices = WebGpuDevice.hasSubgroupMatrices(d)
+          assert.strictEqual(entry.variant?.family === "mmsg", matrices, entry.kernel)
+          if (matrices) assert.strictEqual(entry.variant?.b, type, entry.kernel)
+          console.log(`f16 x ${type} mul_mat kernel (K ${K}) on ${d.description}: ${entry.kernel}`)
+          // and it computes the product (a's rows dotted with b's rows)
+          const out = yield* plan.get(y)
+          const [av, bv] = [Generators.values(1, K * 48), Generators.values(2, K * 40)]
+          let err = 0
+          let ref = 0
+          for (let n = 0; n < 40; n++) {
+            for (let m = 0; m < 48; m++) {
+              let s = 0
+              for (let k = 0; k < K; k++) s += Float16.round(av[m * K + k]) * Float16.round(bv[n * K + k])
+              err += (out[n * 48 + m] - s) ** 2
+              ref += s * s
+            }
           }
+          assert.isBelow(err / ref, 1e-6, `K ${K} ${type}`)
         }
-        assert.isBelow(err / ref, 1e-6)
       }))
 
     it.scoped("supportsOp and offloadOp answer like ggml's", () =>

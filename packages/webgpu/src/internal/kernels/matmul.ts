@@ -88,9 +88,11 @@ export const mulMat = (node: Tensor.Tensor, target: KernelTarget, bias: Tensor.T
     return matVec(product, target, Product.fourAligned(product, a, b) && product.K >= 4 * WG)
   }
   const matrixTile = target.matrixTile ?? MATRIX_TILES.find((t) => fits(t, target))
+  // f16 weights on subgroup matrices, against f16 or f32 b (a prompt's activations: a 1B f16 prompt spent 38
+  // of its 41 ms in the f32 register-tiled kernel; benchmarks/RESULTS.md)
   if (
-    target.subgroupMatrix === true && matrixTile !== undefined && a.dtype === "f16" && b.dtype === "f16" &&
-    a.nb[0] === 2 && b.nb[0] === 2
+    target.subgroupMatrix === true && matrixTile !== undefined && a.dtype === "f16" && a.nb[0] === 2 &&
+    (b.dtype === "f16" || b.dtype === "f32") && b.nb[0] === DType.typeSize(b.dtype)
   ) {
     return subgroupMatrix(product, a, b, matrixTile)
   }

@@ -157,7 +157,8 @@ const tiling = (product: Product, tile: MatrixTile, w: LoadWidth, quantized?: DT
       load: w,
       bias: product.bias,
       whole,
-      ...(quantized === undefined ? {} : { dtype: quantized, b: f32b ? "f32" : "f16" })
+      b: f32b ? "f32" : "f16",
+      ...(quantized === undefined ? {} : { dtype: quantized })
     },
     enables: ["f16", "subgroups", "chromium_experimental_subgroup_matrix"],
     // Tint wants subgroup-matrix arguments provably uniform; per-subgroup offsets (lid / 32) are uniform
@@ -218,9 +219,15 @@ ${store}
  * 8, else 8 bytes where they are multiples of 4, else one f16.
  */
 export const subgroupMatrix = (product: Product, a: Tensor.Tensor, b: Tensor.Tensor, tile: MatrixTile): Kernel => {
-  // wide operands have no single-element loads, which the bias epilogue uses: an f16 bias keeps 8 bytes
+  // wide operands have no single-element loads, which the bias epilogue uses: an f16 bias keeps 8 bytes;
+  // an f32 b (activations, converted to f16 as they are staged, as ggml's GPU backends convert them) loads
+  // four at a time at most
   const f16Bias = product.operands.some((o) => o.name === "c" && o.tensor.dtype === "f16")
-  const w: LoadWidth = eightAligned(product, a, b) && !f16Bias ? 8 : fourAligned(product, a, b) ? 4 : 1
+  const w: LoadWidth = eightAligned(product, a, b) && !f16Bias && b.dtype === "f16"
+    ? 8
+    : fourAligned(product, a, b)
+    ? 4
+    : 1
   return tiling(product, tile, w)
 }
 
