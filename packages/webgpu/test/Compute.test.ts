@@ -38,11 +38,14 @@ describe.skipIf(!adapterAvailable)("WebGPU computes", () => {
           const gpu = yield* d.makeBackend()
           const cpu = yield* Cpu.make().makeBackend()
           const [plan, reference] = [yield* gpu.allocate(g), yield* cpu.allocate(g)]
-          for (let step = 0; step < 6; step++) {
+          for (let step = 0; step < 7; step++) {
             const values = Generators.values(100 + step, 24 * 24)
             yield* plan.set(x, values)
             yield* reference.set(x, values)
             if (step === 3) yield* gpu.captureNext
+            // step 6 follows a compute at once: its command buffers, encoded a piece per turn of the event
+            // loop, are taken before any piece was encoded
+            if (step === 6) yield* gpu.computeAsync(plan)
             yield* gpu.compute(plan, step === 4 ? { commandBuffers: 3 } : undefined)
             yield* cpu.compute(reference)
             const [got, want] = [Array.from(yield* plan.get(y)), Array.from(yield* reference.get(y))]
