@@ -141,6 +141,13 @@ describe("mul_mat kernel choice", () => {
       // prefill: blocks staged as f16 tiles on subgroup matrices, else the scalar tiled kernel
       assert.strictEqual(yield* chosen(9, {}), "mmsg")
       assert.strictEqual(yield* chosen(9, { subgroupMatrix: false }), "mm")
+      // q4_0 and q8_0 tiles prefetch raw words (decoded as they are staged); other blocks decode as they load
+      for (const [dtype, prefetch] of [["q4_0", "words"], ["q8_0", "words"], ["q4_K", "values"]] as const) {
+        const g = Graph.make()
+        const a = yield* g.param("a", dtype, [4096, 64])
+        const y = yield* g.output(Ops.mulMat(a, yield* g.input("b", "f32", [4096, 9])))
+        assert.deepInclude(mulMat(y, { ...gpu, workgroupStorage: 49152 }, undefined).variant, { prefetch }, dtype)
+      }
       // b's chunk of 8 columns (32 KiB) and the scratch do not fit 32 KiB; 7 columns do
       assert.strictEqual(yield* chosen(8, { workgroupStorage: 32768 }), "mv")
       assert.strictEqual(yield* chosen(7, { workgroupStorage: 32768 }), "mvq 2:1")

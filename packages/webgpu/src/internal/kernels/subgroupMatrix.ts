@@ -34,6 +34,26 @@ export const MATRIX_TILES: ReadonlyArray<MatrixTile> = [
   { sgRows: 1, sgCols: 1, fragRows: 4, fragCols: 4, depth: 16 }
 ]
 
+/**
+ * a block type whose prefetch keeps raw words: its bytes, the 32-bit words from its first byte that hold
+ * its scale and quants, and its 32 values (8 vec4) from the scale `d` and the quants' word `q(i)` at byte
+ * 2 + 4i
+ */
+interface RawBlock {
+  readonly bytes: number
+  readonly words: number
+  readonly decode: (d: string, q: (i: number) => string) => ReadonlyArray<string>
+}
+
+const RAW_BLOCKS: Partial<Record<DType.Quantized, RawBlock>> = {
+  q4_0: {
+    bytes: 18,
+    words: 5,
+    decode: (d, q) => range(8).map((i) => `${d} * (${i < 4 ? "nib_lo" : "nib_hi"}(${q(i % 4)}) - 8.0)`)
+  },
+  q8_0: { bytes: 34, words: 9, decode: (d, q) => range(8).map((i) => `${d} * sbytes(${q(i)})`) }
+}
+
 /** f16 per global load: 8 (wide: a vec4<u32> of 16 bytes), 4 (a vec4<f16>) or 1 */
 type LoadWidth = 1 | 4 | 8
 
@@ -59,12 +79,15 @@ const tiling = (product: Product, tile: MatrixTile, w: LoadWidth, quantized?: DT
     const [op, base, ld, r0, lim] = t === "x" ? ["b", "xb", "P.b_nb1", "n0", "N"] : ["a", "wb", "P.a_nb1", "m0", "M"]
     return range(loads(rows)).map((e) => {
       const at = `${base} + r * ${ld} + k`
+      // an f32 b stays f32 in registers until it is staged: converting at the load waited on it at once
       const [value, zero] = w === 8
         ? [`ldw_${op}((${at}) >> 3u)`, "vec4<u32>()"]
         : vec && op === "b" && f32b
-        ? [`vec4<f16>(ld4_b((${at}) >> 2u))`, "vec4<f16>()"]
+        ? [`ld4_b((${at}) >> 2u)`, "vec4<f32>()"]
         : vec
         ? [`ldh4_${op}((${at}) >> 2u)`, "vec4<f16>()"]
+        : op === "b" && f32b
+        ? [`ld_b(${at})`, "0.0"]
         : [`f16(ld_${op}(${at}))`, "0.0h"]
       const body = whole
         ? `${t}r[${e}] = ${value};`
@@ -89,6 +112,8 @@ const tiling = (product: Product, tile: MatrixTile, w: LoadWidth, quantized?: DT
       const at = `(i / ${perRow}u) * ${stride}u + i % ${perRow}u${w === 8 ? " * 2u" : ""}`
       const store = w === 8
         ? `let o = ${at}; ${S}[o] = bitcast<vec4<f16>>(${r}.xy); ${S}[o + 1u] = bitcast<vec4<f16>>(${r}.zw);`
+        : t === "x" && f32b
+        ? `${S}[${at}] = ${vec ? "vec4<f16>" : "f16"}(${r});`
         : `${S}[${at}] = ${r};`
       return `    ${open}{ let i = ${idx}; ${store} }`
     }).join("\n")
@@ -107,8 +132,36 @@ const tiling = (product: Product, tile: MatrixTile, w: LoadWidth, quantized?: DT
         ? `    ${range(8).map((i) => `Ws[${row} + ${i}u] = wr[${e * 8 + i}];`).join(" ")}`
         : `    ${range(32).map((i) => `Ws[${row} + ${i}u] = wr[${e * 8 + (i >> 2)}][${i & 3}];`).join(" ")}`
     }).join("\n")
-  const loadW = () => (quantized === undefined ? load("w", TM) : qLoad())
-  const stashW = () => (quantized === undefined ? stash("w", TM) : qStash())
+  // q4_0 and q8_0: the prefetch loads a block's raw words and the stash decodes them, so the next step's
+  // loads stay in flight under this step's products (a prefetch that decoded waited on its loads at once)
+  const raw = quantized === undefined ? undefined : RAW_BLOCKS[quantized]
+  const rawLoad = (r: RawBlock) =>
+    range(rowsPerThread).map((e) =>
+      `    { let o = wb + min(m0 + lid + ${e * threads}u, M - 1u) * P.a_nb1 + (k0 / 32u) * ${r.bytes}u; qo[${e}] = o; ${
+        range(r.words + 1).map((j) => `qw[${e * (r.words + 1) + j}] = qwi_a((o >> 2u) + ${j}u);`).join(" ")
+      } }`
+    ).join("\n")
+  const rawStash = (r: RawBlock) =>
+    range(rowsPerThread).map((e) => {
+      const at = (j: number) => `qw[${e * (r.words + 1) + j}]`
+      // blocks start at even bytes: where at 2 mod 4, a block's word j straddles two loaded words
+      const words = range(r.words).map((j) =>
+        `let w${j} = select(${at(j)}, (${at(j)} >> 16u) | (${at(j + 1)} << 16u), odd);`
+      )
+      const row = `(lid + ${e * threads}u) * ${stride}u`
+      const v = r.decode("d", (i) => `((w${i} >> 16u) | (w${i + 1} << 16u))`)
+      const put = vec
+        ? range(8).map((i) => `Ws[${row} + ${i}u] = vec4<f16>(${v[i]});`)
+        : range(32).map((i) => `Ws[${row} + ${i}u] = f16((${v[i >> 2]})[${i & 3}]);`)
+      return `    {
+      let odd = (qo[${e}] & 2u) != 0u;
+      ${words.join("\n      ")}
+      let d = half_lo(w0);
+      ${put.join("\n      ")}
+    }`
+    }).join("\n")
+  const loadW = () => (quantized === undefined ? load("w", TM) : raw ? rawLoad(raw) : qLoad())
+  const stashW = () => (quantized === undefined ? stash("w", TM) : raw ? rawStash(raw) : qStash())
   const frag = (i: number, j: number) => `c${i}_${j}`
   const left = "subgroup_matrix_left<f16, 16, 16>, row_major"
   const right = "subgroup_matrix_right<f16, 16, 16>, col_major"
@@ -144,7 +197,13 @@ const tiling = (product: Product, tile: MatrixTile, w: LoadWidth, quantized?: DT
   ).join("\n")
   const vt = vec ? "vec4<f16>" : "f16"
   const rt = w === 8 ? "vec4<u32>" : vt
-  const wregs = quantized === undefined ? `array<${rt}, ${loads(TM)}>` : `array<vec4<f16>, ${8 * rowsPerThread}>`
+  const xt = f32b ? (vec ? "vec4<f32>" : "f32") : rt
+  const wregs = quantized === undefined
+    ? `array<${rt}, ${loads(TM)}>`
+    : raw
+    ? `array<u32, ${(raw.words + 1) * rowsPerThread}>;\n  var qo: array<u32, ${rowsPerThread}>`
+    : `array<vec4<f16>, ${8 * rowsPerThread}>`
+  const wname = raw ? "qw" : "wr"
   const fragments = range(FR).flatMap((i) =>
     range(FC).map((j) => `  var ${frag(i, j)}: subgroup_matrix_result<f32, 16, 16>;`)
   )
@@ -158,7 +217,7 @@ const tiling = (product: Product, tile: MatrixTile, w: LoadWidth, quantized?: DT
       bias: product.bias,
       whole,
       b: f32b ? "f32" : "f16",
-      ...(quantized === undefined ? {} : { dtype: quantized })
+      ...(quantized === undefined ? {} : { dtype: quantized, prefetch: raw ? "words" : "values" })
     },
     enables: ["f16", "subgroups", "chromium_experimental_subgroup_matrix"],
     // Tint wants subgroup-matrix arguments provably uniform; per-subgroup offsets (lid / 32) are uniform
@@ -182,8 +241,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 ${origin(TM, TN)}
   let xb = ix_b(0u, 0u, b2, b3);
   let wb = ix_a(0u, 0u, b2 / P.r2, b3 / P.r3);
-  var xr: array<${rt}, ${loads(TN)}>;
-  var wr: ${wregs};
+  var xr: array<${xt}, ${loads(TN)}>;
+  var ${wname}: ${wregs};
 ${fragments.join("\n")}
   {
     let k0 = 0u;
