@@ -68,7 +68,7 @@ const parsed = (() => {
         regs: { type: "string" },
         /** the quantized matrix-vector kernel's shape, "ROWS:COLUMNS[:STAGE]" */
         qdecode: { type: "string" },
-        /** flash attention's decode form, "SPLITS:BLOCK:SUBGROUPS" (0 keeps a default) */
+        /** flash attention's decode form, "SPLITS:BLOCK:SUBGROUPS[:keys|dims]" (0 keeps a default) */
         fa: { type: "string" },
         /** Dawn toggles to enable besides the defaults, comma-separated (e.g. disable_robustness) */
         toggles: { type: "string" },

@@ -193,14 +193,21 @@ describe("mul_mat kernel choice", () => {
         return [v.family, v.heads, v.split, kernel.next?.variant.family].filter((x) => x !== undefined).join(" ")
       }
       const decode = yield* attention(1)
-      // 8 KV heads of 4 query heads each, the keys in 64 splits (the most) merged by a second dispatch
+      // 8 KV heads of 4 query heads each, the keys in 32 splits of 128 (a key a lane, 4 subgroups of 32) merged
+      // by a second dispatch
       assert.strictEqual(chosen(decode, h200), "flash_attn_decode 4 true flash_attn_merge")
+      assert.strictEqual(kernelFor(decode, h200)!.variant.across, "keys")
+      assert.strictEqual(kernelFor(decode, { ...h200, software: true })!.variant.across, "dims")
       // the splits' scratch: (max, sum, 128 outputs) per head and split
-      assert.strictEqual(scratchBytes(decode, h200), 4 * 32 * 64 * 130)
-      // 640 keys: a split per 32 (20), 128 on a software adapter (5)
+      assert.strictEqual(scratchBytes(decode, h200), 4 * 32 * 32 * 130)
+      // lanes across the head dimension: a split per 32 keys, 64 at most
+      const dims = { ...h200, attentionDecode: { across: "dims" as const } }
+      assert.strictEqual(scratchBytes(decode, dims), 4 * 32 * 64 * 130)
+      // 640 keys: 5 splits of 128; across the head dimension a split per 32 (20), 128 on a software adapter (5)
       const cached = yield* attention(1, 640)
-      assert.strictEqual(scratchBytes(cached, h200), 4 * 32 * 20 * 130)
-      assert.strictEqual(scratchBytes(cached, { ...h200, software: true }), 4 * 32 * 5 * 130)
+      assert.strictEqual(scratchBytes(cached, h200), 4 * 32 * 5 * 130)
+      assert.strictEqual(scratchBytes(cached, dims), 4 * 32 * 20 * 130)
+      assert.strictEqual(scratchBytes(cached, { ...dims, software: true }), 4 * 32 * 5 * 130)
       // few keys: one split, no scratch
       const short = yield* attention(1, 32)
       assert.strictEqual(chosen(short, h200), "flash_attn_decode 4 false")

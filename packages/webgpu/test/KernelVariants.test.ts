@@ -471,8 +471,8 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
     "row kernels and attention's decode form written out (the GPU form) match the CPU",
     () =>
       Effect.gen(function*() {
-        const [d] = yield* WebGpu.make({ devices: 1, writeOut: true, attentionDecode: { splits: 3 } })
-        for (const D of [66, 302]) {
+        for (const [D, across] of [[66, "keys"], [302, "keys"], [66, "dims"]] as const) {
+          const [d] = yield* WebGpu.make({ devices: 1, writeOut: true, attentionDecode: { splits: 3, across } })
           const g = Graph.make()
           const x = yield* g.input("x", "f32", [D, 6])
           const r = yield* g.input("r", "f32", [D, 3])
@@ -502,7 +502,7 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
               assert.strictEqual(entries.find((e) => e.op === "soft_max")?.variant?.unrolled, true)
               const decode = entries.find((e) => e.variant?.family === "flash_attn_decode")
               // the decode form needs subgroups
-              if (d.description.includes("subgroups")) assert.strictEqual(decode?.variant?.out, true)
+              if (d.description.includes("subgroups")) assert.deepInclude(decode?.variant, { out: true, across })
             }
             results.push(
               yield* Effect.forEach([normed, probs, att], (t) =>
@@ -558,27 +558,66 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
   )
 
   // flash attention's forms, each forced once against the CPU: the decode form (few query rows, where the
-  // device has subgroups) with K and V read four values per load and the keys split over workgroups (then
-  // merged by a second dispatch: fewer splits than the merge reads at a time, and more with a remainder),
-  // its scalar form (a head size not a multiple of 4) in one split, the mask shared by the heads or one a
-  // head, the subgroup-matrix form for more rows (a tail of rows past its 64, where the device has the
-  // matrices), and the row form everywhere else
+  // device has subgroups) with K and V read four values per load, the scores' lanes across the keys (the
+  // default there) or across the head dimension, and the keys split over workgroups (then merged by a second
+  // dispatch: fewer splits than the merge reads at a time, and more with a remainder), its scalar form (a
+  // head size not a multiple of 4) in one split, the mask shared by the heads or one a head, the
+  // subgroup-matrix form for more rows (a tail of rows past its 64, where the device has the matrices), and
+  // the row form everywhere else
   const decodeFamilies = ["flash_attn_decode", "flash_attn_merge"] as const
   const attentionForms = [
-    { nQ: 1, D: 64, splits: 3, sinks: true, families: decodeFamilies, wide: true, maskHeads: 1 },
-    { nQ: 2, D: 64, splits: 11, sinks: false, families: decodeFamilies, wide: true, maskHeads: 4 },
-    { nQ: 3, D: 62, splits: 1, sinks: false, families: ["flash_attn_decode"], wide: false, maskHeads: 1 },
-    { nQ: 9, D: 64, splits: 1, sinks: true, families: ["flash_attn_mma"], wide: undefined, maskHeads: 1 },
-    { nQ: 70, D: 48, splits: 1, sinks: false, families: ["flash_attn_mma"], wide: undefined, maskHeads: 1 },
-    { nQ: 9, D: 62, splits: 1, sinks: false, families: ["flash_attn"], wide: undefined, maskHeads: 1 }
+    { nQ: 1, D: 64, splits: 3, sinks: true, families: decodeFamilies, wide: true, maskHeads: 1, across: "keys" },
+    { nQ: 2, D: 64, splits: 11, sinks: false, families: decodeFamilies, wide: true, maskHeads: 4, across: "keys" },
+    { nQ: 2, D: 64, splits: 11, sinks: true, families: decodeFamilies, wide: true, maskHeads: 4, across: "dims" },
+    {
+      nQ: 3,
+      D: 62,
+      splits: 1,
+      sinks: false,
+      families: ["flash_attn_decode"],
+      wide: false,
+      maskHeads: 1,
+      across: "dims"
+    },
+    {
+      nQ: 9,
+      D: 64,
+      splits: 1,
+      sinks: true,
+      families: ["flash_attn_mma"],
+      wide: undefined,
+      maskHeads: 1,
+      across: undefined
+    },
+    {
+      nQ: 70,
+      D: 48,
+      splits: 1,
+      sinks: false,
+      families: ["flash_attn_mma"],
+      wide: undefined,
+      maskHeads: 1,
+      across: undefined
+    },
+    {
+      nQ: 9,
+      D: 62,
+      splits: 1,
+      sinks: false,
+      families: ["flash_attn"],
+      wide: undefined,
+      maskHeads: 1,
+      across: undefined
+    }
   ] as const
   for (const form of attentionForms) {
     it.scoped(
       `flash attention: ${form.families.join(" + ")} (${form.nQ} rows, D ${form.D}, ${form.splits} splits, mask ` +
-        `over ${form.maskHeads} heads) matches the CPU`,
+        `over ${form.maskHeads} heads${form.across ? `, lanes across ${form.across}` : ""}) matches the CPU`,
       () =>
         Effect.gen(function*() {
-          const [d] = yield* WebGpu.make({ devices: 1, attentionDecode: { splits: form.splits } })
+          const forced = { splits: form.splits, ...(form.across !== undefined ? { across: form.across } : {}) }
+          const [d] = yield* WebGpu.make({ devices: 1, attentionDecode: forced })
           // without subgroups the decode form is not offered: the row form runs
           const offered = form.families[0] === "flash_attn_mma"
             ? WebGpuDevice.hasSubgroupMatrices(d)
@@ -610,6 +649,7 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
               assert.deepStrictEqual(entries.map((e) => e.variant?.family), families)
               if (families[0] === "flash_attn_decode") {
                 assert.strictEqual(entries[0].variant?.wide, form.wide, entries[0].kernel)
+                assert.strictEqual(entries[0].variant?.across, form.across, entries[0].kernel)
                 assert.strictEqual(entries[0].variant?.mask, form.maskHeads === 1 ? "shared" : "per-head")
               }
             }

@@ -27,6 +27,12 @@ import { alibiSlope, headLog2, workgroupReductions } from "./reduce.js"
  * merges the splits (and the sink).
  */
 export interface DecodePlan {
+  /**
+   * the scores' lanes: across the keys (a key a lane, q from workgroup memory: two subgroup reductions a
+   * head and block of keys), or across the head dimension (a subgroup sum a score: a traced 640-key step
+   * took 5.7 us a block of 8 keys, run cd); the values' lanes are across the head dimension in both
+   */
+  readonly across: "keys" | "dims"
   /** lanes of a subgroup, subgroups per workgroup */
   readonly lanes: number
   readonly subgroups: number
@@ -66,15 +72,21 @@ export const decodePlan = (node: Tensor.Tensor, target: KernelTarget): DecodePla
   const block = force?.block ?? Math.max(1, Math.min(8, Math.floor(LANE_VALUES / perLane)))
   const rows = q.ne[1] * q.ne[3] * k.ne[2] * (group / heads)
   const most = target.software === true ? 8 : 64
+  // keys across lanes on GPUs where K's and V's rows load four at a time (lavapipe ran a 64-key step 3x
+  // slower so: every invocation costs there)
+  const across = force?.across ??
+    (target.software !== true && widens(k) && widens(v) && q.ne[0] % 4 === 0 ? "keys" : "dims")
+  // a block of keys per subgroup a split
+  const perSplit = across === "keys" ? lanes * subgroups : keysPerSplit(target)
   const splits = Math.max(
     1,
     Math.min(
       k.ne[1],
       MAX_SPLITS,
-      force?.splits ?? (rows >= 512 ? 1 : Math.min(most, Math.ceil(k.ne[1] / keysPerSplit(target))))
+      force?.splits ?? (rows >= 512 ? 1 : Math.min(most, Math.ceil(k.ne[1] / perSplit)))
     )
   )
-  return { lanes, subgroups, heads, block, splits }
+  return { across, lanes, subgroups, heads, block, splits }
 }
 
 /** the partial results of a decode plan: one per query row, head and split */
@@ -112,13 +124,14 @@ export const flashAttnExt = (
     if (sinks) operands.push({ name: "s", tensor: sinks })
     return Matrix.flashAttnMatrix(node, op, operands, params)
   }
-  const scalar = decodeKernel(node, op, plan, target, rows, false)
-  // whole rows of 4 (8 or 16 bytes) per load where K's and V's rows are contiguous runs of fours
-  const fours = (t: Tensor.Tensor) =>
-    t.ne[0] % 4 === 0 && t.nb[0] === DType.typeSize(t.dtype) &&
-    t.nb.slice(1).every((nb) => (nb / DType.typeSize(t.dtype)) % 4 === 0)
-  return fours(node.src[1]) && fours(node.src[2]) ? decodeKernel(node, op, plan, target, scalar, true) : scalar
+  const scalar = decodeKernel(node, op, { ...plan, across: "dims" }, target, rows, false)
+  return widens(node.src[1]) && widens(node.src[2]) ? decodeKernel(node, op, plan, target, scalar, true) : scalar
 }
+
+/** whole rows of 4 (8 or 16 bytes) per load: K's or V's rows contiguous runs of fours */
+const widens = (t: Tensor.Tensor) =>
+  t.ne[0] % 4 === 0 && t.nb[0] === DType.typeSize(t.dtype) &&
+  t.nb.slice(1).every((nb) => (nb / DType.typeSize(t.dtype)) % 4 === 0)
 
 /** the operands, parameters and ALiBi slope every form shares */
 const shared = (node: Tensor.Tensor, op: Extract<Op, { _tag: "FlashAttnExt" }>) => {
@@ -242,9 +255,159 @@ ${entry(64)}
 }`
     })
     : undefined
+  const D4 = D / 4
+  const dimsBody = `  var qr: array<${T}, ${HG * RD}>;
+  var mx: array<f32, ${HG}>;
+  var sum: array<f32, ${HG}>;
+  var acc: array<${T}, ${HG * RV}>;
+  var slopes: array<f32, ${HG}>;
+  ${
+    repeat(HG, "hh", out, (hh) =>
+      `${
+        repeat(RD, "r", out, (r) =>
+          `let e = ${U}u * (sgl + ${r} * ${W}u);
+if (e < ${D}u) { qr[${hh} * ${RD}u + ${r}] = ${loadQ("e", hh)}; }`)
+      }
+mx[${hh}] = neg_inf();
+slopes[${hh}] = slope_of(h0 + ${hh});`)
+  }
+  for (var j0 = j_begin + sg * ${KB}u; j0 < j_end; j0 += ${S * KB}u) {
+    var kr: array<${T}, ${KB * RD}>;
+    var vr: array<${T}, ${KB * RV}>;${
+    sharedMask ?
+      `
+    var mk: array<f32, ${KB}>;` :
+      ""
+  }
+    ${
+    repeat(KB, "kk", out, (kk) =>
+      `let j = j0 + ${kk};
+if (j < j_end) {${
+        sharedMask ?
+          `
+  mk[${kk}] = ld_m(ix_m(j, i, 0u, b % P.m_ne3));` :
+          ""
+      }
+  let kb = ix_k(0u, j, g, kb3);
+  let vb = ix_v(0u, j, g, vb3);
+  ${
+        repeat(RD, "r", out, (r) =>
+          `let e = ${U}u * (sgl + ${r} * ${W}u);
+if (e < ${D}u) { kr[${kk} * ${RD}u + ${r}] = ${loadK("kb", "e")}; }`)
+      }
+  ${
+        repeat(RV, "r", out, (r) =>
+          `let e = ${U}u * (sgl + ${r} * ${W}u);
+if (e < ${Dv}u) { vr[${kk} * ${RV}u + ${r}] = ${loadV("vb", "e")}; }`)
+      }
+}`)
+  }
+    ${
+    repeat(HG, "hh", out, (hh) =>
+      `var sc: array<f32, ${KB}>;
+var bm = mx[${hh}];
+${
+        repeat(KB, "kk", out, (kk) =>
+          `var qk = 0.0;
+${repeat(RD, "r", out, (r) => `qk += ${dotOf(`qr[${hh} * ${RD}u + ${r}]`, `kr[${kk} * ${RD}u + ${r}]`)};`)}
+var x = subgroupAdd(qk) * P.scale;${softcap ? "\nx = P.softcap * tanh_s(x / P.softcap);" : ""}
+let j = j0 + ${kk};
+if (j < j_end) {${
+            mask === undefined
+              ? ""
+              : sharedMask
+              ? `\n  x += slopes[${hh}] * mk[${kk}];`
+              : `\n  x += slopes[${hh}] * ld_m(ix_m(j, i, (h0 + ${hh}) % P.m_ne2, b % P.m_ne3));`
+          }
+} else { x = neg_inf(); }
+sc[${kk}] = x;
+bm = max(bm, x);`)
+      }
+let corr = select(0.0, exp(mx[${hh}] - bm), mx[${hh}] > neg_inf());
+var ps = 0.0;
+${
+        repeat(KB, "kk", out, (kk) =>
+          `let p = select(0.0, exp(sc[${kk}] - bm), sc[${kk}] > neg_inf());
+sc[${kk}] = p;
+ps += p;`)
+      }
+sum[${hh}] = sum[${hh}] * corr + ps;
+${
+        repeat(RV, "r", out, (r) =>
+          `var o = acc[${hh} * ${RV}u + ${r}] * corr;
+${repeat(KB, "kk", out, (kk) => `o += sc[${kk}] * vr[${kk} * ${RV}u + ${r}];`)}
+acc[${hh} * ${RV}u + ${r}] = o;`)
+      }
+mx[${hh}] = bm;`)
+  }
+  }
+`
+  const keysBody = `  var mx: array<f32, ${HG}>;
+  var sum: array<f32, ${HG}>;
+  var acc: array<vec4<f32>, ${HG * RV}>;
+  var slopes: array<f32, ${HG}>;
+  for (var x = lid; x < ${HG * D4}u; x += ${W * S}u) {
+    let e = 4u * (x % ${D4}u);
+    let hq = h0 + x / ${D4}u;
+    qs[x] = vec4<f32>(${range(4).map((c) => `ld_q(ix_q(e + ${c}u, i, hq, b))`).join(", ")});
+  }
+  ${repeat(HG, "hh", out, (hh) => `mx[${hh}] = neg_inf();\nslopes[${hh}] = slope_of(h0 + ${hh});`)}
+  workgroupBarrier();
+  for (var j0 = j_begin + sg * ${W}u; j0 < j_end; j0 += ${S * W}u) {
+    // the scores: a key a lane (rows past the split's end read its last and score -inf)
+    let j = j0 + sgl;
+    let valid = j < j_end;
+    let jr = min(j, j_end - 1u);
+    let kb = ix_k(0u, jr, g, kb3);
+    // zeroed each block explicitly: a declaration alone kept the last block's sums on lavapipe
+    var sc = array<f32, ${HG}>();
+    ${
+    repeat(D4, "c", out, (c) =>
+      `let k4 = ld4_k((kb + 4u * ${c}) >> 2u);
+${range(HG).map((hh) => `sc[${hh}] += dot(qs[${hh * D4}u + ${c}], k4);`).join("\n")}`)
+  }${sharedMask ? `\n    let mk = ld_m(ix_m(jr, i, 0u, b % P.m_ne3));` : ""}
+    var pr: array<f32, ${HG}>;
+    ${
+    repeat(HG, "hh", out, (hh) =>
+      `var x = sc[${hh}] * P.scale;${softcap ? "\nx = P.softcap * tanh_s(x / P.softcap);" : ""}${
+        mask === undefined
+          ? ""
+          : sharedMask
+          ? `\nx += slopes[${hh}] * mk;`
+          : `\nx += slopes[${hh}] * ld_m(ix_m(jr, i, (h0 + ${hh}) % P.m_ne2, b % P.m_ne3));`
+      }
+x = select(neg_inf(), x, valid);
+let bm = max(mx[${hh}], subgroupMax(x));
+let p = select(0.0, exp(x - bm), x > neg_inf());
+let corr = select(0.0, exp(mx[${hh}] - bm), mx[${hh}] > neg_inf());
+sum[${hh}] = sum[${hh}] * corr + subgroupAdd(p);
+mx[${hh}] = bm;
+pr[${hh}] = p;
+${
+        range(RV).map((r) => `acc[${hh} * ${RV}u + ${r}u] *= corr;`).join("\n")
+      }`)
+  }
+    // the values: lanes across the head dimension, each key's weights passed from its lane; rows past the
+    // end weigh 0, so every load is unconditional (lanes past Dv read its last four, never written out)
+    ${
+    repeat(W, "jj", out, (jj) =>
+      `let vb = ix_v(0u, min(j0 + ${jj}, j_end - 1u), g, vb3);
+${range(HG).map((hh) => `let p${hh} = subgroupShuffle(pr[${hh}], ${jj});`).join("\n")}
+${
+        range(RV).map((r) =>
+          `{
+  let v4 = ld4_v((vb + min(4u * (sgl + ${r * W}u), ${Dv - 4}u)) >> 2u);
+${range(HG).map((hh) => `  acc[${hh * RV + r}u] += p${hh} * v4;`).join("\n")}
+}`
+        ).join("\n")
+      }`)
+  }
+  }
+`
   return KernelSpec.make({
     variant: {
       family: "flash_attn_decode",
+      across: plan.across,
       out,
       wide,
       D,
@@ -271,7 +434,12 @@ ${entry(64)}
 ${SUBGROUP_LANES}
 var<workgroup> cm: array<f32, ${S * HG}>;
 var<workgroup> cl: array<f32, ${S * HG}>;
-var<workgroup> co: array<f32, ${S * HG * Dv}>;
+var<workgroup> co: array<f32, ${S * HG * Dv}>;${
+      plan.across === "keys" ?
+        `
+var<workgroup> qs: array<vec4<f32>, ${HG * D4}>;` :
+        ""
+    }
 fn slope_of(h: u32) -> f32 {${alibiSlope("h")}
   return slope;
 }
@@ -295,91 +463,7 @@ ${entry(W * S, true)}
   let j_end = min(P.k_ne1, j_begin + per);
   let kb3 = b % P.k_ne3;
   let vb3 = b % P.v_ne3;
-  var qr: array<${T}, ${HG * RD}>;
-  var mx: array<f32, ${HG}>;
-  var sum: array<f32, ${HG}>;
-  var acc: array<${T}, ${HG * RV}>;
-  var slopes: array<f32, ${HG}>;
-  ${
-      repeat(HG, "hh", out, (hh) =>
-        `${
-          repeat(RD, "r", out, (r) =>
-            `let e = ${U}u * (sgl + ${r} * ${W}u);
-if (e < ${D}u) { qr[${hh} * ${RD}u + ${r}] = ${loadQ("e", hh)}; }`)
-        }
-mx[${hh}] = neg_inf();
-slopes[${hh}] = slope_of(h0 + ${hh});`)
-    }
-  for (var j0 = j_begin + sg * ${KB}u; j0 < j_end; j0 += ${S * KB}u) {
-    var kr: array<${T}, ${KB * RD}>;
-    var vr: array<${T}, ${KB * RV}>;${
-      sharedMask ?
-        `
-    var mk: array<f32, ${KB}>;` :
-        ""
-    }
-    ${
-      repeat(KB, "kk", out, (kk) =>
-        `let j = j0 + ${kk};
-if (j < j_end) {${
-          sharedMask ?
-            `
-  mk[${kk}] = ld_m(ix_m(j, i, 0u, b % P.m_ne3));` :
-            ""
-        }
-  let kb = ix_k(0u, j, g, kb3);
-  let vb = ix_v(0u, j, g, vb3);
-  ${
-          repeat(RD, "r", out, (r) =>
-            `let e = ${U}u * (sgl + ${r} * ${W}u);
-if (e < ${D}u) { kr[${kk} * ${RD}u + ${r}] = ${loadK("kb", "e")}; }`)
-        }
-  ${
-          repeat(RV, "r", out, (r) =>
-            `let e = ${U}u * (sgl + ${r} * ${W}u);
-if (e < ${Dv}u) { vr[${kk} * ${RV}u + ${r}] = ${loadV("vb", "e")}; }`)
-        }
-}`)
-    }
-    ${
-      repeat(HG, "hh", out, (hh) =>
-        `var sc: array<f32, ${KB}>;
-var bm = mx[${hh}];
-${
-          repeat(KB, "kk", out, (kk) =>
-            `var qk = 0.0;
-${repeat(RD, "r", out, (r) => `qk += ${dotOf(`qr[${hh} * ${RD}u + ${r}]`, `kr[${kk} * ${RD}u + ${r}]`)};`)}
-var x = subgroupAdd(qk) * P.scale;${softcap ? "\nx = P.softcap * tanh_s(x / P.softcap);" : ""}
-let j = j0 + ${kk};
-if (j < j_end) {${
-              mask === undefined
-                ? ""
-                : sharedMask
-                ? `\n  x += slopes[${hh}] * mk[${kk}];`
-                : `\n  x += slopes[${hh}] * ld_m(ix_m(j, i, (h0 + ${hh}) % P.m_ne2, b % P.m_ne3));`
-            }
-} else { x = neg_inf(); }
-sc[${kk}] = x;
-bm = max(bm, x);`)
-        }
-let corr = select(0.0, exp(mx[${hh}] - bm), mx[${hh}] > neg_inf());
-var ps = 0.0;
-${
-          repeat(KB, "kk", out, (kk) =>
-            `let p = select(0.0, exp(sc[${kk}] - bm), sc[${kk}] > neg_inf());
-sc[${kk}] = p;
-ps += p;`)
-        }
-sum[${hh}] = sum[${hh}] * corr + ps;
-${
-          repeat(RV, "r", out, (r) =>
-            `var o = acc[${hh} * ${RV}u + ${r}] * corr;
-${repeat(KB, "kk", out, (kk) => `o += sc[${kk}] * vr[${kk} * ${RV}u + ${r}];`)}
-acc[${hh} * ${RV}u + ${r}] = o;`)
-        }
-mx[${hh}] = bm;`)
-    }
-  }
+${plan.across === "keys" ? keysBody : dimsBody}
   ${
       repeat(HG, "hh", out, (hh) =>
         `if (sgl == 0u) {

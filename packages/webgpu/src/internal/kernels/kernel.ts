@@ -122,6 +122,8 @@ export interface AttentionDecode {
   readonly splits?: number
   readonly block?: number
   readonly subgroups?: number
+  /** lanes across the keys for the scores (a key a lane), or across the head dimension (a sum a score) */
+  readonly across?: "keys" | "dims"
 }
 
 /** @internal: what the device offers the kernels, which they are chosen and generated for */
