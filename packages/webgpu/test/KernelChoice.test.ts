@@ -44,6 +44,30 @@ describe("mul_mat kernel choice", () => {
       assert.strictEqual(chosen({ subgroupMatrix: false, workgroupStorage: 49152 }), "mm4")
     }))
 
+  it.effect("products whose 128 x 128 grid is short of workgroups take 64 x 64 tiles, f16 and quantized", () =>
+    Effect.gen(function*() {
+      const tiling = (dtype: "f16" | "q4_0", M: number, target: Partial<KernelTarget> = {}) =>
+        Effect.gen(function*() {
+          const g = Graph.make()
+          const a = yield* g.param("a", dtype, [2048, M])
+          const y = yield* g.output(Ops.mulMat(a, yield* g.input("b", "f32", [2048, 512])))
+          const v = mulMat(y, { ...gpu, workgroupStorage: 49152, workgroupInvocations: 1024, ...target }, undefined)
+            .variant
+          return `${v.family}:${v.subgroups}:${v.fragments}`
+        })
+      for (const dtype of ["f16", "q4_0"] as const) {
+        // 16 x 4 workgroups of 128 x 128 (a 1B model's output projection): 32 x 8 of 64 x 64
+        assert.strictEqual(yield* tiling(dtype, 2048), "mmsg:2x1:2x4", dtype)
+        // 32 x 4 (an 8B model's): the 128 x 128 tiles
+        assert.strictEqual(yield* tiling(dtype, 4096), "mmsg:2x2:4x4", dtype)
+        // a tiling asked for wins
+        const asked = { matrixTile: { sgRows: 2, sgCols: 2, fragRows: 4, fragCols: 4, depth: 32 } }
+        assert.strictEqual(yield* tiling(dtype, 2048, asked), "mmsg:2x2:4x4", dtype)
+      }
+      // where the small tiling does not fit (64 invocations), the first that does
+      assert.strictEqual(yield* tiling("f16", 2048, { workgroupInvocations: 32 }), "mmsg:1x1:4x4")
+    }))
+
   it.effect("f16 weights against f32 activations run on subgroup matrices, b converted as it is staged", () =>
     Effect.gen(function*() {
       // [K, b's type, the load width]: f16 b loads 16 bytes where K allows; f32 b four values at most, one

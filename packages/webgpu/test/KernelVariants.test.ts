@@ -199,7 +199,9 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
     { matrixTile: { sgRows: 4, sgCols: 2, fragRows: 4, fragCols: 4, depth: 32 } },
     { matrixTile: { sgRows: 2, sgCols: 2, fragRows: 4, fragCols: 4, depth: 32 } },
     { matrixTile: { sgRows: 2, sgCols: 2, fragRows: 4, fragCols: 4, depth: 64 } },
-    { matrixTile: { sgRows: 1, sgCols: 1, fragRows: 4, fragCols: 4, depth: 16 } }
+    { matrixTile: { sgRows: 1, sgCols: 1, fragRows: 4, fragCols: 4, depth: 16 } },
+    // the small tiling (products with few workgroups)
+    { matrixTile: { sgRows: 2, sgCols: 1, fragRows: 2, fragCols: 4, depth: 32 } }
   ]
   for (const options of tilings) {
     it.scoped(`mul_mat with tiles ${JSON.stringify(options)} matches the CPU`, () =>

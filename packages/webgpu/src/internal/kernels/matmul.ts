@@ -15,10 +15,13 @@ import { matVec } from "./matvec.js"
 import * as Product from "./product.js"
 import * as Decode from "./quantizedMatVec.js"
 import {
+  gridOf,
   invocations,
   MATRIX_TILES,
   quantizedSubgroupMatrix,
   sharedBytes,
+  SMALL_GRID,
+  SMALL_TILE,
   stagesBlocks,
   subgroupMatrix
 } from "./subgroupMatrix.js"
@@ -42,6 +45,17 @@ const registersFor = ({ M, N, batches }: Product.Product, software: boolean): Re
 /** whether a subgroup-matrix tiling fits the device's workgroup memory and invocations */
 const fits = (t: MatrixTile, target: KernelTarget) =>
   sharedBytes(t) <= (target.workgroupStorage ?? 16384) && invocations(t) <= (target.workgroupInvocations ?? 256)
+
+/**
+ * a product's subgroup-matrix tiling among those `usable`: the one asked for, else the first that fits, or
+ * the small one where the first gives few workgroups
+ */
+const tileFor = (product: Product.Product, target: KernelTarget, usable: (t: MatrixTile) => boolean) => {
+  const ok = (t: MatrixTile) => usable(t) && fits(t, target)
+  if (target.matrixTile !== undefined && ok(target.matrixTile)) return target.matrixTile
+  const first = MATRIX_TILES.find(ok)
+  return first !== undefined && gridOf(product, first) < SMALL_GRID && ok(SMALL_TILE) ? SMALL_TILE : first
+}
 
 /** @internal: the kernel of mul_mat (`bias` undefined) or of mul_mat_add */
 export const mulMat = (node: Tensor.Tensor, target: KernelTarget, bias: Tensor.Tensor | undefined): Kernel => {
@@ -77,9 +91,7 @@ export const mulMat = (node: Tensor.Tensor, target: KernelTarget, bias: Tensor.T
     // prefill: blocks dequantized into f16 tiles on subgroup matrices where the device has them
     const staged = target.subgroupMatrix === true && (b.dtype === "f32" || b.dtype === "f16") &&
         b.nb[0] === DType.typeSize(b.dtype)
-      ? [...(target.matrixTile ? [target.matrixTile] : []), ...MATRIX_TILES].find((t) =>
-        stagesBlocks(t) && fits(t, target)
-      )
+      ? tileFor(product, target, stagesBlocks)
       : undefined
     return staged ? quantizedSubgroupMatrix(product, a.dtype as DType.Quantized, b, staged) : tiled(product)
   }
@@ -87,7 +99,7 @@ export const mulMat = (node: Tensor.Tensor, target: KernelTarget, bias: Tensor.T
     // vec4 loads pay once every thread has a vec4 of K to load (on lavapipe, K = 256 ran 6% slower)
     return matVec(product, target, Product.fourAligned(product, a, b) && product.K >= 4 * WG)
   }
-  const matrixTile = target.matrixTile ?? MATRIX_TILES.find((t) => fits(t, target))
+  const matrixTile = target.matrixTile ?? tileFor(product, target, () => true)
   // f16 weights on subgroup matrices, against f16 or f32 b (a prompt's activations: a 1B f16 prompt spent 38
   // of its 41 ms in the f32 register-tiled kernel; benchmarks/RESULTS.md)
   if (

@@ -54,6 +54,24 @@ const RAW_BLOCKS: Partial<Record<DType.Quantized, RawBlock>> = {
   q8_0: { bytes: 34, words: 9, decode: (d, q) => range(8).map((i) => `${d} * sbytes(${q(i)})`) }
 }
 
+/**
+ * @internal: 64 x 64 results per workgroup from 2 subgroups of 2x4 fragments, for products whose 128 x 128
+ * grid leaves the GPU short of workgroups (SMALL_GRID)
+ */
+export const SMALL_TILE: MatrixTile = { sgRows: 2, sgCols: 1, fragRows: 2, fragCols: 4, depth: 32 }
+
+/**
+ * @internal: workgroups of the preferred tiling below which a product takes SMALL_TILE: on the H200 a 1B
+ * model's prompt products (64-96 workgroups of 128 x 128) ran up to 21% faster so, an 8B model's (128 and
+ * more) up to 30% slower (benchmarks/RESULTS.md)
+ */
+export const SMALL_GRID = 128
+
+/** @internal: workgroups of a product's grid on a tiling */
+export const gridOf = (product: Product, t: MatrixTile): number =>
+  Math.ceil(product.M / (t.sgCols * t.fragCols * 16)) * Math.ceil(product.N / (t.sgRows * t.fragRows * 16)) *
+  product.batches
+
 /** f16 per global load: 8 (wide: a vec4<u32> of 16 bytes), 4 (a vec4<f16>) or 1 */
 type LoadWidth = 1 | 4 | 8
 

@@ -1,0 +1,68 @@
+/**
+ * Products on a real GPU against the CPU backend: the kernels a device offers that lavapipe lacks (subgroup
+ * matrices) are forced in tests only where an adapter has them, so this checks them where one does. For
+ * each case: the kernels the trace names and the NMSE against the CPU. Exits 1 when a case is off.
+ *
+ *   tsx kernel-check.ts            (bundle it as bench/llm.ts is to run it on the GPU machine)
+ */
+import { Graph, Ops } from "@effect-gpu/core"
+import * as Cpu from "@effect-gpu/core/Cpu"
+import type { Quantized } from "@effect-gpu/core/DType"
+import * as Quant from "@effect-gpu/core/Quant"
+import { nmse } from "@effect-gpu/testing/Compare"
+import * as Generators from "@effect-gpu/testing/Generators"
+import { WebGpu } from "@effect-gpu/webgpu"
+import { Effect } from "effect"
+
+/** a's type, b's type, K, M (a's rows), N (b's rows), the NMSE allowed */
+const cases: ReadonlyArray<readonly ["f16" | Quantized, "f16" | "f32", number, number, number, number]> = [
+  ["f16", "f16", 64, 48, 40, 1e-6],
+  ["f16", "f32", 64, 48, 40, 1e-5],
+  ["f16", "f32", 63, 48, 40, 1e-5],
+  ["f16", "f32", 2048, 256, 512, 1e-5],
+  // 128 x 128 tiles would give few workgroups: the small tiling
+  ["f16", "f32", 2048, 2048, 512, 1e-5],
+  ["q4_0", "f32", 2048, 2048, 512, 1e-4],
+  ["q4_0", "f32", 2048, 256, 512, 1e-4],
+  ["q8_0", "f32", 2048, 256, 512, 1e-4],
+  // q4_K keeps the prefetch that decodes; q4_0 and q8_0 odd-sized rows start blocks at 2 mod 4
+  // (M x N large enough for the 128 x 128 tiles)
+  ["q4_K", "f32", 2048, 256, 512, 1e-4],
+  ["q4_0", "f32", 96, 4100, 520, 1e-4],
+  ["q8_0", "f32", 96, 4100, 520, 1e-4],
+  ["f16", "f32", 64, 4100, 520, 1e-5]
+]
+
+const program = Effect.gen(function*() {
+  const [gpu] = yield* WebGpu.make({ devices: 1 })
+  let failed = 0
+  for (const [at, bt, K, M, N, bound] of cases) {
+    const g = Graph.make()
+    const a = yield* g.param("a", at, [K, M])
+    const b = yield* g.input("b", bt, [K, N])
+    const y = yield* g.output(Ops.mulMat(a, b))
+    const weights = Generators.values(1, K * M)
+    const results: Array<Array<number>> = []
+    let kernels = ""
+    for (const device of [gpu, Cpu.make()]) {
+      const backend = yield* device.makeBackend()
+      const plan = yield* backend.allocate(g.build())
+      yield* plan.set(a, at === "f16" ? weights : Quant.unsafeQuantize(at, weights))
+      yield* plan.set(b, Generators.values(2, K * N))
+      const trace = yield* backend.captureNext
+      yield* backend.compute(plan)
+      if (device === gpu) kernels = (yield* trace).entries.map((e) => e.kernel).join(" + ")
+      results.push(Array.from(yield* plan.get(y)))
+    }
+    const error = nmse(results[0], results[1])
+    const ok = error <= bound
+    if (!ok) failed++
+    console.log(JSON.stringify({ a: at, b: bt, K, M, N, kernels, nmse: error, bound, ok }))
+  }
+  if (failed > 0) process.exitCode = 1
+})
+
+Effect.runPromise(Effect.scoped(program)).catch((e) => {
+  console.error(e)
+  process.exit(1)
+})
