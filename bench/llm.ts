@@ -7,11 +7,13 @@
  *   tsx llm.ts run DIR [NAME...]         measure them (names: 1b-f16 1b-q8_0 1b-q4_0 8b-q8_0 8b-q4_0)
  *   tsx llm.ts run DIR --quick           a small model (lavapipe: checks the path, not the speed)
  *   tsx llm.ts run DIR NAME --profile    also one decoding step's dispatches: GPU time per op, and the wall time
- *   tsx llm.ts run DIR NAME --profile --prefill   the same for the prompt
+ *   tsx llm.ts run DIR NAME --profile --prefill   the same for the prompt (--shapes: products by result shape)
  *   tsx llm.ts run DIR NAME --attention-splits N   attention's decode form with the keys in N splits
+ *   tsx llm.ts run DIR NAME --attention-lanes keys|dims   its scores' lanes across the keys or the head dimension
  *   tsx llm.ts run DIR NAME --attention fused|chain|auto   attention's form (Forward.Options.attention)
  *   tsx llm.ts run DIR NAME --timeline   a decoding step's host events (writes, submits, waits) untraced
  *   tsx llm.ts run DIR NAME --f32-decode   q4_0 and q8_0 decode without the int8 form (to compare)
+ *   tsx llm.ts run DIR NAME --toggles skip_validation   extra Dawn toggles (after the defaults)
  */
 import { Registry } from "@effect-gpu/core"
 import { Fixture, Llm } from "@effect-gpu/llm"
@@ -39,9 +41,8 @@ const DECODE = 128
 const HBM = 4.8e12
 
 const [command, dir, ...rest] = process.argv.slice(2)
-const names = rest.filter((n, i) =>
-  !n.startsWith("--") && rest[i - 1] !== "--attention-splits" && rest[i - 1] !== "--attention"
-)
+const valued = ["--attention-splits", "--attention", "--toggles", "--attention-lanes"]
+const names = rest.filter((n, i) => !n.startsWith("--") && !valued.includes(rest[i - 1]))
 const attentionAt = rest.indexOf("--attention")
 const attention = attentionAt >= 0 ? rest[attentionAt + 1] as "fused" | "chain" | "auto" : undefined
 const chosen = rest.includes("--quick")
@@ -61,9 +62,17 @@ if ((command !== "models" && command !== "run") || dir === undefined) {
 }
 const file = (name: string) => path.join(dir, `${name}.gguf`)
 const splitsAt = rest.indexOf("--attention-splits")
+const lanesAt = rest.indexOf("--attention-lanes")
+const attentionDecode = {
+  ...(splitsAt >= 0 ? { splits: Number(rest[splitsAt + 1]) } : {}),
+  ...(lanesAt >= 0 ? { across: rest[lanesAt + 1] as "keys" | "dims" } : {})
+}
 const gpuOptions = {
-  ...(splitsAt >= 0 ? { attentionDecode: { splits: Number(rest[splitsAt + 1]) } } : {}),
-  ...(rest.includes("--f32-decode") ? { quantizedDecode: { rows: 2, columns: 8, int8: false } } : {})
+  ...(Object.keys(attentionDecode).length > 0 ? { attentionDecode } : {}),
+  ...(rest.includes("--f32-decode") ? { quantizedDecode: { rows: 2, columns: 8, int8: false } } : {}),
+  ...(rest.includes("--toggles")
+    ? { toggles: [...WebGpu.defaultToggles, ...rest[rest.indexOf("--toggles") + 1].split(",")] }
+    : {})
 }
 
 if (command === "models") {
@@ -99,13 +108,18 @@ const measure = (name: string) =>
     })
     const loadS = (performance.now() - loadStart) / 1000
     const prompt = tokens(PROMPT, model.hyperparameters.vocab, 7)
+    // prompts for a second after the first (plans and pipelines): the GPU's clock climbs over the first few
+    // (run cg kept 7255, 7619, 27691 tok/s for 1B f16 after a first that compiled), then three timed
     const prefill: Array<number> = []
-    for (let run = 0; run < 4; run++) {
+    let warmStart = Infinity
+    for (let run = 0; run < 4 || performance.now() - warmStart < 1000; run++) {
+      if (run === 1) warmStart = performance.now()
       yield* model.context.truncate(0)
       const t0 = performance.now()
       yield* model.context.evaluate(prompt)
       prefill.push(PROMPT / ((performance.now() - t0) / 1000))
     }
+    prefill.splice(0, prefill.length - 4)
     const decode: Array<number> = []
     for (let run = 0; run < 4; run++) {
       // a different first token each run: the prompt's positions are evaluated again
@@ -188,7 +202,9 @@ const measure = (name: string) =>
       const entries = (yield* trace).entries
       const byOp = new Map<string, { count: number; gpuMs: number }>()
       for (const e of entries) {
-        const key = `${e.op}:${e.kernel.split(":")[0]}`
+        // products apart by their result's shape (--shapes): which of them fill the GPU
+        const shape = rest.includes("--shapes") && e.op.startsWith("mul_mat") ? ` [${e.ne.join(",")}]` : ""
+        const key = `${e.op}:${e.kernel.split(":")[0]}${shape}`
         const row = byOp.get(key) ?? { count: 0, gpuMs: 0 }
         row.count++
         row.gpuMs += (e.gpuTimeNs ?? 0) / 1e6
