@@ -21,16 +21,17 @@ import { alibiSlope, headLog2, workgroupReductions } from "./reduce.js"
  * The decode form (few query rows, flash decoding): the keys split across workgroups as well as heads, so
  * that a single query row still fills the GPU. A workgroup takes one query row, a run of heads sharing a
  * KV head (their K and V rows are read once) and one split of the keys; each subgroup walks its keys a
- * block at a time (lanes across the head dimension, scores summed over the subgroup, K and V rows loaded
- * together) with its own online softmax, and the subgroups combine through workgroup memory. With more
+ * block at a time with its own online softmax (the scores' lanes across the keys, or across the head
+ * dimension with a subgroup sum a score; the values' lanes across the head dimension), and the subgroups
+ * combine through workgroup memory. With more
  * than one split, each writes its (max, sum, output) into scratch after the result and a second dispatch
  * merges the splits (and the sink).
  */
 export interface DecodePlan {
   /**
    * the scores' lanes: across the keys (a key a lane, q from workgroup memory: two subgroup reductions a
-   * head and block of keys), or across the head dimension (a subgroup sum a score: a traced 640-key step
-   * took 5.7 us a block of 8 keys, run cd); the values' lanes are across the head dimension in both
+   * head and block of 32 keys), or across the head dimension (a subgroup sum a score, K and V rows loaded
+   * together): 4096 keys took 32 against 52 us traced on the H200 (benchmarks/RESULTS.md)
    */
   readonly across: "keys" | "dims"
   /** lanes of a subgroup, subgroups per workgroup */

@@ -62,8 +62,8 @@ export const SMALL_TILE: MatrixTile = { sgRows: 2, sgCols: 1, fragRows: 2, fragC
 
 /**
  * @internal: workgroups of the preferred tiling below which a product takes SMALL_TILE: on the H200 a 1B
- * model's prompt products (64-96 workgroups of 128 x 128) ran up to 21% faster so, an 8B model's (128 and
- * more) up to 30% slower (benchmarks/RESULTS.md)
+ * model's prompt products (64-96 workgroups of 128 x 128) ran up to 21% faster so, an 8B model's quantized
+ * ones (128 and more) up to 1.7x slower (benchmarks/RESULTS.md)
  */
 export const SMALL_GRID = 128
 
@@ -219,9 +219,11 @@ const tiling = (product: Product, tile: MatrixTile, w: LoadWidth, quantized?: DT
   const wregs = quantized === undefined
     ? `array<${rt}, ${loads(TM)}>`
     : raw
-    ? `array<u32, ${(raw.words + 1) * rowsPerThread}>;\n  var qo: array<u32, ${rowsPerThread}>`
+    ? `array<u32, ${(raw.words + 1) * rowsPerThread}>`
     : `array<vec4<f16>, ${8 * rowsPerThread}>`
+  // raw words: each row's block offset kept beside them (its alignment picks the words at stash time)
   const wname = raw ? "qw" : "wr"
+  const offsets = raw ? `\n  var qo: array<u32, ${rowsPerThread}>;` : ""
   const fragments = range(FR).flatMap((i) =>
     range(FC).map((j) => `  var ${frag(i, j)}: subgroup_matrix_result<f32, 16, 16>;`)
   )
@@ -260,7 +262,7 @@ ${origin(TM, TN)}
   let xb = ix_b(0u, 0u, b2, b3);
   let wb = ix_a(0u, 0u, b2 / P.r2, b3 / P.r3);
   var xr: array<${xt}, ${loads(TN)}>;
-  var ${wname}: ${wregs};
+  var ${wname}: ${wregs};${offsets}
 ${fragments.join("\n")}
   {
     let k0 = 0u;
