@@ -50,6 +50,20 @@ const later = (f: () => void): () => void => {
     const handle = setImmediate(f)
     return () => clearImmediate(handle)
   }
+  if (typeof MessageChannel === "function") {
+    // browsers: a message runs as the next task, where setTimeout(0) waits 4 ms once nested
+    let cancelled = false
+    const channel = new MessageChannel()
+    channel.port1.onmessage = () => {
+      channel.port1.close()
+      if (!cancelled) f()
+    }
+    channel.port2.postMessage(undefined)
+    return () => {
+      cancelled = true
+      channel.port1.close()
+    }
+  }
   const handle = setTimeout(f, 0)
   return () => clearTimeout(handle)
 }
