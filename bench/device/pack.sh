@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Packs what the model benchmarks need on the GPU machine into .gpu-llm/ at the project's root (git-ignored):
+#   node.xz             this machine's node binary (the GPU machine has no Node.js)
+#   debs/               the Vulkan loader and GLVND libraries (the GPU machine has the NVIDIA driver only)
+#   webgpu.tar.xz       Dawn (npm webgpu 0.6.2, linux-x64 only)
+#   llamapack.tar.xz    llama.cpp's Vulkan build (node-llama-cpp 3.21.1, @node-llama-cpp/linux-x64-vulkan)
+#   *.mjs               bench/llm.ts and the probes bundled with esbuild (Dawn left external);
+#                       bench.mjs: tools/llama-oracle/bench.mjs
+#   run.sh              the entry point there (bench/device/run.sh)
+# After `pnpm install`: `bash bench/device/pack.sh`, then the device tool with carry [".gpu-llm"] and e.g.
+#   bash .gpu-llm/run.sh bash -c 'cd .gpu-llm && node llm.mjs models /tmp/m 1b-q4_0 && node llm.mjs run /tmp/m 1b-q4_0'
+# The parts other than the bundles are kept between runs (delete .gpu-llm to rebuild them).
+set -euo pipefail
+root=$(git rev-parse --show-toplevel)
+cd "$root"
+out=.gpu-llm
+grep -qx '/.gpu-llm/' .git/info/exclude 2>/dev/null || echo '/.gpu-llm/' >> .git/info/exclude
+mkdir -p $out/debs
+[ -s $out/node.xz ] || xz -T0 -6 -c "$(readlink -f "$(command -v node)")" > $out/node.xz
+if ! ls $out/debs/libvulkan1_*.deb >/dev/null 2>&1; then
+  mkdir -p /tmp/amd64-lists/partial
+  o='-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64-lists'
+  apt-get $o update >/dev/null
+  (cd $out/debs && apt-get $o download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2 2>/dev/null)
+fi
+if [ ! -s $out/webgpu.tar.xz ]; then
+  webgpu=$(readlink -f bench/node_modules/webgpu)
+  tar --exclude='dist/darwin-*' --exclude='dist/win32-*' --exclude='dist/linux-arm64' -C "$(dirname "$webgpu")" \
+    --transform 's,^webgpu,node_modules/webgpu,' -cf - webgpu | xz -T0 -6 > $out/webgpu.tar.xz
+fi
+if [ ! -s $out/llamapack.tar.xz ]; then
+  tmp=$(mktemp -d)
+  echo '{"private":true}' > "$tmp/package.json"
+  (cd "$tmp" && NODE_LLAMA_CPP_SKIP_DOWNLOAD=true npm install --no-audit --no-fund --omit=optional \
+    node-llama-cpp@3.21.1 @node-llama-cpp/linux-x64-vulkan@3.21.1 >/dev/null)
+  # without llama.cpp's git bundle (34 MB, for builds from source) and older CPU variants (the runs of
+  # 2026-12-03/04 went without them): the carry stays under its 64 MiB
+  v=node_modules/@node-llama-cpp/linux-x64-vulkan/bins/linux-x64-vulkan
+  tar -C "$tmp" --exclude=node_modules/node-llama-cpp/llama/gitRelease.bundle \
+    $(for c in alderlake cannonlake cascadelake cooperlake ivybridge piledriver sandybridge skylakex sse42; do
+      echo "--exclude=$v/libggml-cpu-$c.so"; done) -cf - node_modules | xz -T0 -6 > $out/llamapack.tar.xz
+  rm -rf "$tmp"
+fi
+esbuild=$(readlink -f node_modules/.pnpm/node_modules/.bin/esbuild 2>/dev/null || true)
+[ -x "$esbuild" ] || esbuild=$(ls node_modules/.pnpm/esbuild@*/node_modules/esbuild/bin/esbuild | head -1)
+bundle() {
+  "$esbuild" "$1" --bundle --platform=node --format=esm --target=node20 --external:webgpu --conditions=dawn \
+    --log-level=warning --outfile="$out/$2" \
+    --banner:js="import { createRequire as __cr } from 'module'; const require = __cr(import.meta.url);"
+}
+bundle bench/llm.ts llm.mjs
+bundle bench/probes/kernel-check.ts check.mjs
+bundle bench/probes/prefill-probe.ts prefill.mjs
+bundle bench/probes/attention-probe.ts attention.mjs
+cp tools/llama-oracle/bench.mjs bench/device/run.sh $out/
+du -sh $out/* | sed 's/^/  /'
+echo "total: $(du -sh $out | cut -f1) (a device run carries at most 64 MiB with the working tree)"
