@@ -4,7 +4,7 @@
 import { Graph, Ops } from "@effect-gpu/core"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { scratchBytes } from "../src/internal/kernels/attention.js"
+import { scratchBytes } from "../src/internal/kernels/attentionDecode.js"
 import type { KernelTarget } from "../src/internal/kernels/kernel.js"
 import { mulMat } from "../src/internal/kernels/matmul.js"
 import { kernelFor } from "../src/internal/kernels/select.js"

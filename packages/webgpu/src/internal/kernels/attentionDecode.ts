@@ -1,0 +1,492 @@
+/**
+ * Attention's decode form (flash decoding, few query rows): the keys split over workgroups as well as the
+ * heads, each split's partial softmax merged by a second dispatch.
+ *
+ * @internal
+ */
+import * as DType from "@effect-gpu/core/DType"
+import type { Op } from "@effect-gpu/core/Op"
+import * as Tensor from "@effect-gpu/core/Tensor"
+import { fold } from "../wgsl.js"
+import type { Kernel, KernelTarget, Operand } from "./kernel.js"
+import * as KernelSpec from "./kernel.js"
+import { entry, f32, range, repeat, SUBGROUP_LANES, u32 } from "./kernel.js"
+import { alibiSlope, headLog2 } from "./reduce.js"
+
+/**
+ * The decode form (few query rows, flash decoding): the keys split across workgroups as well as heads, so
+ * that a single query row still fills the GPU. A workgroup takes one query row, a run of heads sharing a
+ * KV head (their K and V rows are read once) and one split of the keys; each subgroup walks its keys a
+ * block at a time with its own online softmax (the scores' lanes across the keys, or across the head
+ * dimension with a subgroup sum a score; the values' lanes across the head dimension), and the subgroups
+ * combine through workgroup memory. With more than one split, each writes its (max, sum, output) into
+ * scratch after the result and a second dispatch merges the splits (and the sink).
+ */
+export interface DecodePlan {
+  /**
+   * the scores' lanes: across the keys (a key a lane, q from workgroup memory: two subgroup reductions a
+   * head and block of 32 keys), or across the head dimension (a subgroup sum a score, K and V rows loaded
+   * together): 4096 keys took 32 against 52 us traced on the H200 (benchmarks/RESULTS.md)
+   */
+  readonly across: "keys" | "dims"
+  /** lanes of a subgroup, subgroups per workgroup */
+  readonly lanes: number
+  readonly subgroups: number
+  /** heads per workgroup (a divisor of the heads per KV head) and keys per block of a subgroup */
+  readonly heads: number
+  readonly block: number
+  readonly splits: number
+}
+
+/** the most query rows the decode form takes (beyond, rows give the GPU enough workgroups) */
+const DECODE_ROWS = 8
+/** the most splits of the keys (the merge keeps a weight per split in workgroup memory) */
+const MAX_SPLITS = 256
+/** the merge's loads over the splits in flight together */
+const MERGE_LOADS = 8
+/**
+ * keys a workgroup takes at least before the keys are split further: a block per subgroup on GPUs (a
+ * decoding step's 8 KV heads over 640 keys then make 160 workgroups, not 40), 128 on software adapters
+ */
+const keysPerSplit = (target: KernelTarget) => (target.software === true ? 128 : 32)
+/** values each lane keeps per head (q and the output accumulators) and per block key (K and V) */
+const LANE_VALUES = 64
+
+/** @internal: the decode form for a flash_attn_ext node on `target`, or undefined where it does not apply */
+export const decodePlan = (node: Tensor.Tensor, target: KernelTarget): DecodePlan | undefined => {
+  const [q, k, v] = node.src
+  const lanes = target.subgroupSize
+  if (node.op._tag !== "FlashAttnExt" || target.subgroups !== true || lanes === undefined || lanes < 4) return undefined
+  if (q.ne[1] > DECODE_ROWS || q.ne[2] % k.ne[2] !== 0 || k.ne[2] !== v.ne[2]) return undefined
+  const perLane = Math.ceil(q.ne[0] / lanes) + Math.ceil(v.ne[0] / lanes)
+  if (perLane > LANE_VALUES) return undefined
+  const group = q.ne[2] / k.ne[2]
+  let heads = 1
+  for (let d = 1; d <= group; d++) if (group % d === 0 && d * perLane <= LANE_VALUES) heads = d
+  const force = target.attentionDecode
+  const subgroups = force?.subgroups ?? (target.software === true ? 2 : 4)
+  const block = force?.block ?? Math.max(1, Math.min(8, Math.floor(LANE_VALUES / perLane)))
+  const rows = q.ne[1] * q.ne[3] * k.ne[2] * (group / heads)
+  const most = target.software === true ? 8 : 64
+  // keys across lanes on GPUs where K's and V's rows load four at a time (lavapipe ran a 64-key step 3x
+  // slower so: every invocation costs there)
+  const across = force?.across ??
+    (target.software !== true && widens(k) && widens(v) && q.ne[0] % 4 === 0 ? "keys" : "dims")
+  // a block of keys per subgroup a split
+  const perSplit = across === "keys" ? lanes * subgroups : keysPerSplit(target)
+  const splits = Math.max(
+    1,
+    Math.min(
+      k.ne[1],
+      MAX_SPLITS,
+      force?.splits ?? (rows >= 512 ? 1 : Math.min(most, Math.ceil(k.ne[1] / perSplit)))
+    )
+  )
+  return { across, lanes, subgroups, heads, block, splits }
+}
+
+/** the partial results of a decode plan: one per query row, head and split */
+const partsOf = (node: Tensor.Tensor, plan: DecodePlan) =>
+  node.src[0].ne[1] * node.src[0].ne[2] * node.src[0].ne[3] * plan.splits
+
+/**
+ * @internal: the bytes of scratch a flash_attn_ext node's kernel keeps after its result on `target`: each
+ * split's max, sum and output row, where the keys are split
+ */
+export const scratchBytes = (node: Tensor.Tensor, target: KernelTarget): number => {
+  const plan = node.op._tag === "FlashAttnExt" ? decodePlan(node, target) : undefined
+  return plan === undefined || plan.splits === 1 ? 0 : 4 * partsOf(node, plan) * (node.src[2].ne[0] + 2)
+}
+
+/** whole rows of 4 (8 or 16 bytes) per load: K's or V's rows contiguous runs of fours */
+/** @internal */
+export const widens = (t: Tensor.Tensor) =>
+  t.ne[0] % 4 === 0 && t.nb[0] === DType.typeSize(t.dtype) &&
+  t.nb.slice(1).every((nb) => (nb / DType.typeSize(t.dtype)) % 4 === 0)
+
+/** the operands, parameters and ALiBi slope every form shares */
+/** @internal */
+export const shared = (node: Tensor.Tensor, op: Extract<Op, { _tag: "FlashAttnExt" }>) => {
+  const [q, k, v] = node.src
+  const mask = op.hasMask ? node.src[3] : undefined
+  const sinks = op.hasSinks ? node.src[op.hasMask ? 4 : 3] : undefined
+  const params = [
+    f32("scale", op.scale),
+    f32("max_bias", op.maxBias),
+    f32("softcap", op.logitSoftcap),
+    u32("n_head_log2", headLog2(q.ne[2]))
+  ]
+  return { q, k, v, mask, sinks, params }
+}
+
+/** @internal: the decode form's kernel (and its merge where the keys are split) */
+export const decodeKernel = (
+  node: Tensor.Tensor,
+  op: Extract<Op, { _tag: "FlashAttnExt" }>,
+  plan: DecodePlan,
+  target: KernelTarget,
+  fallback: Kernel,
+  wide: boolean
+): Kernel => {
+  const { k, mask, params, q, sinks, v } = shared(node, op)
+  const { block: KB, heads: HG, lanes: W, splits, subgroups: S } = plan
+  const D = q.ne[0]
+  const Dv = v.ne[0]
+  // a lane's share of a row: U consecutive values at a time (one 8- or 16-byte load where wide)
+  const U = wide ? 4 : 1
+  const T = wide ? "vec4<f32>" : "f32"
+  const RD = Math.ceil(D / (U * W))
+  const RV = Math.ceil(Dv / (U * W))
+  const loadK = (base: string, e: string) => wide ? `ld4_k((${base} + ${e}) >> 2u)` : `ld_k(${base} + ${e} * P.k_nb0)`
+  const loadV = (base: string, e: string) => wide ? `ld4_v((${base} + ${e}) >> 2u)` : `ld_v(${base} + ${e} * P.v_nb0)`
+  const loadQ = (e: string, hh: string) =>
+    wide
+      ? `vec4<f32>(${range(4).map((c) => `ld_q(ix_q(${e} + ${c}u, i, h0 + ${hh}, b))`).join(", ")})`
+      : `ld_q(ix_q(${e}, i, h0 + ${hh}, b))`
+  const dotOf = (x: string, y: string) => wide ? `dot(${x}, ${y})` : `${x} * ${y}`
+  const split = splits > 1
+  const softcap = op.logitSoftcap !== 0
+  // a mask shared by the heads (ggml's usual [keys, rows, 1, 1]) is loaded with the block's K and V rows,
+  // once a key: a load a head and key after each score kept every score waiting on a load
+  const sharedMask = mask !== undefined && mask.ne[2] === 1
+  const parts = partsOf(node, plan)
+  const out = KernelSpec.writesOut(target)
+  // scratch (in elements from the result's first): each part's max and sum, then each part's output row
+  const scratch = Tensor.nelements(node)
+  const extent = Tensor.nbytes(node) + 4 * parts * (Dv + 2)
+  const d: Operand = split ? { name: "d", tensor: node, extent } : { name: "d", tensor: node }
+  const operands: Array<Operand> = [{ name: "q", tensor: q }, { name: "k", tensor: k }, { name: "v", tensor: v }, d]
+  if (mask) operands.push({ name: "m", tensor: mask })
+  if (sinks) operands.push({ name: "s", tensor: sinks })
+  const splitParams = [u32("nsplit", splits), u32("scratch", scratch), u32("parts", parts)]
+  const groups = q.ne[1] * q.ne[3] * k.ne[2] * (q.ne[2] / k.ne[2] / HG) * splits
+  const finish = (o: string, l: string, m: string) =>
+    sinks
+      ? `let sk = ld_s(ix_s(h, 0u, 0u, 0u));
+    let mt = max(${m}, sk);
+    let w = select(0.0, exp(${m} - mt), ${m} > neg_inf());
+    let lt = ${l} * w + exp(sk - mt);
+    st_d(ix_d(e, h, i, b), select(0.0, ${o} * w / lt, lt > 0.0));`
+      : `st_d(ix_d(e, h, i, b), select(0.0, ${o} / ${l}, ${l} > 0.0));`
+  const reduce: Kernel | undefined = split
+    ? KernelSpec.make({
+      variant: { family: "flash_attn_merge", Dv, sinks: sinks !== undefined, loads: MERGE_LOADS },
+      operands: sinks ? [d, { name: "s", tensor: sinks }] : [d],
+      params: splitParams,
+      workgroups: fold(q.ne[1] * q.ne[2] * q.ne[3], target.maxWorkgroups),
+      main: `
+var<workgroup> red: array<f32, 64>;
+var<workgroup> wgt: array<f32, ${MAX_SPLITS}>;
+${entry(64)}
+  let t = wg_linear(wid, nwg);
+  if (t >= P.d_ne1 * P.d_ne2 * P.d_ne3) { return; }
+  let h = t % P.d_ne1;
+  let i = (t / P.d_ne1) % P.d_ne2;
+  let b = t / (P.d_ne1 * P.d_ne2);
+  let p0 = ((b * P.d_ne2 + i) * P.d_ne1 + h) * P.nsplit;
+  let base = P.d_o + P.scratch;
+  // the splits' maxima and sums reduced by the workgroup, each split's weight kept in workgroup memory:
+  // the output's loads over the splits are then independent of each other (a loop that read each
+  // split's max before its output waited on one load after another)
+  var m = neg_inf();
+  for (var s = lid; s < P.nsplit; s += 64u) { m = max(m, ld_d(base + (p0 + s) * 2u)); }
+  red[lid] = m;
+  workgroupBarrier();
+  for (var w = 32u; w > 0u; w >>= 1u) {
+    if (lid < w) { red[lid] = max(red[lid], red[lid + w]); }
+    workgroupBarrier();
+  }
+  let mx = red[0];
+  workgroupBarrier();
+  var ls = 0.0;
+  for (var s = lid; s < P.nsplit; s += 64u) {
+    let ms = ld_d(base + (p0 + s) * 2u);
+    let wt = select(0.0, exp(ms - mx), ms > neg_inf());
+    wgt[s] = wt;
+    ls += ld_d(base + (p0 + s) * 2u + 1u) * wt;
+  }
+  red[lid] = ls;
+  workgroupBarrier();
+  for (var w = 32u; w > 0u; w >>= 1u) {
+    if (lid < w) { red[lid] += red[lid + w]; }
+    workgroupBarrier();
+  }
+  let l = red[0];
+  for (var e = lid; e < ${Dv}u; e += 64u) {
+    // the splits' rows read ${MERGE_LOADS} at a time, every load issued before its first use: a loop of one
+    // load and its multiply-add waited on each load in turn
+    var o = 0.0;
+    let row = base + P.parts * 2u + p0 * ${Dv}u + e;
+    var s = 0u;
+    for (; s + ${MERGE_LOADS}u <= P.nsplit; s += ${MERGE_LOADS}u) {
+      ${range(MERGE_LOADS).map((u) => `let v${u} = ld_d(row + (s + ${u}u) * ${Dv}u);`).join("\n      ")}
+      o += ${range(MERGE_LOADS).map((u) => `v${u} * wgt[s + ${u}u]`).join(" + ")};
+    }
+    for (; s < P.nsplit; s++) { o += ld_d(row + s * ${Dv}u) * wgt[s]; }
+    ${finish("o", "l", "mx")}
+  }
+}`
+    })
+    : undefined
+  const D4 = D / 4
+  const dimsBody = `  var qr: array<${T}, ${HG * RD}>;
+  var mx: array<f32, ${HG}>;
+  var sum: array<f32, ${HG}>;
+  var acc: array<${T}, ${HG * RV}>;
+  var slopes: array<f32, ${HG}>;
+  ${
+    repeat(HG, "hh", out, (hh) =>
+      `${
+        repeat(RD, "r", out, (r) =>
+          `let e = ${U}u * (sgl + ${r} * ${W}u);
+if (e < ${D}u) { qr[${hh} * ${RD}u + ${r}] = ${loadQ("e", hh)}; }`)
+      }
+mx[${hh}] = neg_inf();
+slopes[${hh}] = slope_of(h0 + ${hh});`)
+  }
+  for (var j0 = j_begin + sg * ${KB}u; j0 < j_end; j0 += ${S * KB}u) {
+    var kr: array<${T}, ${KB * RD}>;
+    var vr: array<${T}, ${KB * RV}>;${
+    sharedMask ?
+      `
+    var mk: array<f32, ${KB}>;` :
+      ""
+  }
+    ${
+    repeat(KB, "kk", out, (kk) =>
+      `let j = j0 + ${kk};
+if (j < j_end) {${
+        sharedMask ?
+          `
+  mk[${kk}] = ld_m(ix_m(j, i, 0u, b % P.m_ne3));` :
+          ""
+      }
+  let kb = ix_k(0u, j, g, kb3);
+  let vb = ix_v(0u, j, g, vb3);
+  ${
+        repeat(RD, "r", out, (r) =>
+          `let e = ${U}u * (sgl + ${r} * ${W}u);
+if (e < ${D}u) { kr[${kk} * ${RD}u + ${r}] = ${loadK("kb", "e")}; }`)
+      }
+  ${
+        repeat(RV, "r", out, (r) =>
+          `let e = ${U}u * (sgl + ${r} * ${W}u);
+if (e < ${Dv}u) { vr[${kk} * ${RV}u + ${r}] = ${loadV("vb", "e")}; }`)
+      }
+}`)
+  }
+    ${
+    repeat(HG, "hh", out, (hh) =>
+      `var sc: array<f32, ${KB}>;
+var bm = mx[${hh}];
+${
+        repeat(KB, "kk", out, (kk) =>
+          `var qk = 0.0;
+${repeat(RD, "r", out, (r) => `qk += ${dotOf(`qr[${hh} * ${RD}u + ${r}]`, `kr[${kk} * ${RD}u + ${r}]`)};`)}
+var x = subgroupAdd(qk) * P.scale;${softcap ? "\nx = P.softcap * tanh_s(x / P.softcap);" : ""}
+let j = j0 + ${kk};
+if (j < j_end) {${
+            mask === undefined
+              ? ""
+              : sharedMask
+              ? `\n  x += slopes[${hh}] * mk[${kk}];`
+              : `\n  x += slopes[${hh}] * ld_m(ix_m(j, i, (h0 + ${hh}) % P.m_ne2, b % P.m_ne3));`
+          }
+} else { x = neg_inf(); }
+sc[${kk}] = x;
+bm = max(bm, x);`)
+      }
+let corr = select(0.0, exp(mx[${hh}] - bm), mx[${hh}] > neg_inf());
+var ps = 0.0;
+${
+        repeat(KB, "kk", out, (kk) =>
+          `let p = select(0.0, exp(sc[${kk}] - bm), sc[${kk}] > neg_inf());
+sc[${kk}] = p;
+ps += p;`)
+      }
+sum[${hh}] = sum[${hh}] * corr + ps;
+${
+        repeat(RV, "r", out, (r) =>
+          `var o = acc[${hh} * ${RV}u + ${r}] * corr;
+${repeat(KB, "kk", out, (kk) => `o += sc[${kk}] * vr[${kk} * ${RV}u + ${r}];`)}
+acc[${hh} * ${RV}u + ${r}] = o;`)
+      }
+mx[${hh}] = bm;`)
+  }
+  }
+`
+  const keysBody = `  var mx: array<f32, ${HG}>;
+  var sum: array<f32, ${HG}>;
+  var acc: array<vec4<f32>, ${HG * RV}>;
+  var slopes: array<f32, ${HG}>;
+  for (var x = lid; x < ${HG * D4}u; x += ${W * S}u) {
+    let e = 4u * (x % ${D4}u);
+    let hq = h0 + x / ${D4}u;
+    qs[x] = vec4<f32>(${range(4).map((c) => `ld_q(ix_q(e + ${c}u, i, hq, b))`).join(", ")});
+  }
+  ${repeat(HG, "hh", out, (hh) => `mx[${hh}] = neg_inf();\nslopes[${hh}] = slope_of(h0 + ${hh});`)}
+  workgroupBarrier();
+  for (var j0 = j_begin + sg * ${W}u; j0 < j_end; j0 += ${S * W}u) {
+    // the scores: a key a lane (rows past the split's end read its last and score -inf)
+    let j = j0 + sgl;
+    let valid = j < j_end;
+    let jr = min(j, j_end - 1u);
+    let kb = ix_k(0u, jr, g, kb3);
+    // zeroed each block explicitly: a declaration alone kept the last block's sums on lavapipe
+    var sc = array<f32, ${HG}>();
+    ${
+    repeat(D4, "c", out, (c) =>
+      `let k4 = ld4_k((kb + 4u * ${c}) >> 2u);
+${range(HG).map((hh) => `sc[${hh}] += dot(qs[${hh * D4}u + ${c}], k4);`).join("\n")}`)
+  }${sharedMask ? `\n    let mk = ld_m(ix_m(jr, i, 0u, b % P.m_ne3));` : ""}
+    var pr: array<f32, ${HG}>;
+    ${
+    repeat(HG, "hh", out, (hh) =>
+      `var x = sc[${hh}] * P.scale;${softcap ? "\nx = P.softcap * tanh_s(x / P.softcap);" : ""}${
+        mask === undefined
+          ? ""
+          : sharedMask
+          ? `\nx += slopes[${hh}] * mk;`
+          : `\nx += slopes[${hh}] * ld_m(ix_m(jr, i, (h0 + ${hh}) % P.m_ne2, b % P.m_ne3));`
+      }
+x = select(neg_inf(), x, valid);
+let bm = max(mx[${hh}], subgroupMax(x));
+let p = select(0.0, exp(x - bm), x > neg_inf());
+let corr = select(0.0, exp(mx[${hh}] - bm), mx[${hh}] > neg_inf());
+sum[${hh}] = sum[${hh}] * corr + subgroupAdd(p);
+mx[${hh}] = bm;
+pr[${hh}] = p;
+${
+        range(RV).map((r) => `acc[${hh} * ${RV}u + ${r}u] *= corr;`).join("\n")
+      }`)
+  }
+    // the values: lanes across the head dimension, each key's weights passed from its lane; rows past the
+    // end weigh 0, so every load is unconditional (lanes past Dv read its last four, never written out)
+    ${
+    repeat(W, "jj", out, (jj) =>
+      `let vb = ix_v(0u, min(j0 + ${jj}, j_end - 1u), g, vb3);
+${range(HG).map((hh) => `let p${hh} = subgroupShuffle(pr[${hh}], ${jj});`).join("\n")}
+${
+        range(RV).map((r) =>
+          `{
+  let v4 = ld4_v((vb + min(4u * (sgl + ${r * W}u), ${Dv - 4}u)) >> 2u);
+${range(HG).map((hh) => `  acc[${hh * RV + r}u] += p${hh} * v4;`).join("\n")}
+}`
+        ).join("\n")
+      }`)
+  }
+  }
+`
+  return KernelSpec.make({
+    variant: {
+      family: "flash_attn_decode",
+      across: plan.across,
+      out,
+      wide,
+      D,
+      Dv,
+      lanes: W,
+      subgroups: S,
+      heads: HG,
+      block: KB,
+      split,
+      mask: mask === undefined ? false : sharedMask ? "shared" : "per-head",
+      sinks: sinks !== undefined,
+      softcap
+    },
+    enables: ["subgroups"],
+    // each subgroup walks its own keys: its loop is uniform within the subgroup, which WGSL cannot see
+    diagnosticsOff: ["subgroup_uniformity"],
+    operands,
+    params: [...params, ...splitParams],
+    workgroups: fold(groups, target.maxWorkgroups),
+    fallback,
+    ...(wide ? { vec4: true } : {}),
+    ...(reduce ? { next: reduce } : {}),
+    main: `
+${SUBGROUP_LANES}
+var<workgroup> cm: array<f32, ${S * HG}>;
+var<workgroup> cl: array<f32, ${S * HG}>;
+var<workgroup> co: array<f32, ${S * HG * Dv}>;${
+      plan.across === "keys" ?
+        `
+var<workgroup> qs: array<vec4<f32>, ${HG * D4}>;` :
+        ""
+    }
+fn slope_of(h: u32) -> f32 {${alibiSlope("h")}
+  return slope;
+}
+${entry(W * S, true)}
+  var t = wg_linear(wid, nwg);
+  let G = P.q_ne2 / P.k_ne2;
+  let nch = G / ${HG}u;
+  if (t >= P.nsplit * nch * P.k_ne2 * P.q_ne1 * P.q_ne3) { return; }
+  let sp = t % P.nsplit;
+  t /= P.nsplit;
+  let ch = t % nch;
+  t /= nch;
+  let g = t % P.k_ne2;
+  t /= P.k_ne2;
+  let i = t % P.q_ne1;
+  let b = t / P.q_ne1;
+  let h0 = g * G + ch * ${HG}u;
+  let sg = lid / sgs;
+  let per = (P.k_ne1 + P.nsplit - 1u) / P.nsplit;
+  let j_begin = sp * per;
+  let j_end = min(P.k_ne1, j_begin + per);
+  let kb3 = b % P.k_ne3;
+  let vb3 = b % P.v_ne3;
+${plan.across === "keys" ? keysBody : dimsBody}
+  ${
+      repeat(HG, "hh", out, (hh) =>
+        `if (sgl == 0u) {
+  cm[sg * ${HG}u + ${hh}] = mx[${hh}];
+  cl[sg * ${HG}u + ${hh}] = sum[${hh}];
+}
+${
+          repeat(RV, "r", out, (r) =>
+            `let e = ${U}u * (sgl + ${r} * ${W}u);
+if (e < ${Dv}u) {
+${
+              wide
+                ? range(4).map((c) =>
+                  `  co[(sg * ${HG}u + ${hh}) * ${Dv}u + e + ${c}u] = acc[${hh} * ${RV}u + ${r}][${c}];`
+                )
+                  .join("\n")
+                : `  co[(sg * ${HG}u + ${hh}) * ${Dv}u + e] = acc[${hh} * ${RV}u + ${r}];`
+            }
+}`)
+        }`)
+    }
+  workgroupBarrier();
+  for (var x = lid; x < ${HG * Dv}u; x += ${W * S}u) {
+    let hh = x / ${Dv}u;
+    let e = x % ${Dv}u;
+    let h = h0 + hh;
+    var m = neg_inf();
+    for (var s = 0u; s < ${S}u; s++) { m = max(m, cm[s * ${HG}u + hh]); }
+    var l = 0.0;
+    var o = 0.0;
+    for (var s = 0u; s < ${S}u; s++) {
+      let ms = cm[s * ${HG}u + hh];
+      if (ms > neg_inf()) {
+        let w = exp(ms - m);
+        l += cl[s * ${HG}u + hh] * w;
+        o += co[(s * ${HG}u + hh) * ${Dv}u + e] * w;
+      }
+    }
+${
+      split
+        ? `    let pi = ((b * P.q_ne1 + i) * P.q_ne2 + h) * P.nsplit + sp;
+    let base = P.d_o + P.scratch;
+    if (e == 0u) {
+      st_d(base + pi * 2u, m);
+      st_d(base + pi * 2u + 1u, l);
+    }
+    st_d(base + P.parts * 2u + pi * ${Dv}u + e, o);`
+        : `    ${finish("o", "l", "m")}`
+    }
+  }
+}`
+  })
+}
