@@ -44,6 +44,10 @@ interface Preparing {
  */
 const PIECE = 16
 
+/** tasks waiting for the message that runs them (browsers), oldest first; a cancelled one is a no-op */
+const queued: Array<{ f: (() => void) | undefined }> = []
+let channel: MessageChannel | undefined
+
 /** runs f after the event loop's pending callbacks (a GPU completion among them); returns its cancel */
 const later = (f: () => void): () => void => {
   if (typeof setImmediate === "function") {
@@ -51,17 +55,16 @@ const later = (f: () => void): () => void => {
     return () => clearImmediate(handle)
   }
   if (typeof MessageChannel === "function") {
-    // browsers: a message runs as the next task, where setTimeout(0) waits 4 ms once nested
-    let cancelled = false
-    const channel = new MessageChannel()
-    channel.port1.onmessage = () => {
-      channel.port1.close()
-      if (!cancelled) f()
+    // browsers: a message runs as the next task, where setTimeout(0) waits 4 ms once nested; one channel
+    if (channel === undefined) {
+      channel = new MessageChannel()
+      channel.port1.onmessage = () => queued.shift()?.f?.()
     }
+    const task: { f: (() => void) | undefined } = { f }
+    queued.push(task)
     channel.port2.postMessage(undefined)
     return () => {
-      cancelled = true
-      channel.port1.close()
+      task.f = undefined
     }
   }
   const handle = setTimeout(f, 0)
