@@ -26,6 +26,8 @@ import * as path from "node:path"
 const llama1b = { hidden: 2048, layers: 16, heads: 32, kvHeads: 8, ffn: 8192, vocab: 32000 } as const
 const llama8b = { hidden: 4096, layers: 32, heads: 32, kvHeads: 8, ffn: 14336, vocab: 128256 } as const
 const quick = { hidden: 256, layers: 2, heads: 4, kvHeads: 2, ffn: 512, vocab: 1000 } as const
+/** a 1B model's layers and dispatches at small widths: its step's host work on a slow adapter */
+const host = { hidden: 256, layers: 16, heads: 8, kvHeads: 2, ffn: 512, vocab: 32000 } as const
 
 const MODELS: Record<string, Fixture.Options> = {
   "1b-f16": { architecture: "llama", dtype: "f16", ...llama1b },
@@ -33,7 +35,8 @@ const MODELS: Record<string, Fixture.Options> = {
   "1b-q4_0": { architecture: "llama", dtype: "q4_0", ...llama1b },
   "8b-q8_0": { architecture: "llama", dtype: "q8_0", ...llama8b },
   "8b-q4_0": { architecture: "llama", dtype: "q4_0", ...llama8b },
-  quick: { architecture: "llama", dtype: "q8_0", ...quick }
+  quick: { architecture: "llama", dtype: "q8_0", ...quick },
+  "host-q4_0": { architecture: "llama", dtype: "q4_0", ...host }
 }
 
 const PROMPT = 512
@@ -49,7 +52,7 @@ const chosen = rest.includes("--quick")
   ? ["quick"]
   : names.length > 0
   ? names
-  : Object.keys(MODELS).filter((n) => n !== "quick")
+  : Object.keys(MODELS).filter((n) => n !== "quick" && !n.startsWith("host"))
 for (const n of chosen) {
   if (MODELS[n] === undefined) {
     console.error(`unknown model ${n}: ${Object.keys(MODELS).join(", ")}`)
@@ -161,8 +164,22 @@ const measure = (name: string) =>
         }
         return () => (proto[name] = original)
       }
+      // the pass encoder's calls summed, not listed (a step makes hundreds): their share of the host time
+      const inPass = { ms: 0, calls: 0 }
+      const sum = (proto: any, name: string) => {
+        const original = proto[name]
+        proto[name] = function(this: unknown, ...args: Array<unknown>) {
+          const t = performance.now()
+          const r = original.apply(this, args)
+          inPass.ms += performance.now() - t
+          inPass.calls++
+          return r
+        }
+        return () => (proto[name] = original)
+      }
       const g = globalThis as any
       const steps: Array<Array<[string, number]>> = []
+      const passMs: Array<number> = []
       for (let step = 0; step < 9; step++) {
         yield* model.context.truncate(PROMPT)
         const undo = [
@@ -171,15 +188,24 @@ const measure = (name: string) =>
           wrap(g.GPUQueue.prototype, "onSubmittedWorkDone"),
           wrap(g.GPUBuffer.prototype, "mapAsync"),
           wrap(g.GPUDevice.prototype, "createBuffer"),
-          wrap(g.GPUDevice.prototype, "createCommandEncoder")
+          wrap(g.GPUDevice.prototype, "createCommandEncoder"),
+          ...["setPipeline", "setBindGroup", "dispatchWorkgroups", "end"].map((n) =>
+            sum(g.GPUComputePassEncoder.prototype, n)
+          ),
+          sum(g.GPUCommandEncoder.prototype, "finish")
         ]
         events.length = 0
+        inPass.ms = 0
+        inPass.calls = 0
         const t0 = performance.now()
         events.push(["evaluate>", t0])
         yield* model.context.evaluate([prompt[0]])
         events.push(["evaluate<", performance.now()])
         for (const u of undo) u()
-        if (step > 0) steps.push(events.map(([e, t]) => [e, Number((t - t0).toFixed(3))]))
+        if (step > 0) {
+          steps.push(events.map(([e, t]) => [e, Number((t - t0).toFixed(3))]))
+          passMs.push(Number(inPass.ms.toFixed(3)))
+        }
       }
       // the step with the median wall time
       steps.sort((a, b) => a[a.length - 1][1] - b[b.length - 1][1])
@@ -187,6 +213,9 @@ const measure = (name: string) =>
         model: name,
         timeline: "one decoding step at position 512, untraced: ms from its start",
         walls_ms: steps.map((s) => s[s.length - 1][1]),
+        // the time inside the pass encoders' calls (setPipeline, setBindGroup, dispatchWorkgroups, end, finish)
+        // during each step, in the steps' order (encoding ahead for the next one included)
+        pass_calls_ms: passMs,
         events: steps[Math.floor(steps.length / 2)]
       }))
     }

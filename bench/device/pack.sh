@@ -4,7 +4,8 @@
 #   debs/               the Vulkan loader and GLVND libraries (the GPU machine has the NVIDIA driver only)
 #   webgpu.tar.xz       Dawn (npm webgpu 0.6.2, linux-x64 only)
 #   llamapack.tar.xz    llama.cpp's Vulkan build (node-llama-cpp 3.21.1, @node-llama-cpp/linux-x64-vulkan)
-#   *.mjs               bench/llm.ts and the probes bundled with esbuild (Dawn left external);
+#   *.mjs               bench/llm.ts, bench/run.ts (its tfjs peer left out: run it with --no-peer) and the
+#                       probes bundled with esbuild (Dawn left external);
 #                       bench.mjs: tools/llama-oracle/bench.mjs
 #   run.sh              the entry point there (bench/device/run.sh)
 # After `pnpm install`: `bash bench/device/pack.sh`, then the device tool with carry [".gpu-llm"] and e.g.
@@ -44,7 +45,7 @@ fi
 esbuild=$(readlink -f node_modules/.pnpm/node_modules/.bin/esbuild 2>/dev/null || true)
 [ -x "$esbuild" ] || esbuild=$(ls node_modules/.pnpm/esbuild@*/node_modules/esbuild/bin/esbuild | head -1)
 bundle() {
-  "$esbuild" "$1" --bundle --platform=node --format=esm --target=node20 --external:webgpu --conditions=dawn \
+  "$esbuild" "$1" --bundle --platform=node --format=esm --target=node20 --external:webgpu --external:'@tensorflow/*' --conditions=dawn \
     --log-level=warning --outfile="$out/$2" \
     --banner:js="import { createRequire as __cr } from 'module'; const require = __cr(import.meta.url);"
 }
@@ -52,6 +53,7 @@ bundle bench/llm.ts llm.mjs
 bundle bench/probes/kernel-check.ts check.mjs
 bundle bench/probes/prefill-probe.ts prefill.mjs
 bundle bench/probes/attention-probe.ts attention.mjs
+bundle bench/run.ts run.mjs
 cp tools/llama-oracle/bench.mjs bench/device/run.sh $out/
 du -sh $out/* | sed 's/^/  /'
 echo "total: $(du -sh $out | cut -f1) (a device run carries at most 64 MiB with the working tree)"

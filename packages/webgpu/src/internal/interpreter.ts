@@ -166,10 +166,11 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
         enc.resolveQuerySet(querySet, 0, 2 * n, resolve, 0)
         enc.copyBufferToBuffer(resolve, 0, readback, 0, 16 * n)
       }
-      ctx.device.queue.submit([enc.finish()])
+      const serial = GpuContext.submit(ctx, [enc.finish()])
       let gpu: Array<number | undefined> = program.dispatches.map(() => undefined)
       if (readback) {
         yield* await_(ctx, readback.mapAsync(GPUMapMode.READ))
+        GpuContext.finished(ctx, serial)
         const ticks = new BigInt64Array(readback.getMappedRange().slice(0))
         gpu = program.dispatches.map((_, i) => Number(ticks[2 * i + 1] - ticks[2 * i]))
         GpuContext.destroyBuffer(ctx, readback)
@@ -177,6 +178,7 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
         querySet!.destroy()
       } else {
         yield* await_(ctx, ctx.device.queue.onSubmittedWorkDone())
+        GpuContext.finished(ctx, serial)
       }
       return program.dispatches.map((d, i): TraceEntry => ({
         index: i,
@@ -300,12 +302,13 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
     start: number,
     end: number,
     cost: number,
-    encoded?: GPUCommandBuffer
+    encoded?: GPUCommandBuffer,
+    submittedAt = performance.now()
   ): Promise<void> => {
-    const submittedAt = performance.now()
-    ctx.device.queue.submit([encoded ?? encode(program, start, end)])
+    const serial = GpuContext.submit(ctx, [encoded ?? encode(program, start, end)])
     return ctx.device.queue.onSubmittedWorkDone().then(() => {
       const now = performance.now()
+      GpuContext.finished(ctx, serial)
       GpuContext.learnPace(ctx, cost, now - Math.max(submittedAt, ctx.pace.lastDoneAt))
       ctx.pace.lastDoneAt = now
     })
@@ -360,12 +363,27 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
       // in flight keeps the GPU busy while an abort waits for little
       const inFlight: Array<{ readonly done: Promise<void>; readonly ms: number }> = []
       let inFlightMs = 0
+      // where the whole compute fits what may be in flight (a decoding step), nothing waits on its command
+      // buffers but the last: the others go without a completion of their own (each cost a promise, a
+      // callback and a turn of the event loop, a few times a token)
+      const untracked = (costOf(program, 0, program.dispatches.length) * paceOf(program)) / 1e6 <= 2 * CHUNK_MS
+      // the untracked buffers' cost and first submission, learned with the last one's completion
+      let skipped = { cost: 0, at: 0 }
       for (const [i, [start, end]] of ranges.entries()) {
         if (command.abort.aborted) break
         const cost = costOf(program, start, end)
         const ms = (cost * paceOf(program)) / 1e6
-        const done = submit(program, start, end, cost, ready?.buffers[i])
-        inFlight.push({ done: end === program.dispatches.length ? learn(done) : done, ms })
+        const last = end === program.dispatches.length
+        if (untracked && !last) {
+          if (skipped.cost === 0) skipped = { cost: 0, at: performance.now() }
+          GpuContext.submit(ctx, [ready?.buffers[i] ?? encode(program, start, end)])
+          skipped.cost += cost
+          continue
+        }
+        const done = skipped.cost > 0
+          ? submit(program, start, end, cost + skipped.cost, ready?.buffers[i], skipped.at)
+          : submit(program, start, end, cost, ready?.buffers[i])
+        inFlight.push({ done: last ? learn(done) : done, ms })
         inFlightMs += ms
         while (inFlight.length > 1 && inFlightMs > 2 * CHUNK_MS) {
           const oldest = inFlight.shift()!
@@ -375,7 +393,12 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
       }
       prepareNext()
       const last = inFlight.at(-1)
-      if (last !== undefined && (command.wait || command.abort.aborted)) yield* await_(ctx, last.done)
+      if (command.abort.aborted && untracked) {
+        // stopped before the tracked last buffer: what went in flight has no completion of its own
+        const serial = ctx.queue.submitted
+        yield* await_(ctx, ctx.device.queue.onSubmittedWorkDone())
+        GpuContext.finished(ctx, serial)
+      } else if (last !== undefined && (command.wait || command.abort.aborted)) yield* await_(ctx, last.done)
       yield* GpuContext.checkAlive(ctx)
     })
   }
@@ -384,7 +407,11 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
     device: ctx.name,
     fence: Effect.suspend(() => {
       const dead = GpuContext.deadOrFailed(ctx)
-      return dead === undefined ? await_(ctx, ctx.device.queue.onSubmittedWorkDone()) : Effect.fail(dead)
+      if (dead !== undefined) return Effect.fail(dead)
+      // every submission seen finished already (a step whose logits were read): no round trip
+      if (GpuContext.idle(ctx)) return Effect.void
+      const serial = ctx.queue.submitted
+      return Effect.tap(await_(ctx, ctx.device.queue.onSubmittedWorkDone()), () => GpuContext.finished(ctx, serial))
     }),
     execute: (command) => {
       switch (command._tag) {

@@ -58,9 +58,10 @@ export const read = (
     try {
       const enc = ctx.device.createCommandEncoder()
       enc.copyBufferToBuffer(src, lo, staging, 0, hi - lo)
-      ctx.device.queue.submit([enc.finish()])
+      const serial = GpuContext.submit(ctx, [enc.finish()])
       await staging.mapAsync(GPUMapMode.READ, 0, hi - lo)
       mapped = true
+      GpuContext.finished(ctx, serial)
       return new Uint8Array(staging.getMappedRange(0, hi - lo)).slice(offset - lo, offset - lo + size)
     } finally {
       if (mapped) staging.unmap()
@@ -91,7 +92,7 @@ export const write = (
           staging.unmap()
           const enc = ctx.device.createCommandEncoder()
           enc.copyBufferToBuffer(staging, 0, dst, offset, data.byteLength)
-          ctx.device.queue.submit([enc.finish()])
+          GpuContext.submit(ctx, [enc.finish()])
           GpuContext.destroyBuffer(ctx, staging)
         } else {
           ctx.device.queue.writeBuffer(dst, offset, data as Uint8Array<ArrayBuffer>)
@@ -124,7 +125,7 @@ export const memset = (
       if (value === 0) {
         const enc = ctx.device.createCommandEncoder()
         enc.clearBuffer(dst, lo, hi - lo)
-        ctx.device.queue.submit([enc.finish()])
+        GpuContext.submit(ctx, [enc.finish()])
       } else {
         const chunk = 1 << 24
         const fill = new Uint8Array(Math.min(chunk, hi - lo)).fill(value)
@@ -200,7 +201,7 @@ export const copy = (
     pass.setBindGroup(0, group)
     pass.dispatchWorkgroups(Math.min(Math.ceil(size / 4 / 256), 4096))
     pass.end()
-    ctx.device.queue.submit([enc.finish()])
+    GpuContext.submit(ctx, [enc.finish()])
     GpuContext.destroyBuffer(ctx, uniform)
     return true
   })
