@@ -2,7 +2,7 @@
  * Graph rewrites that fuse chains into one kernel, as ggml backends do in graph_optimize: rms_norm * w,
  * (a + b) -> rms_norm [* w], mul_mat + bias, silu(x) * g -> swiglu; and where a backend asks for them (see
  * Options) a gated FFN's products with their swiglu, products sharing their activations stacked, a residual
- * sum kept beside its next norm, and rope stored by its set_rows. A rewrite is pure: it returns a new
+ * sum kept beside its next norm, rope stored by its set_rows, and q's rope read by its attention. A rewrite is pure: it returns a new
  * graph whose `aliases` map the original tensors to the ones that now compute them, so plans built on it
  * still answer `get(originalOutput)`. A chain fuses only when its inner results have no other user and
  * are not outputs.
@@ -18,6 +18,8 @@ interface Fused {
   readonly op: OpT
   readonly src: ReadonlyArray<Tensor.Tensor>
   readonly absorbed: ReadonlyArray<Tensor.Tensor>
+  /** the first source is seen with its dimensions 1 and 2 swapped (a permute made when the graph is rebuilt) */
+  readonly swapFirst?: boolean
 }
 
 /**
@@ -43,6 +45,11 @@ export interface Options {
   readonly addRmsNormKeep?: boolean
   /** whether a backend rotates rows as it stores them (rope then set_rows, a key cache's write); default: never */
   readonly ropeSetRows?: boolean
+  /**
+   * whether a backend rotates q as its attention reads it (rope, permuted, then flash_attn_ext: a decoding
+   * step's queries) as one rope_flash_attn_ext node; default: never
+   */
+  readonly ropeAttention?: (attention: Tensor.Tensor, rope: Tensor.Tensor) => boolean
 }
 
 /**
@@ -115,6 +122,22 @@ export const optimize = (g: Graph.Graph, options: Options = {}): Graph.Graph => 
         const { _tag, ...rope } = r.op
         const src = [s0, ...r.src, y.src[2]]
         if (claim(y, { op: Op.RopeSetRows(rope), src, absorbed: [s1, r] })) continue
+      }
+    }
+    if (y.op._tag === "FlashAttnExt" && options.ropeAttention !== undefined && s0.op._tag === "Permute") {
+      const r = s0.src[0]
+      const [a0, a1, a2, a3] = s0.op.axes
+      if (
+        a0 === 0 && a1 === 2 && a2 === 1 && a3 === 3 && r.op._tag === "Rope" && users.get(s0.id) === 1 &&
+        users.get(r.id) === 1 && !outputs.has(s0.id) && !outputs.has(r.id) && r.viewSrc === undefined &&
+        options.ropeAttention(y, r)
+      ) {
+        const { _tag, ...attention } = y.op
+        const { _tag: _rope, ...rope } = r.op
+        const src = [r.src[0], ...y.src.slice(1), ...r.src.slice(1)]
+        if (claim(y, { op: Op.RopeFlashAttnExt({ ...attention, rope }), src, absorbed: [s0, r], swapFirst: true })) {
+          continue
+        }
       }
     }
     if (y.op._tag === "Add" && s0.op._tag === "MulMat" && inner(s0)) {
@@ -197,6 +220,17 @@ export const optimize = (g: Graph.Graph, options: Options = {}): Graph.Graph => 
     const f = fusions.get(n.id)
     const op = f?.op ?? n.op
     const src = (f?.src ?? n.src).map(get)
+    if (f?.swapFirst === true) {
+      const x = src[0]
+      src[0] = Tensor.unsafeView(
+        x,
+        [x.ne[0], x.ne[2], x.ne[1], x.ne[3]],
+        [x.nb[0], x.nb[2], x.nb[1], x.nb[3]],
+        0,
+        Op.Permute({ axes: [0, 2, 1, 3] }),
+        [x]
+      )
+    }
     if (f === undefined && src.every((s, k) => s === n.src[k])) continue
     let t: Tensor.Tensor
     if (n.viewSrc !== undefined) {

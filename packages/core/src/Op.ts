@@ -139,6 +139,19 @@ export type Op = Data.TaggedEnum<{
    * the last source (set_rows of the rotated keys into a cache); the result is a view of src0
    */
   RopeSetRows: RopeParams
+  /**
+   * fused by an optimizer: flash_attn_ext with q rotated first: src as flash_attn_ext's (q [D, n_q, H], k,
+   * v, the mask, the sinks), then rope's positions [n_q] and its frequency factors when
+   * `rope.hasFreqFactors`; q's row i is turned by positions[i] (a query's rope and its attention in one)
+   */
+  RopeFlashAttnExt: {
+    readonly scale: number
+    readonly maxBias: number
+    readonly logitSoftcap: number
+    readonly hasMask: boolean
+    readonly hasSinks: boolean
+    readonly rope: RopeParams
+  }
 }>
 
 /**
@@ -202,7 +215,8 @@ const names: Record<Tag, string> = {
   MulMatSwiglu: "mul_mat_swiglu",
   MulMatStack: "mul_mat_stack",
   AddRmsNormKeep: "add_rms_norm_keep",
-  RopeSetRows: "rope_set_rows"
+  RopeSetRows: "rope_set_rows",
+  RopeFlashAttnExt: "rope_flash_attn_ext"
 }
 
 /**

@@ -55,6 +55,52 @@ describe("Fusion", () => {
       }
     }))
 
+  it.effect("rotates q as attention reads it (rope, permute, flash_attn_ext) only where the backend asks; same results", () =>
+    Effect.gen(function*() {
+      // normal and neox modes, frequency factors and YaRN once; two query rows at their own positions over
+      // grouped KV heads; q a view of a wider product's rows, as a stacked q, k and v make it
+      for (const [mode, factors, yarn] of [[0, false, false], [2, true, true]] as const) {
+        const g = Graph.make()
+        const qkv = yield* g.input("qkv", "f32", [8 * 4 + 16, 2])
+        const k = yield* g.input("k", "f32", [8, 5, 2])
+        const v = yield* g.input("v", "f32", [8, 5, 2])
+        const pos = yield* g.input("pos", "i32", [2])
+        const mask = yield* g.input("mask", "f32", [5, 2])
+        const f = factors ? yield* g.param("f", "f32", [3]) : undefined
+        const q = Ops.view(qkv, [8, 4, 2], [8 * 4, qkv.nb[1]], 0)
+        const r = Ops.rope(q, pos, {
+          nDims: 6,
+          mode,
+          freqBase: 10000,
+          ...(f ? { freqFactors: f } : {}),
+          ...(yarn ? { extFactor: 1, freqScale: 0.25, nCtxOrig: 64, attnFactor: 1 } : {})
+        })
+        const y = yield* g.output(Ops.flashAttnExt(Ops.permute(r, [0, 2, 1, 3]), k, v, { scale: 0.3, mask }), "y")
+        const graph = g.build()
+        const tags = (h: Graph.Graph) => h.nodes.map((n) => n.op._tag)
+        assert.notInclude(tags(Fusion.optimize(graph)), "RopeFlashAttnExt")
+        assert.notInclude(tags(Fusion.optimize(graph, { ropeAttention: () => false })), "RopeFlashAttnExt")
+        const fused = Fusion.optimize(graph, { ropeAttention: () => true })
+        assert.include(tags(fused), "RopeFlashAttnExt")
+        assert.notInclude(tags(fused), "Rope")
+        const run = (h: Graph.Graph) =>
+          Effect.scoped(Effect.gen(function*() {
+            const backend = yield* Cpu.make().makeBackend()
+            const plan = yield* backend.allocate(h)
+            yield* plan.set(qkv, random(1)(48 * 2))
+            yield* plan.set(k, random(2)(8 * 5 * 2))
+            yield* plan.set(v, random(3)(8 * 5 * 2))
+            yield* plan.set(pos, Int32Array.from([3, 40]))
+            yield* plan.set(mask, Float32Array.from({ length: 10 }, (_, i) => (i === 4 ? -Infinity : 0)))
+            if (f) yield* plan.set(f, Float32Array.from([1, 2.5, 4]))
+            yield* backend.compute(plan)
+            return Array.from(yield* plan.get(y))
+          }))
+        const [got, want] = [yield* run(fused), yield* run(graph)]
+        assert.isTrue(close(got, want), `mode ${mode}: ${got.slice(0, 4)} against ${want.slice(0, 4)}`)
+      }
+    }))
+
   it.effect("keeps a residual sum beside its next norm only where the backend asks, for one row; same results", () =>
     Effect.gen(function*() {
       for (const rows of [1, 3]) {

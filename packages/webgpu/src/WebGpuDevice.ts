@@ -13,6 +13,7 @@ import type { Tensor } from "@effect-gpu/core/Tensor"
 import * as Option from "effect/Option"
 import * as GpuContext from "./internal/context.js"
 import * as Interpreter from "./internal/interpreter.js"
+import * as Attention from "./internal/kernels/attention.js"
 import type { AttentionDecode, MatrixTile, QuantizedDecode, RegisterTile } from "./internal/kernels/kernel.js"
 import * as MatMul from "./internal/kernels/matmul.js"
 import * as Memory from "./internal/memory.js"
@@ -237,13 +238,14 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
     offloadMinBatch: options.offloadMinBatch ?? 32,
     // a gated FFN's two products, and products sharing their activations (q, k, v), fuse where the int8
     // form computes them; a one-row residual sum and its next norm, and rope with the set_rows storing it,
-    // fuse everywhere
+    // fuse everywhere; q's rope with its attention where the decode form computes it
     optimize: (graph) =>
       Fusion.optimize(graph, {
         mulMatSwiglu: MatMul.fusesSwiglu(ctx.target),
         mulMatStack: MatMul.stacks(ctx.target),
         addRmsNormKeep: true,
-        ropeSetRows: true
+        ropeSetRows: true,
+        ropeAttention: Attention.fusesRope(ctx.target)
       }),
     // leafs in a buffer of their own: kernels bind them read-only, which the H200 runs faster
     // (benchmarks/RESULTS.md, "leaf buffer")

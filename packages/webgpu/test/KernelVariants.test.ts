@@ -664,6 +664,83 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
     )
   }
 
+  // q rotated as attention reads it (rope_flash_attn_ext), in each form that takes it: the decode form with
+  // the scores' lanes across the keys and across the head dimension (the device fuses where these run), and
+  // the row form (more query rows than the decode form takes; fused here by asking Fusion directly); modes
+  // 0 and 2, all of a row rotated or its first 48 values, frequency factors and YaRN once; q a view of a
+  // wider row (as a stacked q, k and v give it), grouped KV heads, a mask
+  const ropeForms = [
+    { across: "keys", nQ: 1, mode: 0, nDims: 64, factors: false, yarn: false, family: "flash_attn_decode" },
+    { across: "dims", nQ: 2, mode: 2, nDims: 48, factors: true, yarn: true, family: "flash_attn_decode" },
+    { across: undefined, nQ: 9, mode: 2, nDims: 64, factors: false, yarn: false, family: "flash_attn" }
+  ] as const
+  for (const form of ropeForms) {
+    it.scoped(
+      `q rotated by its attention (${form.family}${form.across ? `, lanes across ${form.across}` : ""}, mode ` +
+        `${form.mode}, ${form.nQ} rows) matches the CPU's rope, permute and flash_attn_ext`,
+      () =>
+        Effect.gen(function*() {
+          const [d] = yield* WebGpu.make({
+            devices: 1,
+            attentionDecode: { splits: 3, ...(form.across ? { across: form.across } : {}) }
+          })
+          const subgroups = d.description.includes("subgroups")
+          const { nQ } = form
+          const D = 64
+          const nKv = 200
+          const g = Graph.make()
+          const qkv = yield* g.input("qkv", "f32", [D * 4 + 32, nQ])
+          const k = yield* g.input("k", "f16", [D, nKv, 2])
+          const v = yield* g.input("v", "f16", [D, nKv, 2])
+          const pos = yield* g.input("pos", "i32", [nQ])
+          const mask = yield* g.input("mask", "f16", [nKv, nQ])
+          const f = form.factors ? yield* g.param("f", "f32", [form.nDims / 2]) : undefined
+          const q = Ops.view(qkv, [D, 4, nQ], [D * 4, qkv.nb[1]], 0)
+          const r = Ops.rope(q, pos, {
+            nDims: form.nDims,
+            mode: form.mode,
+            freqBase: 10000,
+            ...(f ? { freqFactors: f } : {}),
+            ...(form.yarn ? { extFactor: 1, freqScale: 0.25, nCtxOrig: 512, attnFactor: 1 } : {})
+          })
+          const y = yield* g.output(Ops.flashAttnExt(Ops.permute(r, [0, 2, 1, 3]), k, v, { scale: 0.125, mask }))
+          const graph = g.build()
+          const backend = yield* d.makeBackend()
+          const fused = form.family === "flash_attn"
+            ? Fusion.optimize(graph, { ropeAttention: () => true })
+            : backend.optimize(graph)
+          const results: Array<Array<number>> = []
+          for (const [dev, h] of [[d, fused], [Cpu.make(), graph]] as const) {
+            const b = yield* dev.makeBackend()
+            const plan = yield* b.allocate(h)
+            yield* plan.set(qkv, Generators.values(1, (D * 4 + 32) * nQ))
+            yield* plan.set(k, Generators.values(2, D * nKv * 2))
+            yield* plan.set(v, Generators.values(3, D * nKv * 2))
+            yield* plan.set(pos, Int32Array.from({ length: nQ }, (_, i) => 37 * i + 5))
+            yield* plan.set(mask, Generators.values(4, nKv * nQ).map((x, j) => (j % 7 === 0 ? -Infinity : x)))
+            if (f) yield* plan.set(f, Generators.values(5, form.nDims / 2).map((x) => 1 + Math.abs(x)))
+            const trace = yield* b.captureNext
+            yield* b.compute(plan)
+            if (dev === d) {
+              const entries = (yield* trace).entries
+              // without subgroups the decode form is not offered and the device does not fuse
+              const want = subgroups || form.family === "flash_attn" ? "rope_flash_attn_ext" : "flash_attn_ext"
+              assert.include(entries.map((e) => e.op), want)
+              const own = entries.find((e) => e.op === want)!
+              if (want === "rope_flash_attn_ext") {
+                assert.strictEqual(own.variant?.family, subgroups ? form.family : "flash_attn", own.kernel)
+                assert.strictEqual(own.variant?.rope, form.mode, own.kernel)
+                if (subgroups && form.across) assert.strictEqual(own.variant?.across, form.across, own.kernel)
+              }
+            }
+            results.push(Array.from(yield* plan.get(y)))
+          }
+          assert.isBelow(nmse(results[0], results[1]), 1e-6)
+        }),
+      60_000
+    )
+  }
+
   it.scoped(
     "f16 mul_mat on subgroup matrices loads 16 bytes where K and the offsets allow, else 8, else 2",
     () =>

@@ -194,7 +194,6 @@ export const build = (
       }
       if (!extentOk) throw new Error("an operand reaches past the end of its buffer")
       const fields = [...operands.flatMap((o) => operandFields(o.decl.name)), ...kernel.params.map((p) => p.field)]
-      if (fields.length > SLOT / 4) throw new Error(`${fields.length} parameters do not fit a ${SLOT}-byte slot`)
       // kernels write only their result "d"; a binding is read-only when its GPUBuffer is not the one
       // written (WebGPU forbids one buffer bound both writable and read-only in a dispatch), as with
       // weights bound from their own buffer
@@ -247,17 +246,27 @@ export const build = (
       { concurrency: "unbounded" }
     )
 
+    // each dispatch's parameters in slots of their own, a slot (256 bytes, the uniform offset alignment)
+    // or more where they need it (a rotated q's attention: its operands' fields and rope's)
+    const slots = ok.map((p) => Math.max(1, Math.ceil((4 * p.types.length) / SLOT)))
+    const starts: Array<number> = []
+    let total = 0
+    for (const n of slots) {
+      starts.push(total)
+      total += n
+    }
+    total = Math.max(1, total)
     const params = GpuContext.createBuffer(ctx, {
-      size: Math.max(ok.length, 1) * SLOT,
+      size: total * SLOT,
       usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST,
       label: "params"
     })
-    const words = new ArrayBuffer(Math.max(ok.length, 1) * SLOT)
+    const words = new ArrayBuffer(total * SLOT)
     const u = new Uint32Array(words)
     const f = new Float32Array(words)
     const i = new Int32Array(words)
     const dispatches = ok.map((p, k) => {
-      const base = (k * SLOT) / 4
+      const base = (starts[k] * SLOT) / 4
       p.values.forEach((v, j) => {
         if (p.types[j] === "f32") f[base + j] = v
         else if (p.types[j] === "i32") i[base + j] = v
@@ -267,7 +276,10 @@ export const build = (
         binding: b.slot,
         resource: { buffer: b.buffer, offset: b.start, size: b.end - b.start }
       }))
-      entries.push({ binding: p.bound.length, resource: { buffer: params, offset: k * SLOT, size: SLOT } })
+      entries.push({
+        binding: p.bound.length,
+        resource: { buffer: params, offset: starts[k] * SLOT, size: slots[k] * SLOT }
+      })
       const bindGroup = ctx.device.createBindGroup({ layout: GpuContext.layout(ctx, p.access).group, entries })
       return {
         node: p.node,

@@ -69,6 +69,14 @@ export const scratchLike = (t: Tensor.Tensor, rows = t.ne[0]): Acc => {
 export const reshaped = (a: Acc, ne: readonly [number, number, number, number]): Acc =>
   new Acc(Tensor.unsafeMake(a.t.name, a.t.dtype, ne, Op.Op.None(), []), a.mem, a.base)
 
+/** @internal: `a` with its dimensions 1 and 2 swapped (a permute's view: the same memory) */
+export const swapped12 = (a: Acc): Acc =>
+  new Acc(
+    Tensor.unsafeView(a.t, [a.ne0, a.ne2, a.ne1, a.ne3], [a.nb0, a.nb2, a.nb1, a.nb3], 0, Op.Op.View(), [a.t]),
+    a.mem,
+    a.base
+  )
+
 /** @internal: dst[i, j] = a's row i . b's row j per batch, a's batches broadcast over b's */
 export const mulMat = (dst: Acc, a: Acc, b: Acc): void => {
   const K = a.ne0

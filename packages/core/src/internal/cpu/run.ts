@@ -113,6 +113,16 @@ export const run = (node: Tensor, acc: (t: Tensor) => Acc): void => {
       const [mask, sinks] = optional(3, [op.hasMask, op.hasSinks])
       return flashAttnExt(dst, src(0), src(1), src(2), mask, sinks, op)
     }
+    case "RopeFlashAttnExt": {
+      // q's rows rotated in a scratch laid out as rope takes it ([D, H, n_q]: the tokens third), then
+      // attention over the scratch seen as flash_attn_ext takes q ([D, n_q, H])
+      const [mask, sinks] = optional(3, [op.hasMask, op.hasSinks])
+      const at = 3 + (op.hasMask ? 1 : 0) + (op.hasSinks ? 1 : 0)
+      const q = MatMul.swapped12(src(0))
+      const rotated = MatMul.scratchLike(q.t)
+      rope(rotated, q, src(at), op.rope.hasFreqFactors ? src(at + 1) : undefined, op.rope)
+      return flashAttnExt(dst, MatMul.swapped12(rotated), src(1), src(2), mask, sinks, op)
+    }
     case "RmsNorm":
       return Rows.rmsNorm(dst, src(0), op.eps)
     case "RmsNormMul":

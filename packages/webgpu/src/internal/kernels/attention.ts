@@ -7,10 +7,10 @@
  *
  * @internal
  */
-import type { Op } from "@effect-gpu/core/Op"
 import type * as Tensor from "@effect-gpu/core/Tensor"
 import { fold } from "../wgsl.js"
-import { decodeKernel, decodePlan, shared, widens } from "./attentionDecode.js"
+import type { AttentionOp } from "./attentionDecode.js"
+import { decodeKernel, decodePlan, queryOf, shared, widens } from "./attentionDecode.js"
 import * as Matrix from "./attentionMatrix.js"
 import type { Kernel, KernelTarget, Operand } from "./kernel.js"
 import * as KernelSpec from "./kernel.js"
@@ -23,13 +23,14 @@ const threadsFor = (target: KernelTarget) => (target.software === true ? 32 : 64
 /** @internal: flash_attn_ext's kernel: the decode form where it applies (falling back where its scratch is missing) */
 export const flashAttnExt = (
   node: Tensor.Tensor,
-  op: Extract<Op, { _tag: "FlashAttnExt" }>,
+  op: AttentionOp,
   target: KernelTarget
 ): Kernel => {
   const plan = decodePlan(node, target)
   const rows = rowsKernel(node, op, target)
   if (plan === undefined) {
-    if (!Matrix.applies(node, target)) return rows
+    // the matrix form reads q as it is: a rotated q takes the row form
+    if (op._tag !== "FlashAttnExt" || !Matrix.applies(node, target)) return rows
     const { k, mask, params, q, sinks, v } = shared(node, op)
     const operands: Array<Operand> = [{ name: "q", tensor: q }, { name: "k", tensor: k }, { name: "v", tensor: v }, {
       name: "d",
@@ -43,10 +44,18 @@ export const flashAttnExt = (
   return widens(node.src[1]) && widens(node.src[2]) ? decodeKernel(node, op, plan, target, scalar, true) : scalar
 }
 
+/**
+ * @internal: whether the WebGPU device rotates q as its attention reads it (rope_flash_attn_ext): where the
+ * decode form computes the attention (a decoding step's few query rows) and the rope turns pairs of one
+ * position (modes 0 and 2): a dispatch a layer fewer
+ */
+export const fusesRope = (target: KernelTarget) => (attention: Tensor.Tensor, rope: Tensor.Tensor): boolean =>
+  rope.op._tag === "Rope" && (rope.op.mode === 0 || rope.op.mode === 2) && decodePlan(attention, target) !== undefined
+
 /** the row form: one workgroup per query row and head */
 const rowsKernel = (
   node: Tensor.Tensor,
-  op: Extract<Op, { _tag: "FlashAttnExt" }>,
+  op: AttentionOp,
   target: KernelTarget
 ): Kernel => {
   const { k, mask, params, q, sinks, v } = shared(node, op)
@@ -64,9 +73,14 @@ const rowsKernel = (
   ]
   if (mask) operands.push({ name: "m", tensor: mask })
   if (sinks) operands.push({ name: "s", tensor: sinks })
+  const query = queryOf(node, op)
+  operands.push(...query.operands)
   return KernelSpec.make({
     variant: {
       family: "flash_attn",
+      ...(op._tag === "RopeFlashAttnExt"
+        ? { rope: op.rope.mode, freqFactors: op.rope.hasFreqFactors, yarn: op.rope.extFactor !== 0 }
+        : {}),
       D,
       Dv,
       mask: mask !== undefined,
@@ -77,10 +91,11 @@ const rowsKernel = (
     },
     ...(subgroups ? { enables: ["subgroups"] } : {}),
     operands,
-    params,
+    params: [...params, ...query.params],
     workgroups: fold(q.ne[1] * q.ne[2] * q.ne[3], target.maxWorkgroups),
     main: `
 ${workgroupReductions(wg, subgroups)}
+${query.code}
 var<workgroup> qs: array<f32, ${D}>;
 var<workgroup> ps: array<f32, ${wg}>;
 ${entry(wg, subgroups)}
@@ -92,7 +107,7 @@ ${entry(wg, subgroups)}
   // grouped-query attention: heads share KV heads in runs of H / H_kv
   let g = h / (P.q_ne2 / P.k_ne2);
   let nkv = P.k_ne1;
-  for (var e = lid; e < ${D}u; e += RW) { qs[e] = ld_q(ix_q(e, i, h, b)); }
+  for (var e = lid; e < ${D}u; e += RW) { qs[e] = q_at(e, i, h, b); }
   workgroupBarrier();
 ${alibiSlope("h")}
   var mx = ${sinks ? "ld_s(ix_s(h, 0u, 0u, 0u))" : "neg_inf()"};

@@ -8,10 +8,11 @@ import * as DType from "@effect-gpu/core/DType"
 import type { Op } from "@effect-gpu/core/Op"
 import * as Tensor from "@effect-gpu/core/Tensor"
 import { fold } from "../wgsl.js"
-import type { Kernel, KernelTarget, Operand } from "./kernel.js"
+import type { Kernel, KernelTarget, Operand, Param } from "./kernel.js"
 import * as KernelSpec from "./kernel.js"
 import { entry, f32, range, repeat, SUBGROUP_LANES, u32 } from "./kernel.js"
 import { alibiSlope, headLog2 } from "./reduce.js"
+import { ropeAngle } from "./rope.js"
 
 /**
  * The decode form (few query rows, flash decoding): the keys split across workgroups as well as heads, so
@@ -56,7 +57,9 @@ const LANE_VALUES = 64
 export const decodePlan = (node: Tensor.Tensor, target: KernelTarget): DecodePlan | undefined => {
   const [q, k, v] = node.src
   const lanes = target.subgroupSize
-  if (node.op._tag !== "FlashAttnExt" || target.subgroups !== true || lanes === undefined || lanes < 4) return undefined
+  const tag = node.op._tag
+  if ((tag !== "FlashAttnExt" && tag !== "RopeFlashAttnExt") || target.subgroups !== true) return undefined
+  if (lanes === undefined || lanes < 4) return undefined
   if (q.ne[1] > DECODE_ROWS || q.ne[2] % k.ne[2] !== 0 || k.ne[2] !== v.ne[2]) return undefined
   const perLane = Math.ceil(q.ne[0] / lanes) + Math.ceil(v.ne[0] / lanes)
   if (perLane > LANE_VALUES) return undefined
@@ -94,7 +97,7 @@ const partsOf = (node: Tensor.Tensor, plan: DecodePlan) =>
  * split's max, sum and output row, where the keys are split
  */
 export const scratchBytes = (node: Tensor.Tensor, target: KernelTarget): number => {
-  const plan = node.op._tag === "FlashAttnExt" ? decodePlan(node, target) : undefined
+  const plan = decodePlan(node, target)
   return plan === undefined || plan.splits === 1 ? 0 : 4 * partsOf(node, plan) * (node.src[2].ne[0] + 2)
 }
 
@@ -104,9 +107,48 @@ export const widens = (t: Tensor.Tensor) =>
   t.ne[0] % 4 === 0 && t.nb[0] === DType.typeSize(t.dtype) &&
   t.nb.slice(1).every((nb) => (nb / DType.typeSize(t.dtype)) % 4 === 0)
 
+/** @internal: flash_attn_ext, or it with q rotated first (rope_flash_attn_ext) */
+export type AttentionOp = Extract<Op, { _tag: "FlashAttnExt" | "RopeFlashAttnExt" }>
+
+/**
+ * @internal: how a form reads q: WGSL fn q_at(e, i, h, b), element e of query row i and head h, rotated
+ * where the op is rope_flash_attn_ext (by the positions, operand p, and frequency factors, operand f;
+ * modes 0 and 2), with the operands and parameters that takes
+ */
+export const queryOf = (node: Tensor.Tensor, op: AttentionOp) => {
+  if (op._tag === "FlashAttnExt") {
+    return {
+      code: "fn q_at(e: u32, i: u32, h: u32, b: u32) -> f32 { return ld_q(ix_q(e, i, h, b)); }",
+      operands: [] as Array<Operand>,
+      params: [] as ReadonlyArray<Param>
+    }
+  }
+  const at = 3 + (op.hasMask ? 1 : 0) + (op.hasSinks ? 1 : 0)
+  const operands: Array<Operand> = [{ name: "p", tensor: node.src[at] }]
+  if (op.rope.hasFreqFactors) operands.push({ name: "f", tensor: node.src[at + 1] })
+  const angle = ropeAngle(op.rope)
+  // mode 0 turns adjacent pairs, mode 2 (neox) the halves of the first n_dims; the rest is q's own
+  const pair = op.rope.mode === 0
+    ? "let j = e / 2u;\n  let e0 = 2u * j;\n  let e1 = e0 + 1u;"
+    : "let j = e % (P.n_dims / 2u);\n  let e0 = j;\n  let e1 = j + P.n_dims / 2u;"
+  return {
+    code: `${angle.code}
+fn q_at(e: u32, i: u32, h: u32, b: u32) -> f32 {
+  if (e >= P.n_dims) { return ld_q(ix_q(e, i, h, b)); }
+  ${pair}
+  let cs = rope_cs(j, f32(ldi_p(ix_p(i, 0u, 0u, 0u))));
+  let x0 = ld_q(ix_q(e0, i, h, b));
+  let x1 = ld_q(ix_q(e1, i, h, b));
+  return select(x0 * cs.y + x1 * cs.x, x0 * cs.x - x1 * cs.y, e == e0);
+}`,
+    operands,
+    params: angle.params
+  }
+}
+
 /** the operands, parameters and ALiBi slope every form shares */
 /** @internal */
-export const shared = (node: Tensor.Tensor, op: Extract<Op, { _tag: "FlashAttnExt" }>) => {
+export const shared = (node: Tensor.Tensor, op: AttentionOp) => {
   const [q, k, v] = node.src
   const mask = op.hasMask ? node.src[3] : undefined
   const sinks = op.hasSinks ? node.src[op.hasMask ? 4 : 3] : undefined
@@ -122,7 +164,7 @@ export const shared = (node: Tensor.Tensor, op: Extract<Op, { _tag: "FlashAttnEx
 /** @internal: the decode form's kernel (and its merge where the keys are split) */
 export const decodeKernel = (
   node: Tensor.Tensor,
-  op: Extract<Op, { _tag: "FlashAttnExt" }>,
+  op: AttentionOp,
   plan: DecodePlan,
   target: KernelTarget,
   fallback: Kernel,
@@ -141,8 +183,8 @@ export const decodeKernel = (
   const loadV = (base: string, e: string) => wide ? `ld4_v((${base} + ${e}) >> 2u)` : `ld_v(${base} + ${e} * P.v_nb0)`
   const loadQ = (e: string, hh: string) =>
     wide
-      ? `vec4<f32>(${range(4).map((c) => `ld_q(ix_q(${e} + ${c}u, i, h0 + ${hh}, b))`).join(", ")})`
-      : `ld_q(ix_q(${e}, i, h0 + ${hh}, b))`
+      ? `vec4<f32>(${range(4).map((c) => `q_at(${e} + ${c}u, i, h0 + ${hh}, b)`).join(", ")})`
+      : `q_at(${e}, i, h0 + ${hh}, b)`
   const dotOf = (x: string, y: string) => wide ? `dot(${x}, ${y})` : `${x} * ${y}`
   const split = splits > 1
   const softcap = op.logitSoftcap !== 0
@@ -158,6 +200,8 @@ export const decodeKernel = (
   const operands: Array<Operand> = [{ name: "q", tensor: q }, { name: "k", tensor: k }, { name: "v", tensor: v }, d]
   if (mask) operands.push({ name: "m", tensor: mask })
   if (sinks) operands.push({ name: "s", tensor: sinks })
+  const query = queryOf(node, op)
+  operands.push(...query.operands)
   const splitParams = [u32("nsplit", splits), u32("scratch", scratch), u32("parts", parts)]
   const groups = q.ne[1] * q.ne[3] * k.ne[2] * (q.ne[2] / k.ne[2] / HG) * splits
   const finish = (o: string, l: string, m: string) =>
@@ -322,7 +366,7 @@ mx[${hh}] = bm;`)
   for (var x = lid; x < ${HG * D4}u; x += ${W * S}u) {
     let e = 4u * (x % ${D4}u);
     let hq = h0 + x / ${D4}u;
-    qs[x] = vec4<f32>(${range(4).map((c) => `ld_q(ix_q(e + ${c}u, i, hq, b))`).join(", ")});
+    qs[x] = vec4<f32>(${range(4).map((c) => `q_at(e + ${c}u, i, hq, b)`).join(", ")});
   }
   ${repeat(HG, "hh", out, (hh) => `mx[${hh}] = neg_inf();\nslopes[${hh}] = slope_of(h0 + ${hh});`)}
   workgroupBarrier();
@@ -380,6 +424,9 @@ ${range(HG).map((hh) => `  acc[${hh * RV + r}u] += p${hh} * v4;`).join("\n")}
   return KernelSpec.make({
     variant: {
       family: "flash_attn_decode",
+      ...(op._tag === "RopeFlashAttnExt"
+        ? { rope: op.rope.mode, freqFactors: op.rope.hasFreqFactors, yarn: op.rope.extFactor !== 0 }
+        : {}),
       across: plan.across,
       out,
       wide,
@@ -398,10 +445,11 @@ ${range(HG).map((hh) => `  acc[${hh * RV + r}u] += p${hh} * v4;`).join("\n")}
     // each subgroup walks its own keys: its loop is uniform within the subgroup, which WGSL cannot see
     diagnosticsOff: ["subgroup_uniformity"],
     operands,
-    params: [...params, ...splitParams],
+    params: [...params, ...splitParams, ...query.params],
     workgroups: fold(groups, target.maxWorkgroups),
     fallback,
-    ...(wide ? { vec4: true } : {}),
+    // rope's positions and factors stay scalar bindings (any offset) beside the vec4 ones
+    ...(wide ? { vec4: true, scalar: query.operands.map((o) => o.name) } : {}),
     ...(reduce ? { next: reduce } : {}),
     main: `
 ${SUBGROUP_LANES}
@@ -413,6 +461,7 @@ var<workgroup> co: array<f32, ${S * HG * Dv}>;${
 var<workgroup> qs: array<vec4<f32>, ${HG * D4}>;` :
         ""
     }
+${query.code}
 fn slope_of(h: u32) -> f32 {${alibiSlope("h")}
   return slope;
 }

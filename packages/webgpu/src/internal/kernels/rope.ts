@@ -10,7 +10,7 @@
 import * as Op from "@effect-gpu/core/Op"
 import * as Tensor from "@effect-gpu/core/Tensor"
 import { fold } from "../wgsl.js"
-import type { Kernel, KernelTarget, Operand } from "./kernel.js"
+import type { Kernel, KernelTarget, Operand, Param } from "./kernel.js"
 import * as KernelSpec from "./kernel.js"
 import { entry, f32, u32, WG } from "./kernel.js"
 
@@ -76,6 +76,46 @@ export const ropeSetRows = (node: Tensor.Tensor, op: RopeOp, target: KernelTarge
 }
 
 /**
+ * @internal: a rope's angle as WGSL, fn rope_cs(j, pos) -> (cos, sin) of pair j at position `pos`, both
+ * times the magnitude (frequency factors from operand f, YaRN's mix), and the parameters it reads
+ */
+export const ropeAngle = (op: RopeOp): { readonly params: ReadonlyArray<Param>; readonly code: string } => {
+  const yarn = op.extFactor !== 0
+  const { high, low } = yarn ? Op.ropeYarnCorrDims(op) : { high: 0, low: 0 }
+  const factor = op.hasFreqFactors ? " / ld_f(ix_f(j, 0u, 0u, 0u))" : ""
+  const angle = yarn
+    ? `
+  let theta_int = P.freq_scale * theta_ext;
+  let ramp = 1.0 - clamp((f32(j) - P.corr_low) / max(0.001, P.corr_high - P.corr_low), 0.0, 1.0);
+  let mix = ramp * P.ext_factor;
+  let theta = theta_int * (1.0 - mix) + theta_ext * mix;
+  let mscale = P.yarn_mscale;`
+    : `
+  let theta = P.freq_scale * theta_ext;
+  let mscale = P.attn_factor;`
+  return {
+    params: [
+      f32("freq_base", op.freqBase),
+      f32("freq_scale", op.freqScale),
+      u32("n_dims", op.nDims),
+      f32("attn_factor", op.attnFactor),
+      ...(yarn
+        ? [
+          f32("ext_factor", op.extFactor),
+          f32("corr_low", low),
+          f32("corr_high", high),
+          f32("yarn_mscale", op.attnFactor * (1 + 0.1 * Math.log(1 / op.freqScale)))
+        ]
+        : [])
+    ],
+    code: `fn rope_cs(j: u32, pos: f32) -> vec2<f32> {
+  let theta_ext = pos * pow(P.freq_base, -2.0 * f32(j) / f32(P.n_dims))${factor};${angle}
+  return vec2<f32>(cos(theta) * mscale, sin(theta) * mscale);
+}`
+  }
+}
+
+/**
  * the rope kernel over the shape of operand `it` (`shape` its tensor), storing each value through
  * `store(element, value)` (after module-scope `decls`)
  */
@@ -93,34 +133,9 @@ const ropeKernel = (
   const multi = op.mode === 8 || op.mode === 40
   const yarn = op.extFactor !== 0
   const [j0, j1] = op.mode === 0 ? ["2u * j", "2u * j + 1u"] : ["j", "j + half"]
-  const { high, low } = yarn ? Op.ropeYarnCorrDims(op) : { high: 0, low: 0 }
-  const params = [
-    f32("freq_base", op.freqBase),
-    f32("freq_scale", op.freqScale),
-    u32("n_dims", op.nDims),
-    f32("attn_factor", op.attnFactor),
-    ...(yarn
-      ? [
-        f32("ext_factor", op.extFactor),
-        f32("corr_low", low),
-        f32("corr_high", high),
-        f32("yarn_mscale", op.attnFactor * (1 + 0.1 * Math.log(1 / op.freqScale)))
-      ]
-      : []),
-    ...(multi ? op.sections.map((s, i) => u32(`s${i}`, s)) : [])
-  ]
+  const angle = ropeAngle(op)
+  const params = [...angle.params, ...(multi ? op.sections.map((s, i) => u32(`s${i}`, s)) : [])]
   const position = multi ? "i2 + section(j) * P.a_ne2" : "i2"
-  const factor = op.hasFreqFactors ? " / ld_f(ix_f(j, 0u, 0u, 0u))" : ""
-  const angle = yarn
-    ? `
-    let theta_int = P.freq_scale * theta_ext;
-    let ramp = 1.0 - clamp((f32(j) - P.corr_low) / max(0.001, P.corr_high - P.corr_low), 0.0, 1.0);
-    let mix = ramp * P.ext_factor;
-    let theta = theta_int * (1.0 - mix) + theta_ext * mix;
-    let mscale = P.yarn_mscale;`
-    : `
-    let theta = P.freq_scale * theta_ext;
-    let mscale = P.attn_factor;`
   return KernelSpec.make({
     variant: { family, mode: op.mode, freqFactors: op.hasFreqFactors, yarn },
     operands,
@@ -128,6 +143,7 @@ const ropeKernel = (
     params,
     main: `
 ${multi ? sectionOf(op.mode) : ""}
+${angle.code}
 ${decls}
 ${entry()}
   let idx = wg_linear(wid, nwg) * ${WG}u + lid;
@@ -142,10 +158,9 @@ ${entry()}
   if (j < half) {
     let j0 = ${j0};
     let j1 = ${j1};
-    let pos = f32(ldi_p(ix_p(${position}, 0u, 0u, 0u)));
-    let theta_ext = pos * pow(P.freq_base, -2.0 * f32(j) / f32(P.n_dims))${factor};${angle}
-    let c = cos(theta) * mscale;
-    let s = sin(theta) * mscale;
+    let cs = rope_cs(j, f32(ldi_p(ix_p(${position}, 0u, 0u, 0u))));
+    let c = cs.x;
+    let s = cs.y;
     let x0 = ld_a(ix_a(j0, i1, i2, i3));
     let x1 = ld_a(ix_a(j1, i1, i2, i3));
     ${store("j0", "x0 * c - x1 * s")}

@@ -104,6 +104,7 @@ export const kernelFor = (node: Tensor.Tensor, target: KernelTarget): Kernel | u
     case "GroupNorm":
       return Rows.groupNorm(node, op.nGroups, op.eps, target)
     case "FlashAttnExt":
+    case "RopeFlashAttnExt":
       return flashAttnExt(node, op, target)
     case "MulMatId":
       return Experts.mulMatId(node, target)
@@ -120,7 +121,7 @@ const unreachable = (op: never): never => {
 
 /** @internal: the bytes of scratch a node's kernel keeps after its result (none but split attention's) */
 export const scratchBytes = (node: Tensor.Tensor, target: KernelTarget): number =>
-  node.op._tag === "FlashAttnExt" ? attentionScratch(node, target) : 0
+  node.op._tag === "FlashAttnExt" || node.op._tag === "RopeFlashAttnExt" ? attentionScratch(node, target) : 0
 
 /** the largest head size of flash_attn_ext: q's row is kept in workgroup memory */
 const MAX_HEAD = 1024
@@ -132,7 +133,10 @@ const MAX_HEAD = 1024
  */
 export const supports = (node: Tensor.Tensor, target: KernelTarget, maxBinding: number): boolean => {
   if (Op.isView(node.op) || node.op._tag === "None") return true
-  if (node.op._tag === "FlashAttnExt" && (node.src[0].ne[0] > MAX_HEAD || node.src[2].ne[0] > MAX_HEAD)) return false
+  const attention = node.op._tag === "FlashAttnExt" || node.op._tag === "RopeFlashAttnExt"
+  if (attention && (node.src[0].ne[0] > MAX_HEAD || node.src[2].ne[0] > MAX_HEAD)) return false
+  // a rotated q: modes 0 and 2 only (the multi-section modes take four positions a token)
+  if (node.op._tag === "RopeFlashAttnExt" && node.op.rope.mode !== 0 && node.op.rope.mode !== 2) return false
   // quantized operands only where the op reads blocks; a quantized result only from f32 into q8_0 / q4_0
   if (DType.isQuantized(node.dtype)) {
     const from = node.src[0].dtype
