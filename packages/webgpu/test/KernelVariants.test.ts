@@ -336,15 +336,26 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
   )
 
   // a gated FFN's two products and swiglu in one node: the int8 form (both weights, b rounded once) where it
-  // applies, and a workgroup per result elsewhere (forced here with any weight type), batches broadcast
+  // applies, the vec4 matrix-vector form for f16 and f32 weights with K of 1024 and more, and a workgroup per
+  // result elsewhere (forced here with any weight type), batches broadcast
   it.scoped(
     "a gated FFN's products fused (mul_mat_swiglu) match the CPU's unfused graph",
     () =>
       Effect.gen(function*() {
         const [d] = yield* WebGpu.make({ devices: 1 })
         const int8 = WebGpuDevice.hasInt8Dot(d)
-        const cases = [["q4_0", 640, int8], ["q8_0", 2560, int8], ["q4_K", 512, false], ["f32", 100, false]] as const
-        for (const [dtype, K, fast] of cases) {
+        const rowsForm = "mul_mat_swiglu_rows"
+        // [weights, K, the kernel]: the device fuses where it is not the row form
+        const cases = [
+          ["q4_0", 640, int8 ? "mvq8_swiglu" : rowsForm],
+          ["q8_0", 2560, int8 ? "mvq8_swiglu" : rowsForm],
+          ["q4_K", 512, rowsForm],
+          ["f32", 100, rowsForm],
+          ["f16", 1024, "mv_swiglu"],
+          ["f32", 1028, "mv_swiglu"]
+        ] as const
+        for (const [dtype, K, family] of cases) {
+          const fast = family !== rowsForm
           const g = Graph.make()
           const gate = yield* g.param("gate", dtype, [K, 37])
           const up = yield* g.param("up", dtype, [K, 37])
@@ -361,7 +372,7 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
             const plan = yield* b.allocate(h)
             for (const [t, seed] of [[gate, 3], [up, 4]] as const) {
               const v = Generators.values(seed, K * 37)
-              yield* plan.set(t, dtype === "f32" ? v : Quant.unsafeQuantize(dtype, v))
+              yield* plan.set(t, dtype === "f32" || dtype === "f16" ? v : Quant.unsafeQuantize(dtype, v))
             }
             yield* plan.set(x, Generators.values(5, K * 3))
             const trace = yield* b.captureNext
@@ -369,19 +380,20 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
             const entries = (yield* trace).entries
             if (dev === d) {
               assert.strictEqual(entries.length, 1, dtype)
-              assert.strictEqual(entries[0].variant?.family, fast ? "mvq8_swiglu" : "mul_mat_swiglu_rows", dtype)
+              assert.strictEqual(entries[0].variant?.family, family, `${dtype} K ${K}`)
             }
             results.push(Array.from(yield* plan.get(y)))
           }
-          // the int8 form rounds b as the CPU does; the row form keeps b in f32
-          assert.isBelow(nmse(results[0], results[1]), fast ? 1e-9 : 5e-5, dtype)
+          // the int8 form rounds b as the CPU does; the other forms keep b in f32
+          assert.isBelow(nmse(results[0], results[1]), family === "mvq8_swiglu" ? 1e-9 : 5e-5, `${dtype} K ${K}`)
         }
       }),
     120_000
   )
 
   // products sharing their activations stacked (attention's q, k, v): the int8 form with a part per row range
-  // (parts of 40, 8 and 9 rows: a lane group's two rows straddle a boundary) where it applies, and a
+  // (parts of 40, 8 and 9 rows: a lane group's two rows straddle a boundary) where it applies, the vec4
+  // matrix-vector form (a part per workgroup's row) for f16 and f32 weights with K of 1024 and more, and a
   // workgroup per result elsewhere; each product read back through its view
   it.scoped(
     "products stacked over shared activations (mul_mat_stack) match the CPU's separate products",
@@ -389,8 +401,18 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
       Effect.gen(function*() {
         const [d] = yield* WebGpu.make({ devices: 1 })
         const int8 = WebGpuDevice.hasInt8Dot(d)
-        const cases = [["q4_0", 640, int8], ["q8_0", 2560, int8], ["q6_K", 512, false], ["f16", 96, false]] as const
-        for (const [dtype, K, fast] of cases) {
+        const rowsForm = "mul_mat_stack_rows"
+        // [weights, K, the kernel]: the device stacks where it is not the row form
+        const cases = [
+          ["q4_0", 640, int8 ? "mvq8_stack" : rowsForm],
+          ["q8_0", 2560, int8 ? "mvq8_stack" : rowsForm],
+          ["q6_K", 512, rowsForm],
+          ["f16", 96, rowsForm],
+          ["f16", 1024, "mv_stack"],
+          ["f32", 1028, "mv_stack"]
+        ] as const
+        for (const [dtype, K, family] of cases) {
+          const fast = family !== rowsForm
           const g = Graph.make()
           const ws = [
             yield* g.param("wq", dtype, [K, 40]),
@@ -410,20 +432,20 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
             const plan = yield* b.allocate(h)
             for (const [i, w] of ws.entries()) {
               const v = Generators.values(3 + i, K * w.ne[1])
-              yield* plan.set(w, dtype === "f16" ? v : Quant.unsafeQuantize(dtype, v))
+              yield* plan.set(w, dtype === "f16" || dtype === "f32" ? v : Quant.unsafeQuantize(dtype, v))
             }
             yield* plan.set(x, Generators.values(9, K))
             const trace = yield* b.captureNext
             yield* b.compute(plan)
             if (dev === d) {
               const families = (yield* trace).entries.map((e) => e.variant?.family)
-              assert.include(families, fast ? "mvq8_stack" : "mul_mat_stack_rows", dtype)
+              assert.include(families, family, `${dtype} K ${K}`)
             }
             const out: Array<number> = []
             for (const y of ys) out.push(...(yield* plan.get(y)))
             results.push(out)
           }
-          assert.isBelow(nmse(results[0], results[1]), fast ? 1e-9 : 5e-5, dtype)
+          assert.isBelow(nmse(results[0], results[1]), family === "mvq8_stack" ? 1e-9 : 5e-5, `${dtype} K ${K}`)
         }
       }),
     120_000

@@ -195,15 +195,35 @@ export const mulMatSwiglu = (node: Tensor.Tensor, target: KernelTarget): Kernel 
     [row("a"), row("u")],
     "silu_s(r0[0]) * r1[0]"
   )
-  return Decode.int8Applies(product, gate, target)
-    ? Decode.int8MatVec(product, b, gate.dtype as "q4_0" | "q8_0", target, rows, { kind: "gated" })
-    : rows
+  if (Decode.int8Applies(product, gate, target)) {
+    return Decode.int8MatVec(product, b, gate.dtype as "q4_0" | "q8_0", target, rows, { kind: "gated" })
+  }
+  return vectorForm(product, [gate, up], b) ? matVec(product, target, true, { kind: "gated" }, rows) : rows
 }
 
-/** @internal: whether the WebGPU device fuses a gated FFN's products (where the int8 form computes them) */
+/**
+ * whether the vec4 matrix-vector form computes a fused product over `weights` (f16 or f32, a few columns,
+ * K a multiple of 4 and long enough for every thread's vec4, rows at whole vec4)
+ */
+const vectorForm = (
+  product: Pick<Product.Product, "N" | "K">,
+  weights: ReadonlyArray<Tensor.Tensor>,
+  b: Tensor.Tensor
+) =>
+  product.N <= 8 && product.K >= 4 * WG && (b.dtype === "f32" || b.dtype === "f16") &&
+  weights.every((w) =>
+    (w.dtype === "f16" || w.dtype === "f32") && w.dtype === weights[0].dtype &&
+    Product.fourAligned({ ...product, K: w.ne[0] } as Product.Product, w, b)
+  )
+
+/**
+ * @internal: whether the WebGPU device fuses a gated FFN's products: where the int8 form computes them, or
+ * the vec4 matrix-vector form (f16 and f32 weights)
+ */
 export const fusesSwiglu = (target: KernelTarget) => (gate: Tensor.Tensor, up: Tensor.Tensor, b: Tensor.Tensor) =>
-  Decode.int8Applies({ N: b.ne[1], K: gate.ne[0] }, gate, target) &&
-  Decode.int8Applies({ N: b.ne[1], K: up.ne[0] }, up, target)
+  (Decode.int8Applies({ N: b.ne[1], K: gate.ne[0] }, gate, target) &&
+    Decode.int8Applies({ N: b.ne[1], K: up.ne[0] }, up, target)) ||
+  vectorForm({ N: b.ne[1], K: gate.ne[0] }, [gate, up], b)
 
 /**
  * @internal: mul_mat_stack, the products of several weights with one b, rows stacked: the int8 form where
@@ -245,18 +265,21 @@ ${range(parts - 1).map((i) => `  if (m >= P.s${i + 1}) { pt = ${i + 1}u; lr = m 
   const rows = perResult({ family: "mul_mat_stack_rows", parts }, product, target, decls, prelude, [
     "part_row(pt, lr, k, b2, b3)"
   ], "r0[0]")
-  return weights.every((w) => Decode.int8Applies(product, w, target) && w.dtype === weights[0].dtype)
-    ? Decode.int8MatVec(product, b, weights[0].dtype as "q4_0" | "q8_0", target, rows, { kind: "stack", parts })
-    : rows
+  if (weights.every((w) => Decode.int8Applies(product, w, target) && w.dtype === weights[0].dtype)) {
+    return Decode.int8MatVec(product, b, weights[0].dtype as "q4_0" | "q8_0", target, rows, { kind: "stack", parts })
+  }
+  return vectorForm(product, weights, b) ? matVec(product, target, true, { kind: "stack", parts }, rows) : rows
 }
 
 /**
  * @internal: whether the WebGPU device stacks products sharing their activations: where the int8 form
- * computes every part (one type, one column), and for at most 4 parts (operands of a binding group)
+ * computes every part (one type, one column) or the vec4 matrix-vector form does (f16 and f32 weights), for
+ * at most 4 parts (operands of a binding group)
  */
 export const stacks = (target: KernelTarget) => (weights: ReadonlyArray<Tensor.Tensor>, b: Tensor.Tensor) =>
   weights.length <= 4 &&
   weights.every((w) =>
-    w.dtype === weights[0].dtype && w.ne[0] === weights[0].ne[0] && w.ne[2] === 1 && w.ne[3] === 1 &&
-    Decode.int8Applies({ N: b.ne[1], K: w.ne[0] }, w, target)
-  )
+    w.dtype === weights[0].dtype && w.ne[0] === weights[0].ne[0] && w.ne[2] === 1 && w.ne[3] === 1
+  ) &&
+  (weights.every((w) => Decode.int8Applies({ N: b.ne[1], K: w.ne[0] }, w, target)) ||
+    vectorForm({ N: b.ne[1], K: weights[0].ne[0] }, weights, b))

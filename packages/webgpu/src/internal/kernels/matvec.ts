@@ -47,26 +47,75 @@ const subgroupReduce = (N: number) =>
     red[lid * ${WG}u] = total;
   }`
 
-/** WGSL: the vec4 accumulation: each thread loads MV_LOADS vec4 of a's row before it multiplies them */
-const vec4Accumulate = (N: number) =>
-  `  let K4 = P.a_ne0 / 4u;
-  let a4 = ix_a(0u, m, b2 / P.r2, b3 / P.r3) >> 2u;
+/**
+ * @internal: what the vec4 form computes: one product; a gated FFN's two (silu(a b) * (u b), the up weights
+ * operand u); or a stack of `parts` products over the same b, their rows one after another (the parts'
+ * first rows in params s1..; weights a, a1, ...)
+ */
+export type MatVecForm =
+  | { readonly kind: "plain" }
+  | { readonly kind: "gated" }
+  | { readonly kind: "stack"; readonly parts: number }
+
+/**
+ * WGSL: the vec4 accumulation: each thread loads MV_LOADS vec4 of a's row before it multiplies them. A
+ * gated form sums the up row into acc[N + j]; a stack's row takes its part's weights (one part a
+ * workgroup: the branch is uniform)
+ */
+const vec4Accumulate = (N: number, form: MatVecForm) => {
+  const gated = form.kind === "gated"
+  const names = form.kind === "stack" ? Array.from({ length: form.parts }, (_, i) => (i === 0 ? "a" : `a${i}`)) : []
+  const rowStart = form.kind === "stack"
+    ? `  var lr = m;
+  var pt = 0u;
+${names.slice(1).map((_, i) => `  if (m >= P.s${i + 1}) { pt = ${i + 1}u; lr = m - P.s${i + 1}; }`).join("\n")}
+  var a4 = 0u;
+${names.map((n, i) => `  if (pt == ${i}u) { a4 = ix_${n}(0u, lr, b2 / P.r2, b3 / P.r3) >> 2u; }`).join("\n")}`
+    : `  let a4 = ix_a(0u, m, b2 / P.r2, b3 / P.r3) >> 2u;${
+      gated ? "\n  let u4 = ix_u(0u, m, b2 / P.r2, b3 / P.r3) >> 2u;" : ""
+    }`
+  const loadA = form.kind === "stack" ? "ld4_part(pt, a4 + k)" : "ld4_a(a4 + k)"
+  return `  let K4 = P.a_ne0 / 4u;
+${rowStart}
   var b4: array<u32, ${N}>;
   for (var j = 0u; j < ${N}u; j++) { b4[j] = ix_b(0u, j, b2, b3) >> 2u; }
   for (var k0 = lid; k0 < K4; k0 += ${MV_LOADS * WG}u) {
-    // every load of a first: MV_LOADS x 16 bytes in flight per thread
-    var av: array<vec4<f32>, ${MV_LOADS}>;
+    // every load of a first: MV_LOADS x 16 bytes in flight per thread (twice for a gated pair)
+    var av: array<vec4<f32>, ${MV_LOADS}>;${
+    gated ?
+      `
+    var uv: array<vec4<f32>, ${MV_LOADS}>;` :
+      ""
+  }
     for (var u = 0u; u < ${MV_LOADS}u; u++) {
       let k = k0 + u * ${WG}u;
-      if (k < K4) { av[u] = ld4_a(a4 + k); }
+      if (k < K4) {
+        av[u] = ${loadA};${gated ? "\n        uv[u] = ld4_u(u4 + k);" : ""}
+      }
     }
     for (var u = 0u; u < ${MV_LOADS}u; u++) {
       let k = k0 + u * ${WG}u;
       if (k < K4) {
-        for (var j = 0u; j < ${N}u; j++) { acc[j] += dot(av[u], ld4_b(b4[j] + k)); }
+        for (var j = 0u; j < ${N}u; j++) {
+          let bj = ld4_b(b4[j] + k);
+          acc[j] += dot(av[u], bj);${
+    gated ?
+      `
+          acc[${N}u + j] += dot(uv[u], bj);` :
+      ""
+  }
+        }
       }
     }
   }`
+}
+
+/** WGSL: a stack's weights by part, for the vec4 form */
+const partLoader = (parts: number) =>
+  `fn ld4_part(pt: u32, i: u32) -> vec4<f32> {
+${Array.from({ length: parts - 1 }, (_, i) => `  if (pt == ${i + 1}u) { return ld4_a${i + 1}(i); }`).join("\n")}
+  return ld4_a(i);
+}`
 
 /** WGSL: the scalar accumulation: `tpr` threads per row step through K (quantized rows dequantized) */
 const scalarAccumulate = (N: number, tpr: number, quantized: boolean) =>
@@ -88,22 +137,40 @@ const scalarAccumulate = (N: number, tpr: number, quantized: boolean) =>
  * a short row does not leave most of 256 threads with one element or none; it also runs where an
  * operand's offset is not 4-aligned after all.
  */
-export const matVec = (product: Product, target: KernelTarget, vec4: boolean): Kernel => {
+export const matVec = (
+  product: Product,
+  target: KernelTarget,
+  vec4: boolean,
+  form: MatVecForm = { kind: "plain" },
+  fallback?: Kernel
+): Kernel => {
   const { K, M, N, batches, bias, epilogue, operands, params } = product
+  // a gated pair's sums are N more columns of the reduction
+  const C = form.kind === "gated" ? 2 * N : N
   const perThread = target.software === true ? MV_PER_THREAD_SOFTWARE : MV_PER_THREAD
   const tpr = vec4 ? WG : Math.min(WG, 2 ** Math.floor(Math.log2(Math.max(1, K / perThread))))
   // a whole-workgroup row reduces over subgroups; rows that share a workgroup through a shared-memory tree
   const subgroups = target.subgroups === true && tpr === WG
   const rows = WG / tpr
   const groups = Math.ceil(M / rows)
+  const family = form.kind === "gated" ? "mv_swiglu" : form.kind === "stack" ? "mv_stack" : "mv"
   const kernel = KernelSpec.make({
-    variant: { family: "mv", vec4, threadsPerRow: tpr, columns: N, bias, subgroups },
+    variant: {
+      family,
+      vec4,
+      threadsPerRow: tpr,
+      columns: N,
+      bias,
+      subgroups,
+      ...(form.kind === "stack" ? { parts: form.parts } : {})
+    },
     ...(subgroups ? { enables: ["subgroups"] } : {}),
     operands,
     params,
     workgroups: [Math.min(groups, target.maxWorkgroups), Math.ceil(groups / target.maxWorkgroups), batches],
     main: `
-var<workgroup> red: array<f32, ${WG * N}>;
+var<workgroup> red: array<f32, ${WG * C}>;
+${form.kind === "stack" ? partLoader(form.parts) : ""}
 ${subgroups ? `${SUBGROUP_LANES}\n${entry(WG, true)}` : entry()}
   // this thread's row (rows past the end compute row M - 1 again: every thread must reach the barriers)
   // and its place t among the row's threads, whose partial sums start at red[j * WG + base]
@@ -113,15 +180,20 @@ ${subgroups ? `${SUBGROUP_LANES}\n${entry(WG, true)}` : entry()}
   let base = lid - t;
   let b2 = wid.z % P.d_ne2;
   let b3 = wid.z / P.d_ne2;
-  var acc: array<f32, ${N}>;
-${vec4 ? vec4Accumulate(N) : scalarAccumulate(N, tpr, product.quantized)}
-${subgroups ? subgroupReduce(N) : sharedReduce(N, tpr)}
+  var acc: array<f32, ${C}>;
+${vec4 ? vec4Accumulate(N, form) : scalarAccumulate(N, tpr, product.quantized)}
+${subgroups ? subgroupReduce(C) : sharedReduce(C, tpr)}
   for (var nn = t; nn < ${N}u; nn += ${tpr}u) {
-    var v = red[nn * ${WG}u + base];
+    var v = ${
+      form.kind === "gated"
+        ? `silu_s(red[nn * ${WG}u + base]) * red[(${N}u + nn) * ${WG}u + base]`
+        : `red[nn * ${WG}u + base]`
+    };
     ${epilogue}
     if (row < P.d_ne0) { st_d(ix_d(m, nn, b2, b3), v); }
   }
 }`
   })
-  return vec4 ? { ...kernel, vec4: true, fallback: matVec(product, target, false) } : kernel
+  if (!vec4) return kernel
+  return { ...kernel, vec4: true, fallback: fallback ?? matVec(product, target, false) }
 }
