@@ -52,6 +52,47 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
         }
       }))
 
+    // f16 weights by subgroups (mvh: 16-byte loads of 8 values, a subgroup's two rows, rows past M in the
+    // last workgroup): 1 and 3 columns, a bias (mul_mat_add), b's batches over a's; a view of a one row in
+    // (offsets not 16-byte aligned) falls back to the vec4 form, K not a multiple of 8 never takes it
+    it.scoped("f16 matrix-vector by subgroups (mvh) matches the CPU, and falls back where it cannot load 16 bytes", () =>
+      Effect.gen(function*() {
+        const d = yield* device
+        const subgroups = d.description.includes("subgroups")
+        // [K, columns, a viewed a row in, bias, the kernel on a device with subgroups]
+        const table: ReadonlyArray<readonly [number, number, boolean, boolean, string]> = [
+          [1024, 1, false, false, "mvh"],
+          [264, 3, false, true, "mvh"],
+          [1028, 1, true, false, "mv"],
+          [100, 2, false, false, "mv"]
+        ]
+        for (const [K, N, shifted, withBias, want] of table) {
+          const g = Graph.make()
+          const a = yield* g.param("a", "f16", [K, 35])
+          const b = yield* g.input("b", "f32", [K, N, 2])
+          const c = yield* g.param("c", "f32", [33])
+          const w = shifted ? Ops.view(a, [K, 33], [a.nb[1]], a.nb[1]) : Ops.view(a, [K, 33], [a.nb[1]], 0)
+          const p = Ops.mulMat(w, b)
+          const y = yield* g.output(withBias ? Ops.add(p, c) : p)
+          const results: Array<Array<number>> = []
+          for (const dev of [d, Cpu.make()]) {
+            const backend = yield* dev.makeBackend()
+            const plan = yield* backend.allocate(backend.optimize(g.build()))
+            yield* plan.set(a, Generators.values(5, 35 * K))
+            yield* plan.set(b, Generators.values(6, K * N * 2))
+            if (withBias) yield* plan.set(c, Generators.values(7, 33))
+            const trace = yield* backend.captureNext
+            yield* backend.compute(plan)
+            if (dev === d) {
+              const entry = (yield* trace).entries.find((e) => e.op === "mul_mat" || e.op === "mul_mat_add")!
+              assert.strictEqual(entry.variant?.family, subgroups ? want : "mv", `K ${K}: ${entry.kernel}`)
+            }
+            results.push(Array.from(yield* plan.get(y)))
+          }
+          assert.isBelow(nmse(results[0], results[1]), 1e-6, `K ${K}`)
+        }
+      }))
+
     it.scoped("a software adapter gets bigger register tiles for mid-sized products; results unchanged", () =>
       Effect.gen(function*() {
         const d = yield* device
@@ -336,14 +377,16 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
   )
 
   // a gated FFN's two products and swiglu in one node: the int8 form (both weights, b rounded once) where it
-  // applies, the vec4 matrix-vector form for f16 and f32 weights with K of 1024 and more, and a workgroup per
-  // result elsewhere (forced here with any weight type), batches broadcast
+  // applies, f16 weights by subgroups (16-byte loads), the vec4 matrix-vector form for f32 weights with K of
+  // 1024 and more, and a workgroup per result elsewhere (forced here with any weight type), batches broadcast
   it.scoped(
     "a gated FFN's products fused (mul_mat_swiglu) match the CPU's unfused graph",
     () =>
       Effect.gen(function*() {
         const [d] = yield* WebGpu.make({ devices: 1 })
         const int8 = WebGpuDevice.hasInt8Dot(d)
+        // f16 weights by subgroups where the device has them (lavapipe and GPUs), else the vec4 form
+        const half = d.description.includes("subgroups") ? "mvh_swiglu" : "mv_swiglu"
         const rowsForm = "mul_mat_swiglu_rows"
         // [weights, K, the kernel]: the device fuses where it is not the row form
         const cases = [
@@ -351,7 +394,8 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
           ["q8_0", 2560, int8 ? "mvq8_swiglu" : rowsForm],
           ["q4_K", 512, rowsForm],
           ["f32", 100, rowsForm],
-          ["f16", 1024, "mv_swiglu"],
+          ["f16", 1024, half],
+          ["f16", 40, half === "mvh_swiglu" ? half : rowsForm],
           ["f32", 1028, "mv_swiglu"]
         ] as const
         for (const [dtype, K, family] of cases) {
@@ -392,23 +436,26 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
   )
 
   // products sharing their activations stacked (attention's q, k, v): the int8 form with a part per row range
-  // (parts of 40, 8 and 9 rows: a lane group's two rows straddle a boundary) where it applies, the vec4
-  // matrix-vector form (a part per workgroup's row) for f16 and f32 weights with K of 1024 and more, and a
-  // workgroup per result elsewhere; each product read back through its view
+  // (parts of 40, 8 and 9 rows: a lane group's two rows straddle a boundary) where it applies, f16 weights by
+  // subgroups (a subgroup's two rows straddling parts too; K a multiple of 8), the vec4 matrix-vector form
+  // for f32 weights with K of 1024 and more, and a workgroup per result elsewhere; each product read back
+  // through its view
   it.scoped(
     "products stacked over shared activations (mul_mat_stack) match the CPU's separate products",
     () =>
       Effect.gen(function*() {
         const [d] = yield* WebGpu.make({ devices: 1 })
         const int8 = WebGpuDevice.hasInt8Dot(d)
+        const half = d.description.includes("subgroups") ? "mvh_stack" : "mv_stack"
         const rowsForm = "mul_mat_stack_rows"
         // [weights, K, the kernel]: the device stacks where it is not the row form
         const cases = [
           ["q4_0", 640, int8 ? "mvq8_stack" : rowsForm],
           ["q8_0", 2560, int8 ? "mvq8_stack" : rowsForm],
           ["q6_K", 512, rowsForm],
-          ["f16", 96, rowsForm],
-          ["f16", 1024, "mv_stack"],
+          ["f16", 98, rowsForm],
+          ["f16", 96, half === "mvh_stack" ? half : rowsForm],
+          ["f16", 1024, half],
           ["f32", 1028, "mv_stack"]
         ] as const
         for (const [dtype, K, family] of cases) {

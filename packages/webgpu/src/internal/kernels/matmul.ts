@@ -6,12 +6,12 @@
  * @internal
  */
 import * as DType from "@effect-gpu/core/DType"
-import type * as Tensor from "@effect-gpu/core/Tensor"
+import * as Tensor from "@effect-gpu/core/Tensor"
 import { fold } from "../wgsl.js"
 import type { Kernel, KernelTarget, MatrixTile, RegisterTile } from "./kernel.js"
 import * as KernelSpec from "./kernel.js"
 import { entry, range, u32, WG } from "./kernel.js"
-import { matVec } from "./matvec.js"
+import { halfApplies, halfMatVec, matVec } from "./matvec.js"
 import * as Product from "./product.js"
 import * as Decode from "./quantizedMatVec.js"
 import {
@@ -97,7 +97,9 @@ export const mulMat = (node: Tensor.Tensor, target: KernelTarget, bias: Tensor.T
   }
   if (product.N <= 8) {
     // vec4 loads pay once every thread has a vec4 of K to load (on lavapipe, K = 256 ran 6% slower)
-    return matVec(product, target, Product.fourAligned(product, a, b) && product.K >= 4 * WG)
+    const vec = matVec(product, target, Product.fourAligned(product, a, b) && product.K >= 4 * WG)
+    // f16 weights 16 bytes a load by subgroups, falling back to that where offsets do not allow it
+    return halfApplies(product, [a], b, target) ? halfMatVec(product, target, { kind: "plain" }, vec) : vec
   }
   const matrixTile = target.matrixTile ?? tileFor(product, target, () => true)
   // f16 weights on subgroup matrices, against f16 or f32 b (a prompt's activations: a 1B f16 prompt spent 38
@@ -198,7 +200,8 @@ export const mulMatSwiglu = (node: Tensor.Tensor, target: KernelTarget): Kernel 
   if (Decode.int8Applies(product, gate, target)) {
     return Decode.int8MatVec(product, b, gate.dtype as "q4_0" | "q8_0", target, rows, { kind: "gated" })
   }
-  return vectorForm(product, [gate, up], b) ? matVec(product, target, true, { kind: "gated" }, rows) : rows
+  const vec = vectorForm(product, [gate, up], b) ? matVec(product, target, true, { kind: "gated" }, rows) : rows
+  return halfApplies(product, [gate, up], b, target) ? halfMatVec(product, target, { kind: "gated" }, vec) : vec
 }
 
 /**
@@ -223,7 +226,8 @@ const vectorForm = (
 export const fusesSwiglu = (target: KernelTarget) => (gate: Tensor.Tensor, up: Tensor.Tensor, b: Tensor.Tensor) =>
   (Decode.int8Applies({ N: b.ne[1], K: gate.ne[0] }, gate, target) &&
     Decode.int8Applies({ N: b.ne[1], K: up.ne[0] }, up, target)) ||
-  vectorForm({ N: b.ne[1], K: gate.ne[0] }, [gate, up], b)
+  vectorForm({ N: b.ne[1], K: gate.ne[0] }, [gate, up], b) ||
+  (Tensor.sameShape(gate, up) && halfApplies({ N: b.ne[1], K: gate.ne[0] }, [gate, up], b, target))
 
 /**
  * @internal: mul_mat_stack, the products of several weights with one b, rows stacked: the int8 form where
@@ -268,7 +272,8 @@ ${range(parts - 1).map((i) => `  if (m >= P.s${i + 1}) { pt = ${i + 1}u; lr = m 
   if (weights.every((w) => Decode.int8Applies(product, w, target) && w.dtype === weights[0].dtype)) {
     return Decode.int8MatVec(product, b, weights[0].dtype as "q4_0" | "q8_0", target, rows, { kind: "stack", parts })
   }
-  return vectorForm(product, weights, b) ? matVec(product, target, true, { kind: "stack", parts }, rows) : rows
+  const vec = vectorForm(product, weights, b) ? matVec(product, target, true, { kind: "stack", parts }, rows) : rows
+  return halfApplies(product, weights, b, target) ? halfMatVec(product, target, { kind: "stack", parts }, vec) : vec
 }
 
 /**
@@ -282,4 +287,5 @@ export const stacks = (target: KernelTarget) => (weights: ReadonlyArray<Tensor.T
     w.dtype === weights[0].dtype && w.ne[0] === weights[0].ne[0] && w.ne[2] === 1 && w.ne[3] === 1
   ) &&
   (weights.every((w) => Decode.int8Applies({ N: b.ne[1], K: w.ne[0] }, w, target)) ||
-    vectorForm({ N: b.ne[1], K: weights[0].ne[0] }, weights, b))
+    vectorForm({ N: b.ne[1], K: weights[0].ne[0] }, weights, b) ||
+    halfApplies({ N: b.ne[1], K: weights[0].ne[0] }, weights, b, target))

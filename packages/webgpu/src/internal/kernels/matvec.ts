@@ -3,9 +3,10 @@
  *
  * @internal
  */
+import type { Tensor } from "@effect-gpu/core/Tensor"
 import type { Kernel, KernelTarget } from "./kernel.js"
 import * as KernelSpec from "./kernel.js"
-import { entry, SUBGROUP_LANES, WG } from "./kernel.js"
+import { entry, stridesAligned, SUBGROUP_LANES, WG } from "./kernel.js"
 import type { Product } from "./product.js"
 
 /**
@@ -196,4 +197,138 @@ ${subgroups ? subgroupReduce(C) : sharedReduce(C, tpr)}
   })
   if (!vec4) return kernel
   return { ...kernel, vec4: true, fallback: fallback ?? matVec(product, target, false) }
+}
+
+/** the wide f16 form's subgroups a workgroup, rows a subgroup, and 16-byte chunks a lane loads at once */
+const HALF_GROUPS = 8
+const HALF_ROWS = 2
+const HALF_LOADS = 4
+
+/**
+ * @internal: whether the wide f16 form computes a product over `weights`: f16 rows of whole 16-byte chunks
+ * (8 values), f32 activations in fours, a few columns, on a device whose subgroups have one size
+ */
+export const halfApplies = (
+  product: Pick<Product, "N" | "K">,
+  weights: ReadonlyArray<Tensor>,
+  b: Tensor,
+  target: KernelTarget
+): boolean =>
+  target.subgroups === true && target.subgroupSize !== undefined && product.N <= 8 && product.K % 8 === 0 &&
+  b.dtype === "f32" && stridesAligned(b, 4) && weights.every((w) => w.dtype === "f16" && stridesAligned(w, 8))
+
+/**
+ * @internal: matrix-vector over f16 weights by subgroups (decode of f16 models): each subgroup owns
+ * HALF_ROWS rows, each lane loads HALF_LOADS 16-byte chunks (8 values) of each row before it multiplies
+ * them with b, and the row's sums meet in one subgroup reduction: no workgroup memory and no barrier.
+ * The vec4 form (a workgroup of 256 a row, 8 bytes a load) read a 1B model's f16 rows at 0.9-1.8 TB/s.
+ * Forms as the vec4 one's (a gated pair, a stack of parts); `fallback` runs where an operand's offset does
+ * not allow 16-byte bindings.
+ */
+export const halfMatVec = (product: Product, target: KernelTarget, form: MatVecForm, fallback: Kernel): Kernel => {
+  const { M, N, batches, bias, epilogue, operands, params } = product
+  const W = target.subgroupSize!
+  const R = HALF_ROWS
+  const rowsPerGroup = HALF_GROUPS * R
+  const groups = Math.ceil(M / rowsPerGroup)
+  const gated = form.kind === "gated"
+  const names = form.kind === "stack" ? Array.from({ length: form.parts }, (_, i) => (i === 0 ? "a" : `a${i}`)) : ["a"]
+  const C = gated ? 2 * N : N
+  // each row's first chunk (16-byte units) and, for a stack, its part
+  const rowStarts = form.kind === "stack"
+    ? `  var at: array<u32, ${R}>;
+  var part: array<u32, ${R}>;
+  for (var r = 0u; r < ${R}u; r++) {
+    let m = min(row0 + r, P.d_ne0 - 1u);
+    var pt = 0u;
+    var lr = m;
+${names.slice(1).map((_, i) => `    if (m >= P.s${i + 1}) { pt = ${i + 1}u; lr = m - P.s${i + 1}; }`).join("\n")}
+    part[r] = pt;
+${names.map((n, i) => `    if (pt == ${i}u) { at[r] = ix_${n}(0u, lr, b2 / P.r2, b3 / P.r3) >> 3u; }`).join("\n")}
+  }`
+    : `  var at: array<u32, ${R}>;${gated ? `\n  var atu: array<u32, ${R}>;` : ""}
+  for (var r = 0u; r < ${R}u; r++) {
+    let m = min(row0 + r, P.d_ne0 - 1u);
+    at[r] = ix_a(0u, m, b2 / P.r2, b3 / P.r3) >> 3u;${
+      gated ? "\n    atu[r] = ix_u(0u, m, b2 / P.r2, b3 / P.r3) >> 3u;" : ""
+    }
+  }`
+  const load = (r: string, c: string) =>
+    form.kind === "stack" ? `ldw_part(part[${r}], at[${r}] + ${c})` : `ldw_a(at[${r}] + ${c})`
+  const partLoad = form.kind === "stack"
+    ? `fn ldw_part(pt: u32, i: u32) -> vec4<u32> {
+${names.slice(1).map((n, i) => `  if (pt == ${i + 1}u) { return ldw_${n}(i); }`).join("\n")}
+  return ldw_a(i);
+}`
+    : ""
+  const kernel = KernelSpec.make({
+    variant: {
+      family: gated ? "mvh_swiglu" : form.kind === "stack" ? "mvh_stack" : "mvh",
+      lanes: W,
+      columns: N,
+      bias,
+      ...(form.kind === "stack" ? { parts: form.parts } : {})
+    },
+    enables: ["subgroups"],
+    operands,
+    params,
+    workgroups: [Math.min(groups, target.maxWorkgroups), Math.ceil(groups / target.maxWorkgroups), batches],
+    main: `
+${SUBGROUP_LANES}
+${partLoad}
+/** the 8 values of a 16-byte chunk against b's 8 at vec4 index k4 */
+fn dot8(w: vec4<u32>, b4: u32) -> f32 {
+  let lo = vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));
+  let hi = vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w));
+  return dot(lo, ld4_b(b4)) + dot(hi, ld4_b(b4 + 1u));
+}
+${entry(HALF_GROUPS * W, true)}
+  let grp = lid / ${W}u;
+  let b2 = wid.z % P.d_ne2;
+  let b3 = wid.z / P.d_ne2;
+  let row0 = (wid.x + wid.y * nwg.x) * ${rowsPerGroup}u + grp * ${R}u;
+  // rows past the end read row M - 1 again and are not written
+${rowStarts}
+  var bcol: array<u32, ${N}>;
+  for (var j = 0u; j < ${N}u; j++) { bcol[j] = ix_b(0u, j, b2, b3) >> 2u; }
+  let chunks = P.a_ne0 / 8u;
+  var acc: array<f32, ${R * C}>;
+  for (var c0 = sgl; c0 < chunks; c0 += ${HALF_LOADS * W}u) {
+    // every row's chunks loaded before any product: ${HALF_LOADS} x ${R}${
+      gated ? " x 2" : ""
+    } x 16 bytes in flight a lane
+    var w: array<vec4<u32>, ${HALF_LOADS * R}>;${gated ? `\n    var wu: array<vec4<u32>, ${HALF_LOADS * R}>;` : ""}
+    for (var u = 0u; u < ${HALF_LOADS}u; u++) {
+      let c = min(c0 + u * ${W}u, chunks - 1u);
+      for (var r = 0u; r < ${R}u; r++) {
+        w[u * ${R}u + r] = ${load("r", "c")};${gated ? "\n        wu[u * " + R + "u + r] = ldw_u(atu[r] + c);" : ""}
+      }
+    }
+    for (var u = 0u; u < ${HALF_LOADS}u; u++) {
+      let c = c0 + u * ${W}u;
+      if (c < chunks) {
+        for (var j = 0u; j < ${N}u; j++) {
+          for (var r = 0u; r < ${R}u; r++) {
+            acc[r * ${C}u + j] += dot8(w[u * ${R}u + r], bcol[j] + 2u * c);${
+      gated ? `\n            acc[r * ${C}u + ${N}u + j] += dot8(wu[u * ${R}u + r], bcol[j] + 2u * c);` : ""
+    }
+          }
+        }
+      }
+    }
+  }
+  for (var r = 0u; r < ${R}u; r++) {
+    let m = row0 + r;
+    for (var nn = 0u; nn < ${N}u; nn++) {
+      let s = subgroupAdd(acc[r * ${C}u + nn]);${
+      gated ? `\n      let su = subgroupAdd(acc[r * ${C}u + ${N}u + nn]);` : ""
+    }
+      var v = ${gated ? "silu_s(s) * su" : "s"};
+      ${epilogue}
+      if (sgl == 0u && m < P.d_ne0) { st_d(ix_d(m, nn, b2, b3), v); }
+    }
+  }
+}`
+  })
+  return { ...kernel, vec4: true, wide: true, fallback }
 }
