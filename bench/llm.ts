@@ -10,6 +10,7 @@
  *   tsx llm.ts run DIR NAME --profile --prefill   the same for the prompt (--shapes: products by result shape)
  *   tsx llm.ts run DIR NAME --attention-splits N   attention's decode form with the keys in N splits
  *   tsx llm.ts run DIR NAME --attention-lanes keys|dims   its scores' lanes across the keys or the head dimension
+ *   tsx llm.ts run DIR NAME --attention-subgroups N   its subgroups a workgroup
  *   tsx llm.ts run DIR NAME --attention fused|chain|auto   attention's form (Forward.Options.attention)
  *   tsx llm.ts run DIR NAME --timeline   a decoding step's host events (writes, submits, waits) untraced
  *   tsx llm.ts run DIR NAME --f32-decode   q4_0 and q8_0 decode without the int8 form (to compare)
@@ -44,7 +45,7 @@ const DECODE = 128
 const HBM = 4.8e12
 
 const [command, dir, ...rest] = process.argv.slice(2)
-const valued = ["--attention-splits", "--attention", "--toggles", "--attention-lanes"]
+const valued = ["--attention-splits", "--attention", "--toggles", "--attention-lanes", "--attention-subgroups"]
 const names = rest.filter((n, i) => !n.startsWith("--") && !valued.includes(rest[i - 1]))
 const attentionAt = rest.indexOf("--attention")
 const attention = attentionAt >= 0 ? rest[attentionAt + 1] as "fused" | "chain" | "auto" : undefined
@@ -66,7 +67,9 @@ if ((command !== "models" && command !== "run") || dir === undefined) {
 const file = (name: string) => path.join(dir, `${name}.gguf`)
 const splitsAt = rest.indexOf("--attention-splits")
 const lanesAt = rest.indexOf("--attention-lanes")
+const subgroupsAt = rest.indexOf("--attention-subgroups")
 const attentionDecode = {
+  ...(subgroupsAt >= 0 ? { subgroups: Number(rest[subgroupsAt + 1]) } : {}),
   ...(splitsAt >= 0 ? { splits: Number(rest[splitsAt + 1]) } : {}),
   ...(lanesAt >= 0 ? { across: rest[lanesAt + 1] as "keys" | "dims" } : {})
 }

@@ -1,6 +1,7 @@
 /**
  * Products on a real GPU against the CPU backend: the kernels a device offers that lavapipe lacks (subgroup
- * matrices) are forced in tests only where an adapter has them, so this checks them where one does. For
+ * matrices) are forced in tests only where an adapter has them, so this checks them where one does (and
+ * the subgroup kernels at the GPU's subgroup size). For
  * each case: the kernels the trace names and the NMSE against the CPU. Exits 1 when a case is off.
  *
  *   tsx kernel-check.ts            (bundle it as bench/llm.ts is to run it on the GPU machine)
@@ -30,7 +31,11 @@ const cases: ReadonlyArray<readonly ["f16" | Quantized, "f16" | "f32", number, n
   ["q4_K", "f32", 2048, 256, 512, 1e-4],
   ["q4_0", "f32", 96, 4100, 520, 1e-4],
   ["q8_0", "f32", 96, 4100, 520, 1e-4],
-  ["f16", "f32", 64, 4100, 520, 1e-5]
+  ["f16", "f32", 64, 4100, 520, 1e-5],
+  // f16 matrix-vector by subgroups (32 lanes here, 8 on lavapipe): a 1B model's shapes, and 3 columns
+  ["f16", "f32", 2048, 8192, 1, 1e-6],
+  ["f16", "f32", 8192, 2048, 1, 1e-6],
+  ["f16", "f32", 2048, 333, 3, 1e-6]
 ]
 
 const program = Effect.gen(function*() {
