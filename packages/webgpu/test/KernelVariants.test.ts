@@ -59,33 +59,36 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
       Effect.gen(function*() {
         const d = yield* device
         const subgroups = d.description.includes("subgroups")
-        // [K, columns, a viewed a row in, bias, the kernel on a device with subgroups]
-        const table: ReadonlyArray<readonly [number, number, boolean, boolean, string]> = [
-          [1024, 1, false, false, "mvh"],
-          [264, 3, false, true, "mvh"],
-          [1028, 1, true, false, "mv"],
-          [100, 2, false, false, "mv"]
+        // [K, rows, columns, a viewed a row in, bias, the kernel on a device with subgroups, its rows a
+        // subgroup]: two rows a subgroup once that gives 256 workgroups or more
+        const table: ReadonlyArray<readonly [number, number, number, boolean, boolean, string, number]> = [
+          [1024, 33, 1, false, false, "mvh", 1],
+          [264, 33, 3, false, true, "mvh", 1],
+          [64, 4111, 1, false, true, "mvh", 2],
+          [1028, 33, 1, true, false, "mv", 0],
+          [100, 33, 2, false, false, "mv", 0]
         ]
-        for (const [K, N, shifted, withBias, want] of table) {
+        for (const [K, M, N, shifted, withBias, want, rows] of table) {
           const g = Graph.make()
-          const a = yield* g.param("a", "f16", [K, 35])
+          const a = yield* g.param("a", "f16", [K, M + 2])
           const b = yield* g.input("b", "f32", [K, N, 2])
-          const c = yield* g.param("c", "f32", [33])
-          const w = shifted ? Ops.view(a, [K, 33], [a.nb[1]], a.nb[1]) : Ops.view(a, [K, 33], [a.nb[1]], 0)
+          const c = yield* g.param("c", "f32", [M])
+          const w = shifted ? Ops.view(a, [K, M], [a.nb[1]], a.nb[1]) : Ops.view(a, [K, M], [a.nb[1]], 0)
           const p = Ops.mulMat(w, b)
           const y = yield* g.output(withBias ? Ops.add(p, c) : p)
           const results: Array<Array<number>> = []
           for (const dev of [d, Cpu.make()]) {
             const backend = yield* dev.makeBackend()
             const plan = yield* backend.allocate(backend.optimize(g.build()))
-            yield* plan.set(a, Generators.values(5, 35 * K))
+            yield* plan.set(a, Generators.values(5, (M + 2) * K))
             yield* plan.set(b, Generators.values(6, K * N * 2))
-            if (withBias) yield* plan.set(c, Generators.values(7, 33))
+            if (withBias) yield* plan.set(c, Generators.values(7, M))
             const trace = yield* backend.captureNext
             yield* backend.compute(plan)
             if (dev === d) {
               const entry = (yield* trace).entries.find((e) => e.op === "mul_mat" || e.op === "mul_mat_add")!
               assert.strictEqual(entry.variant?.family, subgroups ? want : "mv", `K ${K}: ${entry.kernel}`)
+              if (subgroups && want === "mvh") assert.strictEqual(entry.variant?.rows, rows, entry.kernel)
             }
             results.push(Array.from(yield* plan.get(y)))
           }

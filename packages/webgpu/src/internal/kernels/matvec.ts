@@ -203,6 +203,11 @@ ${subgroups ? subgroupReduce(C) : sharedReduce(C, tpr)}
 const HALF_GROUPS = 8
 const HALF_ROWS = 2
 const HALF_LOADS = 4
+/**
+ * workgroups of two rows a subgroup below which a subgroup takes one row: a 1B model's 2048-row products
+ * (K 2048 and 8192) gave 128 workgroups of 16 rows, one an H200 multiprocessor
+ */
+const HALF_FEW = 256
 
 /**
  * @internal: whether the wide f16 form computes a product over `weights`: f16 rows of whole 16-byte chunks
@@ -219,7 +224,7 @@ export const halfApplies = (
 
 /**
  * @internal: matrix-vector over f16 weights by subgroups (decode of f16 models): each subgroup owns
- * HALF_ROWS rows, each lane loads HALF_LOADS 16-byte chunks (8 values) of each row before it multiplies
+ * HALF_ROWS rows (one where that gives few workgroups), each lane loads HALF_LOADS 16-byte chunks (8 values) of each row before it multiplies
  * them with b, and the row's sums meet in one subgroup reduction: no workgroup memory and no barrier.
  * The vec4 form (a workgroup of 256 a row, 8 bytes a load) read a 1B model's f16 rows at 0.9-1.8 TB/s.
  * Forms as the vec4 one's (a gated pair, a stack of parts); `fallback` runs where an operand's offset does
@@ -228,7 +233,7 @@ export const halfApplies = (
 export const halfMatVec = (product: Product, target: KernelTarget, form: MatVecForm, fallback: Kernel): Kernel => {
   const { M, N, batches, bias, epilogue, operands, params } = product
   const W = target.subgroupSize!
-  const R = HALF_ROWS
+  const R = Math.ceil(M / (HALF_GROUPS * HALF_ROWS)) * batches < HALF_FEW ? 1 : HALF_ROWS
   const rowsPerGroup = HALF_GROUPS * R
   const groups = Math.ceil(M / rowsPerGroup)
   const gated = form.kind === "gated"
@@ -265,6 +270,7 @@ ${names.slice(1).map((n, i) => `  if (pt == ${i + 1}u) { return ldw_${n}(i); }`)
     variant: {
       family: gated ? "mvh_swiglu" : form.kind === "stack" ? "mvh_stack" : "mvh",
       lanes: W,
+      rows: R,
       columns: N,
       bias,
       ...(form.kind === "stack" ? { parts: form.parts } : {})
