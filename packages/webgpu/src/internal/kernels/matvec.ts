@@ -8,6 +8,7 @@ import type { Kernel, KernelTarget } from "./kernel.js"
 import * as KernelSpec from "./kernel.js"
 import { entry, stridesAligned, SUBGROUP_LANES, WG } from "./kernel.js"
 import type { Product } from "./product.js"
+import { stackRow, stackRows, stackWeights } from "./product.js"
 
 /**
  * elements of a row per thread at least, in the scalar form: 16 keeps a row's threads reading 64
@@ -65,13 +66,10 @@ export type MatVecForm =
  */
 const vec4Accumulate = (N: number, form: MatVecForm) => {
   const gated = form.kind === "gated"
-  const names = form.kind === "stack" ? Array.from({ length: form.parts }, (_, i) => (i === 0 ? "a" : `a${i}`)) : []
   const rowStart = form.kind === "stack"
-    ? `  var lr = m;
-  var pt = 0u;
-${names.slice(1).map((_, i) => `  if (m >= P.s${i + 1}) { pt = ${i + 1}u; lr = m - P.s${i + 1}; }`).join("\n")}
+    ? `  var pt = 0u;
   var a4 = 0u;
-${names.map((n, i) => `  if (pt == ${i}u) { a4 = ix_${n}(0u, lr, b2 / P.r2, b3 / P.r3) >> 2u; }`).join("\n")}`
+${stackRow(form.parts, "m", "pt", "a4", 2)}`
     : `  let a4 = ix_a(0u, m, b2 / P.r2, b3 / P.r3) >> 2u;${
       gated ? "\n  let u4 = ix_u(0u, m, b2 / P.r2, b3 / P.r3) >> 2u;" : ""
     }`
@@ -237,20 +235,10 @@ export const halfMatVec = (product: Product, target: KernelTarget, form: MatVecF
   const rowsPerGroup = HALF_GROUPS * R
   const groups = Math.ceil(M / rowsPerGroup)
   const gated = form.kind === "gated"
-  const names = form.kind === "stack" ? Array.from({ length: form.parts }, (_, i) => (i === 0 ? "a" : `a${i}`)) : ["a"]
   const C = gated ? 2 * N : N
   // each row's first chunk (16-byte units) and, for a stack, its part
   const rowStarts = form.kind === "stack"
-    ? `  var at: array<u32, ${R}>;
-  var part: array<u32, ${R}>;
-  for (var r = 0u; r < ${R}u; r++) {
-    let m = min(row0 + r, P.d_ne0 - 1u);
-    var pt = 0u;
-    var lr = m;
-${names.slice(1).map((_, i) => `    if (m >= P.s${i + 1}) { pt = ${i + 1}u; lr = m - P.s${i + 1}; }`).join("\n")}
-    part[r] = pt;
-${names.map((n, i) => `    if (pt == ${i}u) { at[r] = ix_${n}(0u, lr, b2 / P.r2, b3 / P.r3) >> 3u; }`).join("\n")}
-  }`
+    ? stackRows(form.parts, R, 3, "at", "part")
     : `  var at: array<u32, ${R}>;${gated ? `\n  var atu: array<u32, ${R}>;` : ""}
   for (var r = 0u; r < ${R}u; r++) {
     let m = min(row0 + r, P.d_ne0 - 1u);
@@ -262,7 +250,7 @@ ${names.map((n, i) => `    if (pt == ${i}u) { at[r] = ix_${n}(0u, lr, b2 / P.r2,
     form.kind === "stack" ? `ldw_part(part[${r}], at[${r}] + ${c})` : `ldw_a(at[${r}] + ${c})`
   const partLoad = form.kind === "stack"
     ? `fn ldw_part(pt: u32, i: u32) -> vec4<u32> {
-${names.slice(1).map((n, i) => `  if (pt == ${i + 1}u) { return ldw_${n}(i); }`).join("\n")}
+${stackWeights(form.parts).slice(1).map((n, i) => `  if (pt == ${i + 1}u) { return ldw_${n}(i); }`).join("\n")}
   return ldw_a(i);
 }`
     : ""

@@ -8,7 +8,7 @@
 import * as DType from "@effect-gpu/core/DType"
 import type * as Tensor from "@effect-gpu/core/Tensor"
 import type { Operand, Param } from "./kernel.js"
-import { bcast, stridesAligned, u32 } from "./kernel.js"
+import { bcast, range, stridesAligned, u32 } from "./kernel.js"
 
 /** @internal */
 export interface Product {
@@ -70,3 +70,46 @@ export const origin = (rows: number, cols: number): string =>
   let M = P.d_ne0;
   let N = P.d_ne1;
   let K = P.a_ne0;`
+
+/** @internal: the weight operands of a stack of `parts` products (mul_mat_stack): a, a1, a2, ... */
+export const stackWeights = (parts: number): Array<string> =>
+  Array.from({ length: parts }, (_, i) => (i === 0 ? "a" : `a${i}`))
+
+/**
+ * @internal: WGSL that finds stack row `row`'s part (into `pt`, declared by the caller) and the index of its
+ * first weight, shifted right by `shift` bits (the binding's unit), into `start`: the parts' rows follow
+ * one another, each part's first row in params s1..
+ */
+export const stackRow = (parts: number, row: string, pt: string, start: string, shift: number): string =>
+  `{
+  var lr = ${row};
+  ${pt} = 0u;
+${
+    range(parts - 1).map((i) => `  if (${row} >= P.s${i + 1}) { ${pt} = ${i + 1}u; lr = ${row} - P.s${i + 1}; }`).join(
+      "\n"
+    )
+  }
+${
+    stackWeights(parts).map((n, i) =>
+      `  if (${pt} == ${i}u) { ${start} = ix_${n}(0u, lr, b2 / P.r2, b3 / P.r3) >> ${shift}u; }`
+    )
+      .join("\n")
+  }
+}`
+
+/**
+ * @internal: WGSL that fills `starts` and `parts` (arrays of `rows`, declared here) for the stack rows
+ * row0 .. row0 + rows - 1 of a subgroup (rows past the end take the last): each row's first weight,
+ * shifted right by `shift` bits, and its part
+ */
+export const stackRows = (parts: number, rows: number, shift: number, starts: string, partOf: string): string =>
+  `  var ${starts}: array<u32, ${rows}>;
+  var ${partOf}: array<u32, ${rows}>;
+  for (var r = 0u; r < ${rows}u; r++) {
+    let sr = min(row0 + r, P.d_ne0 - 1u);
+    var pt = 0u;
+    var first = 0u;
+${stackRow(parts, "sr", "pt", "first", shift)}
+    ${partOf}[r] = pt;
+    ${starts}[r] = first;
+  }`

@@ -15,6 +15,7 @@ import type { Kernel, KernelTarget } from "./kernel.js"
 import * as KernelSpec from "./kernel.js"
 import { entry, range, repeat, stridesAligned, SUBGROUP_LANES } from "./kernel.js"
 import type { Product } from "./product.js"
+import { stackRows, stackWeights } from "./product.js"
 
 /** elements of K per chunk: 32 lanes x one 32-value piece */
 const CHUNK = 1024
@@ -427,24 +428,11 @@ export const int8MatVec = (
   const weights = form.kind === "gated"
     ? ["a", "u"]
     : form.kind === "stack"
-    ? range(form.parts).map((i) => (i === 0 ? "a" : `a${i}`))
+    ? stackWeights(form.parts)
     : ["a"]
-  // a stack's rows: each row's part (its weights) and its row within the part, from the parts' first rows
+  // a stack's rows: each row's part (its weights) and its first word
   const rowWords = form.kind === "stack"
-    ? `  var rowWord: array<u32, ${R}>;
-  var rowPart: array<u32, ${R}>;
-  for (var r = 0u; r < ${R}u; r++) {
-    let rr = min(row0 + r, P.d_ne0 - 1u);
-    var pt = 0u;
-    var lr = rr;
-${range(form.parts - 1).map((i) => `    if (rr >= P.s${i + 1}) { pt = ${i + 1}u; lr = rr - P.s${i + 1}; }`).join("\n")}
-    rowPart[r] = pt;
-${
-      weights.map((n, i) => `    if (pt == ${i}u) { rowWord[r] = ix_${n}(0u, lr, b2 / P.r2, b3 / P.r3) >> 2u; }`).join(
-        "\n"
-      )
-    }
-  }`
+    ? stackRows(form.parts, R, 2, "rowWord", "rowPart")
     : weights.map((n) =>
       `  var rowWord_${n}: array<u32, ${R}>;
   for (var r = 0u; r < ${R}u; r++) {
