@@ -87,6 +87,12 @@ export interface Context {
     tokens: ReadonlyArray<number>,
     options?: { readonly allLogits?: boolean }
   ) => Effect.Effect<Float32Array, EvaluateError>
+  /**
+   * Runs `tokens` as `evaluate` does; the last token's likeliest next token (the argmax of its logits, the
+   * first of equals, taken on the device: greedy decoding reads 4 bytes a token, not the vocabulary's
+   * logits).
+   */
+  readonly next: (tokens: ReadonlyArray<number>) => Effect.Effect<number, EvaluateError>
   /** forgets the cache from position `n` on (0: all of it) */
   readonly truncate: (n: number) => Effect.Effect<void>
 }
@@ -140,8 +146,11 @@ export const make = (
     const plans = new Map<string, Compiled>()
     const lock = yield* Effect.makeSemaphore(1)
 
-    const compiled = (n: number, keys: number, allLogits: boolean) => {
-      const key = `${n}:${keys}:${allLogits}`
+    /** what a batch reads back: the last token's logits, every token's, or the last token's argmax */
+    type Read = "last" | "all" | "next"
+    const compiled = (n: number, keys: number, read: Read) => {
+      const allLogits = read === "all"
+      const key = `${n}:${keys}:${read}`
       const known = plans.get(key)
       if (known !== undefined) return Effect.succeed(known)
       return Effect.gen(function*() {
@@ -149,6 +158,7 @@ export const make = (
           file,
           cache: { cache, keys },
           allLogits,
+          argmax: read === "next",
           ...(options.attention !== undefined ? { attention: options.attention } : {})
         })
         // the backend's fusions (rms_norm * weight, add + rms_norm, mul_mat + bias, silu * gate): fewer
@@ -160,31 +170,33 @@ export const make = (
       }).pipe(Scope.extend(scope))
     }
 
-    const batch = (tokens: ReadonlyArray<number>, start: number, allLogits: boolean) =>
+    const batch = (tokens: ReadonlyArray<number>, start: number, read: Read) =>
       Effect.gen(function*() {
         const n = tokens.length
         const keys = Math.min(size, Math.ceil((start + n) / keyPadding) * keyPadding)
-        const { forward, plan } = yield* compiled(n, keys, allLogits)
+        const { forward, plan } = yield* compiled(n, keys, read)
         const inputs = forward.inputs(start)
+        const wanted = forward.next ?? forward.logits
         yield* plan.set(forward.tokens, Int32Array.from(tokens))
         yield* plan.set(forward.positions, inputs.positions)
         yield* plan.setBytes(forward.mask, inputs.mask)
         if (n > 1) {
           // a batch waits for its compute, which an interruption can stop between command buffers
           yield* backend.compute(plan)
-          return (yield* plan.get(forward.logits)) as Float32Array
+          return yield* plan.get(wanted)
         }
-        // one token: the logits' read queued behind the compute, not after waiting for it (one wait a
-        // token, and the read's copy rides with the step), then every failure of the step reported
+        // one token: the read queued behind the compute, not after waiting for it (one wait a token, and
+        // the read's copy rides with the step), then every failure of the step reported
         yield* backend.computeAsync(plan)
-        const logits = yield* plan.get(forward.logits)
+        const values = yield* plan.get(wanted)
         yield* backend.synchronize
-        return logits as Float32Array
+        return values
       })
 
-    const evaluate: Context["evaluate"] = (tokens, evaluateOptions) =>
+    /** runs tokens in micro-batches; what the last (or, for "all", every) batch read */
+    const run = (tokens: ReadonlyArray<number>, read: Read) =>
       lock.withPermits(1)(Effect.gen(function*() {
-        const allLogits = evaluateOptions?.allLogits === true
+        const allLogits = read === "all"
         const start = yield* Ref.get(position)
         if (tokens.length === 0) return yield* new ModelError({ file, problem: "evaluate needs at least one token" })
         if (start + tokens.length > size) {
@@ -197,21 +209,32 @@ export const make = (
         if (bad !== undefined) {
           return yield* new ModelError({ file, problem: `token ${bad} is outside the vocabulary of ${h.vocab}` })
         }
-        const parts: Array<Float32Array> = []
+        const parts: Array<Float32Array | Int32Array> = []
         for (let at = 0; at < tokens.length; at += ubatch) {
           const piece = tokens.slice(at, at + ubatch)
           const last = at + ubatch >= tokens.length
-          const logits = yield* batch(piece, start + at, allLogits)
+          // only the last batch reads what was asked for (its argmax, its logits), every one for "all"
+          const values = yield* batch(piece, start + at, last || allLogits ? read : "last")
           yield* Ref.set(position, start + at + piece.length)
-          if (allLogits || last) parts.push(logits)
+          if (allLogits || last) parts.push(values as Float32Array | Int32Array)
         }
-        if (parts.length === 1) return parts[0]
+        return parts
+      }))
+
+    const evaluate: Context["evaluate"] = (tokens, evaluateOptions) =>
+      Effect.map(run(tokens, evaluateOptions?.allLogits === true ? "all" : "last"), (parts) => {
+        if (parts.length === 1) return parts[0] as Float32Array
         const all = new Float32Array(parts.reduce((s, p) => s + p.length, 0))
         parts.reduce((at, p) => (all.set(p, at), at + p.length), 0)
         return all
-      })).pipe(
+      }).pipe(
         // a span a token without a stack trace: capturing one cost ~50 us of a step's host time (CI machine)
         Effect.withSpan("Context.evaluate", { attributes: { tokens: tokens.length }, captureStackTrace: false })
+      )
+
+    const next: Context["next"] = (tokens) =>
+      Effect.map(run(tokens, "next"), (parts) => (parts[0] as Int32Array)[0]).pipe(
+        Effect.withSpan("Context.next", { attributes: { tokens: tokens.length }, captureStackTrace: false })
       )
 
     return {
@@ -220,6 +243,7 @@ export const make = (
       size,
       position: Ref.get(position),
       evaluate,
+      next,
       truncate: (n) => lock.withPermits(1)(Ref.update(position, (p) => Math.max(0, Math.min(p, n))))
     }
   })

@@ -33,6 +33,8 @@ export interface Forward {
   readonly positions: Tensor.Tensor
   readonly mask: Tensor.Tensor
   readonly logits: Tensor.Tensor
+  /** with `Options.argmax`: the last token's likeliest next token, i32 [1] (the argmax of its logits) */
+  readonly next: Tensor.Tensor | undefined
   /**
    * the positions of this graph's tokens from position `start`, and the mask's bytes in its type (set with
    * `plan.setBytes`)
@@ -51,6 +53,11 @@ export interface Options {
   readonly cache?: { readonly cache: KvCache.KvCache; readonly keys: number }
   /** the logits of every token, not only of the last (default false) */
   readonly allLogits?: boolean
+  /**
+   * also the argmax of the last token's logits (`next`): greedy decoding reads 4 bytes a token instead of
+   * a vocabulary of logits (default false)
+   */
+  readonly argmax?: boolean
   /**
    * attention as one flash_attn_ext, or as the chain llama.cpp runs without flash attention (K·Q,
    * soft_max, V·P); `auto` (the default) takes the chain for batches of 64 tokens or more over a cache,
@@ -191,12 +198,17 @@ export const make = (
       ? x
       : yield* Ops.view(x, [h.hidden, 1], [x.nb[1]], (n - 1) * x.nb[1])
     const logits = yield* g.output(Ops.mulMat(head, norm(last, yield* tensor("output_norm.weight"))), "logits")
+    const lastLogits = logits.ne[1] === 1
+      ? logits
+      : yield* Ops.view(logits, [logits.ne[0], 1], [logits.nb[1]], (logits.ne[1] - 1) * logits.nb[1])
+    const next = options.argmax === true ? yield* g.output(Ops.argmax(lastLogits), "next") : undefined
     return {
       graph: g,
       tokens,
       positions,
       mask,
       logits,
+      next,
       inputs: (start: number) => ({
         positions: Int32Array.from({ length: n }, (_, i) => start + i),
         mask: causalMaskBytes(n, start, keys, mask.dtype === "f32" ? "f32" : "f16")

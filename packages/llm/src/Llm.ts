@@ -186,7 +186,10 @@ export const make = (
         while (keep < cached.length && keep < tokens.length - 1 && cached[keep] === tokens[keep]) keep++
         yield* context.truncate(keep)
         cached = cached.slice(0, keep)
-        let logits = yield* context.evaluate(tokens.slice(keep))
+        // a greedy sampler's token is the logits' argmax: the context takes it on the device and reads it
+        // alone (4 bytes a token, not the vocabulary's logits)
+        let logits = sampler.greedy ? undefined : yield* context.evaluate(tokens.slice(keep))
+        let argmax = sampler.greedy ? yield* context.next(tokens.slice(keep)) : 0
         cached.push(...tokens.slice(keep))
         const history = [...tokens]
         const decoder = Tokenizer.decoder(tokenizer)
@@ -199,10 +202,11 @@ export const make = (
           // the previous token is computed when the next is asked for: a stream stopped after a token
           // leaves nothing half done
           if (last !== undefined) {
-            logits = yield* context.evaluate([last]).pipe(Effect.mapError(Option.some))
+            if (sampler.greedy) argmax = yield* context.next([last]).pipe(Effect.mapError(Option.some))
+            else logits = yield* context.evaluate([last]).pipe(Effect.mapError(Option.some))
             cached.push(last)
           }
-          const token = sampler.sample(logits, history)
+          const token = logits === undefined ? argmax : sampler.sample(logits, history)
           history.push(token)
           last = token
           if (ends.has(token)) {

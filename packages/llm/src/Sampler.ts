@@ -59,6 +59,11 @@ export interface Sampler {
   readonly options: Required<Options>
   /** the next token after `history` (the tokens so far) for these logits */
   readonly sample: (logits: Float32Array, history: ReadonlyArray<number>) => number
+  /**
+   * whether `sample` is the logits' argmax whatever the history (temperature 0, no penalties): a context
+   * can then take it on the device (`Context.next`)
+   */
+  readonly greedy: boolean
 }
 
 /**
@@ -190,5 +195,7 @@ export const make = (options: Options = {}): Effect.Effect<Sampler, InvalidSampl
       }
       return ids[ids.length - 1]
     }
-    return { options: o, sample }
+    const greedy = o.temperature === 0 &&
+      (o.repeatLastN === 0 || (o.repeatPenalty === 1 && o.frequencyPenalty === 0 && o.presencePenalty === 0))
+    return { options: o, sample, greedy }
   })

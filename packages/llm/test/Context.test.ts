@@ -93,6 +93,28 @@ const suite = (gpu: boolean) =>
       )
     }
 
+    // next: the argmax of the last logits taken with the step, in micro-batches and token by token
+    it.scoped("next gives the argmax of the logits evaluate gives", () =>
+      Effect.gen(function*() {
+        const device = yield* pick(gpu)
+        if (device === undefined) {
+          return
+        }
+        const { context } = yield* open(device, { size: 16, ubatch: 3, keyPadding: 4 })
+        const argmax = (xs: Float32Array) => xs.reduce((best, x, i) => (x > xs[best] ? i : best), 0)
+        for (const n of [tokens.length, 1, 2]) {
+          yield* context.truncate(0)
+          const logits = yield* context.evaluate(tokens.slice(0, n))
+          yield* context.truncate(0)
+          assert.strictEqual(yield* context.next(tokens.slice(0, n)), argmax(logits), `${n} tokens`)
+          assert.strictEqual(yield* context.position, n)
+        }
+        // a step after the prompt, through the decode plan
+        const logits = yield* context.evaluate([9])
+        yield* context.truncate(2)
+        assert.strictEqual(yield* context.next([9]), argmax(logits), "a decoding step")
+      }).pipe(Effect.provide(layer)))
+
     it.scoped("decoding allocates nothing per token once its plan exists", () =>
       Effect.gen(function*() {
         const device = yield* pick(gpu)

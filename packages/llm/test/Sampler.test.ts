@@ -22,6 +22,11 @@ describe("sampling", () => {
       const greedy = yield* Sampler.make({ temperature: 0 })
       assert.strictEqual(greedy.sample(logits, []), 1)
       assert.strictEqual(Sampler.argmax(logits), 1)
+      // the logits' argmax whatever the history (a context may take it on the device) only without penalties
+      assert.isTrue(greedy.greedy)
+      assert.isFalse((yield* Sampler.make({ temperature: 0, repeatPenalty: 1.1 })).greedy)
+      assert.isTrue((yield* Sampler.make({ temperature: 0, repeatPenalty: 1.1, repeatLastN: 0 })).greedy)
+      assert.isFalse((yield* Sampler.make({ temperature: 0.7 })).greedy)
       const top1 = yield* Sampler.make({ temperature: 1, topK: 1, seed: 1 })
       for (let i = 0; i < 20; i++) assert.strictEqual(top1.sample(logits, []), 1)
       const draws = (seed: number) =>
