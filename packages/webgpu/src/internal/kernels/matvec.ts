@@ -109,11 +109,11 @@ ${rowStart}
   }`
 }
 
-/** WGSL: a stack's weights by part, for the vec4 form */
-const partLoader = (parts: number) =>
-  `fn ld4_part(pt: u32, i: u32) -> vec4<f32> {
-${Array.from({ length: parts - 1 }, (_, i) => `  if (pt == ${i + 1}u) { return ld4_a${i + 1}(i); }`).join("\n")}
-  return ld4_a(i);
+/** WGSL: fn <load>_part(pt, i), a stack's weights by part through the bindings' accessor `load` */
+const partLoader = (parts: number, load: "ld4" | "ldw") =>
+  `fn ${load}_part(pt: u32, i: u32) -> ${load === "ld4" ? "vec4<f32>" : "vec4<u32>"} {
+${stackWeights(parts).slice(1).map((n, i) => `  if (pt == ${i + 1}u) { return ${load}_${n}(i); }`).join("\n")}
+  return ${load}_a(i);
 }`
 
 /** WGSL: the scalar accumulation: `tpr` threads per row step through K (quantized rows dequantized) */
@@ -169,7 +169,7 @@ export const matVec = (
     workgroups: [Math.min(groups, target.maxWorkgroups), Math.ceil(groups / target.maxWorkgroups), batches],
     main: `
 var<workgroup> red: array<f32, ${WG * C}>;
-${form.kind === "stack" ? partLoader(form.parts) : ""}
+${form.kind === "stack" ? partLoader(form.parts, "ld4") : ""}
 ${subgroups ? `${SUBGROUP_LANES}\n${entry(WG, true)}` : entry()}
   // this thread's row (rows past the end compute row M - 1 again: every thread must reach the barriers)
   // and its place t among the row's threads, whose partial sums start at red[j * WG + base]
@@ -248,12 +248,7 @@ export const halfMatVec = (product: Product, target: KernelTarget, form: MatVecF
   }`
   const load = (r: string, c: string) =>
     form.kind === "stack" ? `ldw_part(part[${r}], at[${r}] + ${c})` : `ldw_a(at[${r}] + ${c})`
-  const partLoad = form.kind === "stack"
-    ? `fn ldw_part(pt: u32, i: u32) -> vec4<u32> {
-${stackWeights(form.parts).slice(1).map((n, i) => `  if (pt == ${i + 1}u) { return ldw_${n}(i); }`).join("\n")}
-  return ldw_a(i);
-}`
-    : ""
+  const partLoad = form.kind === "stack" ? partLoader(form.parts, "ldw") : ""
   const kernel = KernelSpec.make({
     variant: {
       family: gated ? "mvh_swiglu" : form.kind === "stack" ? "mvh_stack" : "mvh",
