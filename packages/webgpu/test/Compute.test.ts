@@ -55,6 +55,53 @@ describe.skipIf(!adapterAvailable)("WebGPU computes", () => {
         assert.strictEqual(WebGpuDevice.liveNativeBuffers(d), before)
       }))
 
+    // a decoding step's waits: its command buffers but the last submitted without a completion of their own,
+    // and the synchronize after its read without another round trip (the read saw the queue finish)
+    it.scoped("a compute, its read and a synchronize wait for the GPU once (plus the read's map)", () =>
+      Effect.gen(function*() {
+        const d = yield* device
+        const g = Graph.make()
+        const x = yield* g.input("x", "f32", [24, 24])
+        let h: Tensor.Tensor = x
+        for (let i = 0; i < 40; i++) h = yield* Ops.add(h, Ops.scale(x, 0.5))
+        const y = yield* g.output(h)
+        const backend = yield* d.makeBackend()
+        const plan = yield* backend.allocate(g)
+        yield* plan.set(x, Generators.values(1, 24 * 24))
+        yield* backend.compute(plan)
+        const queue = (globalThis as { GPUQueue?: { prototype: Record<string, unknown> } }).GPUQueue?.prototype
+        if (queue === undefined) return
+        const original = queue.onSubmittedWorkDone as (...args: Array<unknown>) => Promise<void>
+        let completions = 0
+        let submits = 0
+        const submit = queue.submit as (...args: Array<unknown>) => void
+        queue.onSubmittedWorkDone = function(this: unknown, ...args: Array<unknown>) {
+          completions++
+          return original.apply(this, args)
+        }
+        queue.submit = function(this: unknown, ...args: Array<unknown>) {
+          submits++
+          return submit.apply(this, args)
+        }
+        const values = yield* Effect.ensuring(
+          Effect.gen(function*() {
+            yield* backend.computeAsync(plan)
+            const got = yield* plan.get(y)
+            yield* backend.synchronize
+            return got
+          }),
+          Effect.sync(() => {
+            queue.onSubmittedWorkDone = original
+            queue.submit = submit
+          })
+        )
+        // 80 dispatches: several command buffers and the read's copy
+        assert.isAbove(submits, 2)
+        assert.strictEqual(completions, 1, `${submits} submits`)
+        const want = Generators.values(1, 24 * 24).map((v) => v * 21)
+        assert.isBelow(nmse(Array.from(values), Array.from(want)), 1e-10)
+      }))
+
     it.scoped(
       "interrupting a compute stops it, leaks nothing, and the backend still works",
       () =>
