@@ -69,7 +69,8 @@ describe.skipIf(!adapterAvailable)("WebGPU computes", () => {
         const plan = yield* backend.allocate(g)
         yield* plan.set(x, Generators.values(1, 24 * 24))
         yield* backend.compute(plan)
-        const queue = (globalThis as { GPUQueue?: { prototype: Record<string, unknown> } }).GPUQueue?.prototype
+        const queue = (globalThis as unknown as { GPUQueue?: { prototype: Record<string, unknown> } }).GPUQueue
+          ?.prototype
         if (queue === undefined) return
         const original = queue.onSubmittedWorkDone as (...args: Array<unknown>) => Promise<void>
         let completions = 0

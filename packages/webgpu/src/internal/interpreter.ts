@@ -104,7 +104,7 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
    * computed again and again (a decoding step) then only submits. Encoding is independent of the data
    * (inputs are queue writes before the submit); a program's buffers are dropped with it
    */
-  const preparing = new WeakMap<Program.Program, Preparing>()
+  const preparing = new Map<Program.Program, Preparing>()
   /** computes of each program so far: the second and later prepare the next */
   const computes = new WeakMap<Program.Program, number>()
 
@@ -245,6 +245,20 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
     }
     preparing.set(program, state)
     state.pending = later(step)
+  }
+
+  /**
+   * every program's next compute encoded now, not a piece a turn: once a step's read is queued, the host
+   * has nothing else to do until the GPU is done, and pieces shared their turns with Dawn's event polling
+   * (a 1B step's were still unfinished when the step ended; on lavapipe, whose polls wait on its busy
+   * queue, half of them never ran)
+   */
+  const finishPreparing = () => {
+    for (const [program, state] of preparing) {
+      state.pending?.()
+      state.pending = undefined
+      encodeAhead(program, state, program.dispatches.length)
+    }
   }
 
   /** a program's command buffers encoded ahead, what was left of them encoded now; undefined if none */
@@ -425,7 +439,7 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
         case "GetTensor": {
           const src = nativeOf(command.buffer)
           return src?.ctx === ctx
-            ? Memory.read(ctx, src.buffer, command.offset, command.size)
+            ? Memory.read(ctx, src.buffer, command.offset, command.size, finishPreparing)
             : command.buffer.get(command.offset, command.size)
         }
         case "Memset": {

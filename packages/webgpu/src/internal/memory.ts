@@ -43,12 +43,16 @@ const promise = <A>(ctx: Context, op: string, f: () => Promise<A>): Effect.Effec
       })
   )
 
-/** @internal: reads [offset, offset + size) through a staging buffer */
+/**
+ * @internal: reads [offset, offset + size) through a staging buffer; `queued` runs once the copy is
+ * submitted, before the wait for it
+ */
 export const read = (
   ctx: Context,
   src: GPUBuffer,
   offset: number,
-  size: number
+  size: number,
+  queued?: () => void
 ): Effect.Effect<Uint8Array, BackendError> =>
   size === 0 ? Effect.succeed(new Uint8Array(0)) : promise(ctx, "read", async () => {
     const lo = Math.floor(offset / 4) * 4
@@ -59,7 +63,11 @@ export const read = (
       const enc = ctx.device.createCommandEncoder()
       enc.copyBufferToBuffer(src, lo, staging, 0, hi - lo)
       const serial = GpuContext.submit(ctx, [enc.finish()])
-      await staging.mapAsync(GPUMapMode.READ, 0, hi - lo)
+      const waiting = staging.mapAsync(GPUMapMode.READ, 0, hi - lo)
+      // handled here too: where `queued` throws, the staging buffer is destroyed and its map rejects unawaited
+      waiting.catch(() => undefined)
+      queued?.()
+      await waiting
       mapped = true
       GpuContext.finished(ctx, serial)
       return new Uint8Array(staging.getMappedRange(0, hi - lo)).slice(offset - lo, offset - lo + size)
