@@ -278,6 +278,17 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
     return cost
   }
 
+  /** a program's whole cost, summed once: each compute of it reads it twice (its pace, its tracking) */
+  const totals = new WeakMap<Program.Program, number>()
+  const totalOf = (program: Program.Program) => {
+    let total = totals.get(program)
+    if (total === undefined) {
+      total = costOf(program, 0, program.dispatches.length)
+      totals.set(program, total)
+    }
+    return total
+  }
+
   /** the command buffers of a compute: [start, end) of the program's dispatches each */
   const split = (program: Program.Program, commandBuffers: number | undefined): Array<readonly [number, number]> => {
     const n = program.dispatches.length
@@ -359,7 +370,7 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
     const learn = (done: Promise<void>) => {
       done.then(() => {
         if (command.abort.aborted) return
-        const cost = costOf(program, 0, program.dispatches.length)
+        const cost = totalOf(program)
         if (cost > 0) paces.set(program, ((performance.now() - startedAt) * 1e6) / cost)
       }, () => {})
       return done
@@ -368,7 +379,7 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
       // one command buffer (the common case): no generator
       if (command.abort.aborted) return GpuContext.checkAlive(ctx)
       const n = program.dispatches.length
-      const done = learn(submit(program, 0, n, costOf(program, 0, n), ready?.buffers[0]))
+      const done = learn(submit(program, 0, n, totalOf(program), ready?.buffers[0]))
       prepareNext()
       return command.wait ? await_(ctx, done) : GpuContext.checkAlive(ctx)
     }
@@ -380,7 +391,7 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
       // where the whole compute fits what may be in flight (a decoding step), nothing waits on its command
       // buffers but the last: the others go without a completion of their own (each cost a promise, a
       // callback and a turn of the event loop, a few times a token)
-      const untracked = (costOf(program, 0, program.dispatches.length) * paceOf(program)) / 1e6 <= 2 * CHUNK_MS
+      const untracked = (totalOf(program) * paceOf(program)) / 1e6 <= 2 * CHUNK_MS
       // the untracked buffers' cost and first submission, learned with the last one's completion
       let skipped = { cost: 0, at: 0 }
       for (const [i, [start, end]] of ranges.entries()) {
