@@ -226,20 +226,33 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
       }
     }
 
+    /**
+     * a read in its turn: queued where the interpreter can (its wait left to the reader, outside the lock),
+     * else carried out there
+     */
+    const queueRead = (command: Command): Effect.Effect<Effect.Effect<Uint8Array, BackendError>, BackendError> =>
+      command._tag === "GetTensor" && interpreter.queueRead !== undefined
+        ? interpreter.queueRead(command)
+        : Effect.map(execute(command) as Effect.Effect<Uint8Array, BackendError>, Effect.succeed)
+
     /** waits for the events this backend was told to wait for, in order */
     const drainWaits: Effect.Effect<void> = Effect.suspend(() =>
       waits.length === 0 ? Effect.void : Effect.zipRight(Effect.ignore(Deferred.await(waits.shift()!)), drainWaits)
     )
 
     /** runs a command in order; a detached one reports its failure at the next synchronize instead */
-    const run = (command: Command, detached: boolean): Effect.Effect<unknown, BackendError> => {
+    const run = <A = unknown>(
+      command: Command,
+      detached: boolean,
+      how: (command: Command) => Effect.Effect<A, BackendError> = execute as never
+    ): Effect.Effect<A, BackendError> => {
       // written without generators: this is the path of every compute and synchronize
       // built under the lock: what a command does depends on the state it finds when its turn comes
-      const executed = Effect.catchAll(Effect.suspend(() => execute(command)), (e) => {
+      const executed = Effect.catchAll(Effect.suspend(() => how(command)), (e) => {
         if (e._tag === "DeviceLost") lost = e
         if (!detached) return Effect.fail(e)
         pendingError ??= e
-        return Effect.succeed(undefined)
+        return Effect.succeed(undefined as A)
       })
       return lock.withPermits(1)(Effect.suspend(() => {
         interpreter.observe?.(command)
@@ -361,9 +374,11 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
           Effect.zipRight(Buffer.checkAlive(src.buffer, "getAsync")),
           Effect.zipRight(checkTensorRange(src, offset, n)),
           Effect.zipRight(
-            Effect.exit(run(Command.GetTensor({ buffer: src.buffer, offset: src.offset + offset, size: n }), false))
+            Effect.exit(
+              run(Command.GetTensor({ buffer: src.buffer, offset: src.offset + offset, size: n }), false, queueRead)
+            )
           ),
-          Effect.map((exit) => exit as Effect.Effect<Uint8Array, BackendError>)
+          Effect.map((exit) => Exit.isSuccess(exit) ? exit.value : Effect.failCause(exit.cause))
         )
       },
       copyAsync: (src, dst, from) =>

@@ -90,6 +90,14 @@ export interface Interpreter {
    * whose source lives on another device is never given: the backend carries such bytes through the host.
    */
   readonly execute: (command: DeviceCommand) => Effect.Effect<Uint8Array | Trace | void, BackendError>
+  /**
+   * Queues a GetTensor's read and returns the wait for its bytes, which the backend leaves to the reader:
+   * commands after the read (a next decoding step) reach the device while it is in flight. Without it,
+   * `execute` waits for the bytes in the command's turn.
+   */
+  readonly queueRead?: (
+    command: Extract<DeviceCommand, { _tag: "GetTensor" }>
+  ) => Effect.Effect<Effect.Effect<Uint8Array, BackendError>, BackendError>
   /** completes once all work handed to the device so far has finished */
   readonly fence: Effect.Effect<void, BackendError>
   /** sees every command of a backend in order, events and synchronizations included (mocks record) */

@@ -1,7 +1,7 @@
 import type { Command as CommandNs } from "@effect-gpu/core"
 import { Backend, Cpu, Graph, Ops, Plan, Registry, Tensor, Trace } from "@effect-gpu/core"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Tracer } from "effect"
+import { Deferred, Effect, Exit, Fiber, Option, Tracer } from "effect"
 
 const cpu = Effect.provide(Cpu.layer())
 
@@ -60,6 +60,37 @@ describe("Backend", () => {
         7,
         8
       ])
+    }).pipe(Effect.scoped, cpu))
+
+  it.live("a queued read leaves the queue to later commands while its bytes are awaited; they are its turn's", () =>
+    Effect.gen(function*() {
+      const device = yield* Registry.bestDevice
+      const base = Cpu.interpreter("CPU")
+      // the bytes taken in the read's turn, handed over only once the gate opens (a GPU map in flight)
+      const gate = yield* Deferred.make<void>()
+      const interpreter: CommandNs.Interpreter = {
+        ...base,
+        queueRead: (c) => Effect.map(base.execute(c), (bytes) => Effect.as(Deferred.await(gate), bytes as Uint8Array))
+      }
+      const backend = yield* Backend.make({ name: "queued", device, interpreter, ledger: device.ledger })
+      const { plan, x, y } = yield* twoTensorPlan(backend)
+      yield* plan.set(x, [1, 2, 3, 4])
+      yield* backend.computeAsync(plan)
+      const first = yield* backend.getAsync(plan.location(y)!)
+      // the next step's inputs and compute go in while the read waits (they would wait for its bytes if the
+      // read kept its turn until then)
+      yield* plan.set(x, [5, 6, 7, 8])
+      yield* backend.computeAsync(plan).pipe(Effect.timeoutFail({ duration: "2 seconds", onTimeout: () => "stuck" }))
+      const second = yield* Effect.fork(plan.get(y))
+      assert.isTrue(
+        Option.isNone(
+          yield* Effect.timeoutTo(first, { duration: "20 millis", onSuccess: Option.some, onTimeout: Option.none })
+        ),
+        "the read waits for its gate"
+      )
+      yield* Deferred.succeed(gate, undefined)
+      assert.deepStrictEqual(Array.from(new Float32Array((yield* first).buffer)), [2, 4, 6, 8])
+      assert.deepStrictEqual(Array.from(yield* Fiber.join(second)), [10, 12, 14, 16])
     }).pipe(Effect.scoped, cpu))
 
   it.live("copyAsync between two backends waits for the source backend's queue", () =>

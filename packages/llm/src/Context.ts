@@ -20,7 +20,7 @@ import type {
 } from "@effect-gpu/core/GpuError"
 import * as Graph from "@effect-gpu/core/Graph"
 import * as Ops from "@effect-gpu/core/Ops"
-import type * as Plan from "@effect-gpu/core/Plan"
+import * as Plan from "@effect-gpu/core/Plan"
 import * as Tensor from "@effect-gpu/core/Tensor"
 import * as Effect from "effect/Effect"
 import * as Ref from "effect/Ref"
@@ -93,8 +93,27 @@ export interface Context {
    * logits).
    */
   readonly next: (tokens: ReadonlyArray<number>) => Effect.Effect<number, EvaluateError>
+  /**
+   * Greedy decoding with a step run ahead: runs `tokens` as `next` does, then each `take` gives the next
+   * greedy token while the device already computes the one after it. A step reads its token from where
+   * the step before left its argmax, so the host's work between steps no longer idles the device. The
+   * scope holds the context; closing it waits for the steps in flight and leaves in the cache `tokens` and
+   * every token taken whose step ran. `take` fails with ModelError once the context is full.
+   */
+  readonly greedy: (tokens: ReadonlyArray<number>) => Effect.Effect<Greedy, EvaluateError, Scope.Scope>
   /** forgets the cache from position `n` on (0: all of it) */
   readonly truncate: (n: number) => Effect.Effect<void>
+}
+
+/**
+ * Greedy tokens from a context (`Context.greedy`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Greedy {
+  /** the next greedy token */
+  readonly take: Effect.Effect<number, EvaluateError>
 }
 
 /** whether the backend writes f16 rows with set_rows (a browser without shader-f16 does not) */
@@ -141,6 +160,10 @@ export const make = (
     const backend = yield* device.makeBackend()
     const cacheType = options.cacheType ?? ((yield* storesF16(backend)) ? "f16" : "f32")
     const cache = yield* KvCache.make(h, device.bufferType, size, cacheType)
+    // the next token as a step's argmax leaves it and the step after reads it: a step fed by the one
+    // before needs nothing from the host
+    const feed = yield* Tensor.make("next_token", "i32", [1], { flags: Tensor.Flags.param })
+    const [fed] = yield* Plan.bind(device.bufferType, [feed], { usage: "compute" })
     const bindings = [...weights.bindings, ...cache.bindings]
     const position = yield* Ref.make(0)
     const plans = new Map<string, Compiled>()
@@ -163,23 +186,40 @@ export const make = (
         })
         // the backend's fusions (rms_norm * weight, add + rms_norm, mul_mat + bias, silu * gate): fewer
         // dispatches a token; the plan still answers for the graph's own tensors
-        const plan = yield* backend.allocate(backend.optimize(Graph.from(forward.graph)), { bindings })
+        const graph = backend.optimize(Graph.from(forward.graph))
+        // an argmax is stored where the next step's token is read (the tensor that computes it after fusion)
+        const feeds = forward.next === undefined
+          ? []
+          : [forward.next, ...(n === 1 ? [forward.tokens] : [])].map((t) => ({
+            ...fed,
+            tensor: Graph.resolve(graph, t)
+          }))
+        const plan = yield* backend.allocate(graph, { bindings: [...bindings, ...feeds] })
         const made = { forward, plan }
         plans.set(key, made)
         return made
       }).pipe(Scope.extend(scope))
     }
 
+    /** sets a batch's inputs (its tokens, or "fed": one token, the argmax the step before left) */
+    const prepare = (tokens: ReadonlyArray<number> | "fed", start: number, read: Read) =>
+      Effect.gen(function*() {
+        const n = tokens === "fed" ? 1 : tokens.length
+        const keys = Math.min(size, Math.ceil((start + n) / keyPadding) * keyPadding)
+        const made = yield* compiled(n, keys, read)
+        const { forward, plan } = made
+        const inputs = forward.inputs(start)
+        if (tokens !== "fed") yield* plan.set(forward.tokens, Int32Array.from(tokens))
+        yield* plan.set(forward.positions, inputs.positions)
+        yield* plan.setBytes(forward.mask, inputs.mask)
+        return made
+      })
+
     const batch = (tokens: ReadonlyArray<number>, start: number, read: Read) =>
       Effect.gen(function*() {
         const n = tokens.length
-        const keys = Math.min(size, Math.ceil((start + n) / keyPadding) * keyPadding)
-        const { forward, plan } = yield* compiled(n, keys, read)
-        const inputs = forward.inputs(start)
+        const { forward, plan } = yield* prepare(tokens, start, read)
         const wanted = forward.next ?? forward.logits
-        yield* plan.set(forward.tokens, Int32Array.from(tokens))
-        yield* plan.set(forward.positions, inputs.positions)
-        yield* plan.setBytes(forward.mask, inputs.mask)
         if (n > 1) {
           // a batch waits for its compute, which an interruption can stop between command buffers
           yield* backend.compute(plan)
@@ -194,21 +234,26 @@ export const make = (
       })
 
     /** runs tokens in micro-batches; what the last (or, for "all", every) batch read */
+    /** fails where `tokens` cannot run after `start` */
+    const check = (tokens: ReadonlyArray<number>, start: number): Effect.Effect<void, ModelError> => {
+      if (tokens.length === 0) return new ModelError({ file, problem: "evaluate needs at least one token" })
+      if (start + tokens.length > size) {
+        return new ModelError({
+          file,
+          problem: `${tokens.length} tokens after ${start} do not fit the context of ${size} positions`
+        })
+      }
+      const bad = tokens.find((t) => !Number.isSafeInteger(t) || t < 0 || t >= h.vocab)
+      return bad === undefined
+        ? Effect.void
+        : new ModelError({ file, problem: `token ${bad} is outside the vocabulary of ${h.vocab}` })
+    }
+
     const run = (tokens: ReadonlyArray<number>, read: Read) =>
       lock.withPermits(1)(Effect.gen(function*() {
         const allLogits = read === "all"
         const start = yield* Ref.get(position)
-        if (tokens.length === 0) return yield* new ModelError({ file, problem: "evaluate needs at least one token" })
-        if (start + tokens.length > size) {
-          return yield* new ModelError({
-            file,
-            problem: `${tokens.length} tokens after ${start} do not fit the context of ${size} positions`
-          })
-        }
-        const bad = tokens.find((t) => !Number.isSafeInteger(t) || t < 0 || t >= h.vocab)
-        if (bad !== undefined) {
-          return yield* new ModelError({ file, problem: `token ${bad} is outside the vocabulary of ${h.vocab}` })
-        }
+        yield* check(tokens, start)
         const parts: Array<Float32Array | Int32Array> = []
         for (let at = 0; at < tokens.length; at += ubatch) {
           const piece = tokens.slice(at, at + ubatch)
@@ -237,6 +282,52 @@ export const make = (
         Effect.withSpan("Context.next", { attributes: { tokens: tokens.length }, captureStackTrace: false })
       )
 
+    const greedy: Context["greedy"] = (tokens) =>
+      Effect.gen(function*() {
+        yield* Effect.acquireRelease(lock.take(1), () => lock.release(1))
+        const start = yield* Ref.get(position)
+        yield* check(tokens, start)
+        const last = Math.floor((tokens.length - 1) / ubatch) * ubatch
+        for (let at = 0; at < last; at += ubatch) {
+          yield* batch(tokens.slice(at, at + ubatch), start + at, "last")
+          yield* Ref.set(position, start + at + ubatch)
+        }
+        // the reads of the steps queued, oldest first; positions the queued steps fill; tokens taken
+        const reads: Array<Effect.Effect<number, EvaluateError>> = []
+        let ahead = start + last
+        let taken = 0
+        const queue = (piece: ReadonlyArray<number> | "fed") =>
+          Effect.gen(function*() {
+            const { forward, plan } = yield* prepare(piece, ahead, "next")
+            yield* backend.computeAsync(plan)
+            const bytes = yield* backend.getAsync(plan.location(forward.next!)!)
+            reads.push(Effect.map(bytes, (b) => new DataView(b.buffer, b.byteOffset, 4).getInt32(0, true)))
+            ahead += piece === "fed" ? 1 : piece.length
+          })
+        // the step after the last taken token, while the context has room for it
+        const runAhead = Effect.suspend(() => ahead < size ? queue("fed") : Effect.void)
+        // the cache keeps the tokens and each token taken whose step was queued, once those steps are done
+        yield* Effect.addFinalizer(() =>
+          Effect.forEach(reads, Effect.ignore, { discard: true }).pipe(
+            Effect.zipRight(Effect.suspend(() => Ref.set(position, Math.min(ahead, start + tokens.length + taken))))
+          )
+        )
+        yield* queue(tokens.slice(last))
+        yield* runAhead
+        const take: Greedy["take"] = Effect.suspend(() => {
+          const read = reads[0]
+          if (read === undefined) {
+            return new ModelError({ file, problem: `the context of ${size} positions is full` })
+          }
+          return Effect.tap(read, () => {
+            reads.shift()
+            taken++
+            return runAhead
+          })
+        }).pipe(Effect.withSpan("Context.greedy.take", { captureStackTrace: false }))
+        return { take }
+      }).pipe(Effect.withSpan("Context.greedy", { attributes: { tokens: tokens.length }, captureStackTrace: false }))
+
     return {
       hyperparameters: h,
       backend,
@@ -244,6 +335,7 @@ export const make = (
       position: Ref.get(position),
       evaluate,
       next,
+      greedy,
       truncate: (n) => lock.withPermits(1)(Ref.update(position, (p) => Math.max(0, Math.min(p, n))))
     }
   })

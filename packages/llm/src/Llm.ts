@@ -186,12 +186,20 @@ export const make = (
         while (keep < cached.length && keep < tokens.length - 1 && cached[keep] === tokens[keep]) keep++
         yield* context.truncate(keep)
         cached = cached.slice(0, keep)
-        // a greedy sampler's token is the logits' argmax: the context takes it on the device and reads it
-        // alone (4 bytes a token, not the vocabulary's logits)
-        let logits = sampler.greedy ? undefined : yield* context.evaluate(tokens.slice(keep))
-        let argmax = sampler.greedy ? yield* context.next(tokens.slice(keep)) : 0
-        cached.push(...tokens.slice(keep))
         const history = [...tokens]
+        // a greedy sampler's token is the logits' argmax: the context takes it on the device, reads it alone
+        // (4 bytes a token, not the vocabulary's logits) and runs a step ahead; the tokens it kept are known
+        // once its scope closes
+        if (sampler.greedy) {
+          yield* Effect.addFinalizer(() =>
+            Effect.map(context.position, (p) => {
+              cached = history.slice(0, p)
+            })
+          )
+        }
+        const greedy = sampler.greedy ? yield* context.greedy(tokens.slice(keep)) : undefined
+        let logits = greedy !== undefined ? undefined : yield* context.evaluate(tokens.slice(keep))
+        if (greedy === undefined) cached.push(...tokens.slice(keep))
         const decoder = Tokenizer.decoder(tokenizer)
         let pending = ""
         let last: number | undefined
@@ -201,12 +209,13 @@ export const make = (
           if (done) return yield* Effect.fail(Option.none())
           // the previous token is computed when the next is asked for: a stream stopped after a token
           // leaves nothing half done
-          if (last !== undefined) {
-            if (sampler.greedy) argmax = yield* context.next([last]).pipe(Effect.mapError(Option.some))
-            else logits = yield* context.evaluate([last]).pipe(Effect.mapError(Option.some))
+          if (last !== undefined && greedy === undefined) {
+            logits = yield* context.evaluate([last]).pipe(Effect.mapError(Option.some))
             cached.push(last)
           }
-          const token = logits === undefined ? argmax : sampler.sample(logits, history)
+          const token = greedy !== undefined
+            ? yield* greedy.take.pipe(Effect.mapError(Option.some))
+            : sampler.sample(logits!, history)
           history.push(token)
           last = token
           if (ends.has(token)) {

@@ -438,6 +438,12 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
       const serial = ctx.queue.submitted
       return Effect.tap(await_(ctx, ctx.device.queue.onSubmittedWorkDone()), () => GpuContext.finished(ctx, serial))
     }),
+    queueRead: (command) => {
+      const src = nativeOf(command.buffer)
+      return src?.ctx === ctx
+        ? Memory.queueRead(ctx, src.buffer, command.offset, command.size, finishPreparing)
+        : Effect.map(command.buffer.get(command.offset, command.size), Effect.succeed)
+    },
     execute: (command) => {
       switch (command._tag) {
         // bytes go straight to the device memory: the backend has checked the ranges already

@@ -44,38 +44,67 @@ const promise = <A>(ctx: Context, op: string, f: () => Promise<A>): Effect.Effec
   )
 
 /**
- * @internal: reads [offset, offset + size) through a staging buffer; `queued` runs once the copy is
- * submitted, before the wait for it
+ * @internal: queues a read of [offset, offset + size) through a staging buffer and returns the wait for its
+ * bytes; `queued` runs once the copy is submitted. Work queued after it (a next decoding step) goes to the
+ * device while the map is pending.
  */
+export const queueRead = (
+  ctx: Context,
+  src: GPUBuffer,
+  offset: number,
+  size: number,
+  queued?: () => void
+): Effect.Effect<Effect.Effect<Uint8Array, BackendError>, BackendError> => {
+  if (size === 0) return Effect.succeed(Effect.succeed(new Uint8Array(0)))
+  return Effect.flatMap(GpuContext.checkAlive(ctx), () =>
+    Effect.sync(() => {
+      const lo = Math.floor(offset / 4) * 4
+      const hi = Math.ceil((offset + size) / 4) * 4
+      const staging = GpuContext.takeReadback(ctx, hi - lo)
+      let waiting: Promise<void>
+      let serial: number
+      try {
+        const enc = ctx.device.createCommandEncoder()
+        enc.copyBufferToBuffer(src, lo, staging, 0, hi - lo)
+        serial = GpuContext.submit(ctx, [enc.finish()])
+        waiting = staging.mapAsync(GPUMapMode.READ, 0, hi - lo)
+      } catch (e) {
+        GpuContext.giveReadback(ctx, staging)
+        return promise(ctx, "read", () => Promise.reject(e))
+      }
+      // handled here too: where `queued` throws or nobody waits, the map's rejection is not left unawaited
+      waiting.catch(() => undefined)
+      queued?.()
+      // the bytes taken once the map resolves, whether or not anybody still waits: the staging buffer goes
+      // back to the pool either way
+      const bytes = waiting.then(
+        () => {
+          GpuContext.finished(ctx, serial)
+          try {
+            return new Uint8Array(staging.getMappedRange(0, hi - lo)).slice(offset - lo, offset - lo + size)
+          } finally {
+            staging.unmap()
+            GpuContext.giveReadback(ctx, staging)
+          }
+        },
+        (e) => {
+          GpuContext.giveReadback(ctx, staging)
+          throw e
+        }
+      )
+      bytes.catch(() => undefined)
+      return promise(ctx, "read", () => bytes)
+    }))
+}
+
+/** @internal: reads [offset, offset + size) through a staging buffer (`queueRead`, waited for) */
 export const read = (
   ctx: Context,
   src: GPUBuffer,
   offset: number,
   size: number,
   queued?: () => void
-): Effect.Effect<Uint8Array, BackendError> =>
-  size === 0 ? Effect.succeed(new Uint8Array(0)) : promise(ctx, "read", async () => {
-    const lo = Math.floor(offset / 4) * 4
-    const hi = Math.ceil((offset + size) / 4) * 4
-    const staging = GpuContext.takeReadback(ctx, hi - lo)
-    let mapped = false
-    try {
-      const enc = ctx.device.createCommandEncoder()
-      enc.copyBufferToBuffer(src, lo, staging, 0, hi - lo)
-      const serial = GpuContext.submit(ctx, [enc.finish()])
-      const waiting = staging.mapAsync(GPUMapMode.READ, 0, hi - lo)
-      // handled here too: where `queued` throws, the staging buffer is destroyed and its map rejects unawaited
-      waiting.catch(() => undefined)
-      queued?.()
-      await waiting
-      mapped = true
-      GpuContext.finished(ctx, serial)
-      return new Uint8Array(staging.getMappedRange(0, hi - lo)).slice(offset - lo, offset - lo + size)
-    } finally {
-      if (mapped) staging.unmap()
-      GpuContext.giveReadback(ctx, staging)
-    }
-  })
+): Effect.Effect<Uint8Array, BackendError> => Effect.flatten(queueRead(ctx, src, offset, size, queued))
 
 /** @internal: writes bytes, patching unaligned edges through a read of the words they touch */
 export const write = (
