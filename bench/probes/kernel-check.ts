@@ -1,7 +1,7 @@
 /**
- * Products on a real GPU against the CPU backend: the kernels a device offers that lavapipe lacks (subgroup
- * matrices) are forced in tests only where an adapter has them, so this checks them where one does (and
- * the subgroup kernels at the GPU's subgroup size). For
+ * Products and decode attention on a real GPU against the CPU backend: the kernels a device offers that
+ * lavapipe lacks (subgroup matrices) are forced in tests only where an adapter has them, so this checks them
+ * where one does (and the subgroup kernels at the GPU's subgroup size, the attention's merge among them). For
  * each case: the kernels the trace names and the NMSE against the CPU. Exits 1 when a case is off.
  *
  *   tsx kernel-check.ts            (bundle it as bench/llm.ts is to run it on the GPU machine)
@@ -63,6 +63,35 @@ const program = Effect.gen(function*() {
     const ok = error <= bound
     if (!ok) failed++
     console.log(JSON.stringify({ a: at, b: bt, K, M, N, kernels, nmse: error, bound, ok }))
+  }
+  // decode attention over a model's heads (32 / 8) at 640 keys, its keys in 5 (the default) to 70 splits
+  for (const [D, splits, across] of [[64, 0, "keys"], [128, 40, "keys"], [64, 70, "dims"]] as const) {
+    const [dev] = yield* WebGpu.make({ devices: 1, attentionDecode: { ...(splits > 0 ? { splits } : {}), across } })
+    const keys = 640
+    const g = Graph.make()
+    const q = yield* g.input("q", "f32", [D, 1, 32])
+    const k = yield* g.input("k", "f16", [D, keys, 8])
+    const v = yield* g.input("v", "f16", [D, keys, 8])
+    const mask = yield* g.input("mask", "f16", [keys, 1])
+    const y = yield* g.output(Ops.flashAttnExt(q, k, v, { scale: 1 / Math.sqrt(D), mask }))
+    const results: Array<Array<number>> = []
+    let kernels = ""
+    for (const device of [dev, Cpu.make()]) {
+      const backend = yield* device.makeBackend()
+      const plan = yield* backend.allocate(g.build())
+      for (const [i, t] of [q, k, v].entries()) {
+        yield* plan.set(t, Generators.values(10 + i, t.ne[0] * t.ne[1] * t.ne[2]))
+      }
+      yield* plan.set(mask, Generators.values(13, keys).map((x, j) => j % 7 === 0 ? -Infinity : x))
+      const trace = yield* backend.captureNext
+      yield* backend.compute(plan)
+      if (device === dev) kernels = (yield* trace).entries.map((e) => e.kernel).join(" + ")
+      results.push(Array.from(yield* plan.get(y)))
+    }
+    const error = nmse(results[0], results[1])
+    const ok = error <= 1e-6
+    if (!ok) failed++
+    console.log(JSON.stringify({ attention: { D, keys, splits, across }, kernels, nmse: error, bound: 1e-6, ok }))
   }
   if (failed > 0) process.exitCode = 1
 })

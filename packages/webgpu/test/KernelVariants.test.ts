@@ -642,7 +642,8 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
   const attentionForms = [
     { nQ: 1, D: 64, splits: 3, sinks: true, families: decodeFamilies, wide: true, maskHeads: 1, across: "keys" },
     { nQ: 2, D: 64, splits: 11, sinks: false, families: decodeFamilies, wide: true, maskHeads: 4, across: "keys" },
-    { nQ: 2, D: 64, splits: 11, sinks: true, families: decodeFamilies, wide: true, maskHeads: 4, across: "dims" },
+    // more splits than the merge's 64 threads (70 of 300 keys: 5 keys a split)
+    { nQ: 2, D: 64, splits: 70, sinks: true, families: decodeFamilies, wide: true, maskHeads: 4, across: "dims" },
     {
       nQ: 3,
       D: 62,
