@@ -306,11 +306,11 @@ export const make = (
           })
         // the step after the last taken token, while the context has room for it
         const runAhead = Effect.suspend(() => ahead < size ? queue("fed") : Effect.void)
-        // the cache keeps the tokens and each token taken whose step was queued, once those steps are done
+        // the cache keeps the tokens and each token taken whose step was queued (its position told as they are
+        // taken), once those steps are done
+        const kept = Effect.suspend(() => Ref.set(position, Math.min(ahead, start + tokens.length + taken)))
         yield* Effect.addFinalizer(() =>
-          Effect.forEach(reads, Effect.ignore, { discard: true }).pipe(
-            Effect.zipRight(Effect.suspend(() => Ref.set(position, Math.min(ahead, start + tokens.length + taken))))
-          )
+          Effect.forEach(reads, Effect.ignore, { discard: true }).pipe(Effect.zipRight(kept))
         )
         yield* queue(tokens.slice(last))
         yield* runAhead
@@ -322,7 +322,7 @@ export const make = (
           return Effect.tap(read, () => {
             reads.shift()
             taken++
-            return runAhead
+            return Effect.zipRight(runAhead, kept)
           })
         }).pipe(Effect.withSpan("Context.greedy.take", { captureStackTrace: false }))
         return { take }

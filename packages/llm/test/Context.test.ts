@@ -129,7 +129,10 @@ const suite = (gpu: boolean) =>
         yield* context.truncate(0)
         const taken = yield* Effect.scoped(Effect.gen(function*() {
           const greedy = yield* context.greedy(tokens)
-          return [yield* greedy.take, yield* greedy.take, yield* greedy.take, yield* greedy.take]
+          const got = [yield* greedy.take, yield* greedy.take, yield* greedy.take, yield* greedy.take]
+          // the position told as the tokens are taken, not only when the scope closes
+          assert.strictEqual(yield* context.position, tokens.length + 4, "while taking")
+          return got
         }))
         assert.deepStrictEqual(taken, want.slice(0, 4))
         assert.strictEqual(yield* context.position, tokens.length + 4, "the prompt and the tokens taken")
