@@ -207,8 +207,8 @@ export const make = (
 
         const step = Effect.gen(function*() {
           if (done) return yield* Effect.fail(Option.none())
-          // the previous token is computed when the next is asked for: a stream stopped after a token
-          // leaves nothing half done
+          // sampling: the previous token is computed when the next is asked for, so a stream stopped after a
+          // token leaves nothing half done (greedy: the context's step ahead is waited for as its scope closes)
           if (last !== undefined && greedy === undefined) {
             logits = yield* context.evaluate([last]).pipe(Effect.mapError(Option.some))
             cached.push(last)

@@ -72,9 +72,6 @@ export const queueRead = (
         GpuContext.giveReadback(ctx, staging)
         return promise(ctx, "read", () => Promise.reject(e))
       }
-      // handled here too: where `queued` throws or nobody waits, the map's rejection is not left unawaited
-      waiting.catch(() => undefined)
-      queued?.()
       // the bytes taken once the map resolves, whether or not anybody still waits: the staging buffer goes
       // back to the pool either way
       const bytes = waiting.then(
@@ -92,7 +89,13 @@ export const queueRead = (
           throw e
         }
       )
+      // handled here too: where nobody waits (or `queued` throws), the map's rejection is not left unawaited
       bytes.catch(() => undefined)
+      try {
+        queued?.()
+      } catch (e) {
+        return promise(ctx, "read", () => Promise.reject(e))
+      }
       return promise(ctx, "read", () => bytes)
     }))
 }
