@@ -99,7 +99,10 @@ export interface Backend {
     data: Uint8Array,
     offset?: number
   ) => Effect.Effect<void, OutOfBounds | Released>
-  /** enqueues a read; the returned effect waits for the bytes */
+  /**
+   * enqueues a read; the returned effect waits for the bytes. A failure of work queued before it that
+   * nobody awaited fails the read (its bytes would be that work's) instead of waiting for a synchronize
+   */
   readonly getAsync: (
     src: Plan.Location,
     offset?: number,
@@ -114,7 +117,7 @@ export interface Backend {
     dst: Plan.Location,
     from?: Backend
   ) => Effect.Effect<void, OutOfBounds | Released>
-  /** waits until all queued work has finished; reports a failure of work nobody awaited */
+  /** waits until all queued work has finished; reports a failure of work nobody awaited (nor a read saw) */
   readonly synchronize: Effect.Effect<void, BackendError>
   /**
    * places a graph's tensors in one compute buffer (scoped); a tensor larger than one buffer of the device
@@ -228,12 +231,19 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
 
     /**
      * a read in its turn: queued where the interpreter can (its wait left to the reader, outside the lock),
-     * else carried out there
+     * else carried out there. Work before it that failed unawaited fails it instead (its bytes would be
+     * that work's): a reader that never synchronizes (greedy decoding a step ahead) still sees the failure
      */
-    const queueRead = (command: Command): Effect.Effect<Effect.Effect<Uint8Array, BackendError>, BackendError> =>
-      command._tag === "GetTensor" && interpreter.queueRead !== undefined
+    const queueRead = (command: Command): Effect.Effect<Effect.Effect<Uint8Array, BackendError>, BackendError> => {
+      const failed = pendingError
+      if (failed !== undefined) {
+        pendingError = undefined
+        return Effect.fail(failed)
+      }
+      return command._tag === "GetTensor" && interpreter.queueRead !== undefined
         ? interpreter.queueRead(command)
         : Effect.map(execute(command) as Effect.Effect<Uint8Array, BackendError>, Effect.succeed)
+    }
 
     /** waits for the events this backend was told to wait for, in order */
     const drainWaits: Effect.Effect<void> = Effect.suspend(() =>

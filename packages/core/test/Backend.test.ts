@@ -1,5 +1,5 @@
 import type { Command as CommandNs } from "@effect-gpu/core"
-import { Backend, Cpu, Graph, Ops, Plan, Registry, Tensor, Trace } from "@effect-gpu/core"
+import { Backend, Cpu, GpuError, Graph, Ops, Plan, Registry, Tensor, Trace } from "@effect-gpu/core"
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Exit, Fiber, Option, Tracer } from "effect"
 
@@ -91,6 +91,28 @@ describe("Backend", () => {
       yield* Deferred.succeed(gate, undefined)
       assert.deepStrictEqual(Array.from(new Float32Array((yield* first).buffer)), [2, 4, 6, 8])
       assert.deepStrictEqual(Array.from(yield* Fiber.join(second)), [10, 12, 14, 16])
+    }).pipe(Effect.scoped, cpu))
+
+  it.effect("a read after work that failed unawaited fails with that failure; the next synchronize is clean", () =>
+    Effect.gen(function*() {
+      const device = yield* Registry.bestDevice
+      const base = Cpu.interpreter("CPU")
+      const broken: CommandNs.Interpreter = {
+        ...base,
+        execute: (c) =>
+          c._tag === "Compute"
+            ? Effect.fail(new GpuError.KernelError({ op: "compute", device: "CPU", detail: "broken" }))
+            : base.execute(c)
+      }
+      const backend = yield* Backend.make({ name: "broken", device, interpreter: broken, ledger: device.ledger })
+      const { plan, x, y } = yield* twoTensorPlan(backend)
+      yield* plan.set(x, [1, 2, 3, 4])
+      yield* backend.computeAsync(plan)
+      const failed = yield* Effect.flip(plan.get(y))
+      assert.strictEqual(failed._tag, "KernelError")
+      yield* backend.synchronize
+      // without a failure before it, a read reads
+      assert.deepStrictEqual(Array.from(yield* plan.get(x)), [1, 2, 3, 4])
     }).pipe(Effect.scoped, cpu))
 
   it.live("copyAsync between two backends waits for the source backend's queue", () =>

@@ -96,7 +96,8 @@ export const queueRead = (
       } catch (e) {
         return promise(ctx, "read", () => Promise.reject(e))
       }
-      return promise(ctx, "read", () => bytes)
+      // a validation error or a loss reported while the map was pending fails the read, as a wait does
+      return Effect.zipLeft(promise(ctx, "read", () => bytes), GpuContext.checkAlive(ctx))
     }))
 }
 
