@@ -95,8 +95,19 @@ describe("Scheduler", () => {
       yield* plan.set(w, inputs.w)
       yield* plan.set(x, inputs.x)
       yield* plan.set(bias, inputs.bias)
+      const testGpu = yield* TestGpu.TestGpu
+      yield* testGpu.clear
       yield* scheduler.compute(plan)
       Array.from(yield* plan.get(y)).forEach((v, i) => assert.closeTo(v, want[i], 1e-6))
+      // the crossing from one GPU to the other: read in Test0's turn, after its split, and written in
+      // Test1's; the read orders it, so no event waits on Test0's queue first
+      const commands = (yield* testGpu.commands).filter((c) => c.command !== "Synchronize")
+      assert.deepStrictEqual(commands.slice(0, 3).map((c) => `${c.device} ${c.command}`), [
+        "Test0 Compute",
+        "Test0 GetTensor",
+        "Test1 CopyTensor"
+      ])
+      assert.isFalse(commands.some((c) => c.command === "RecordEvent" || c.command === "WaitEvent"))
       // handed over without waiting, then waited for: x = 0 makes each softmax column uniform (1/12)
       yield* plan.set(x, new Float32Array(16 * 5))
       yield* scheduler.computeAsync(plan)
