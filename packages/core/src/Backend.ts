@@ -111,7 +111,7 @@ export interface Backend {
   /**
    * Enqueues a copy of a tensor's bytes into `dst` (same byte size). With `from`, the copy waits for
    * the work queued on that backend first (ggml's cpy_tensor_async between backends): by an event, or
-   * between two GPUs (the bytes come through the host) by reading them in `from`'s turn.
+   * out of another device's GPU memory (the bytes come through the host) by reading them in `from`'s turn.
    */
   readonly copyAsync: (
     src: Plan.Location,
@@ -420,12 +420,12 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
             size
           })
           if (
-            from !== undefined && from !== self && !src.buffer.bufferType.isHost && !dst.buffer.bufferType.isHost &&
+            from !== undefined && from !== self && !src.buffer.bufferType.isHost &&
             src.buffer.bufferType.device !== device.name
           ) {
-            // another GPU's memory comes through the host anyway: read in the source backend's turn (after
-            // the work that writes it), written in ours once the bytes come. The read orders the copy, so no
-            // event waits for the source's queue first (each such wait cost ~1 ms on the H200)
+            // a GPU's memory read by another device comes through the host anyway: read in the source
+            // backend's turn (after the work that writes it), written in ours once the bytes come. The read
+            // orders the copy, so no event waits for the source's queue first (~1 ms a wait on the H200)
             const bytes = yield* from.getAsync(src)
             return yield* detach(copy, () =>
               Effect.flatMap(

@@ -5,8 +5,8 @@
  * supports it; consecutive nodes on one backend make a split; each split is its own graph, allocated on its backend, whose inputs from
  * other splits are copied in before it runs. Views and leafs are rebuilt in every split that uses them.
  * Copies are the destination backend's `copyAsync` from the source split's plan, ordered by an event on
- * the source backend (ggml's cpy_tensor_async between backends), or between two GPUs, whose bytes come
- * through the host, by the read in the source backend's turn; once per compute; splits go out with
+ * the source backend (ggml's cpy_tensor_async between backends), or out of a GPU to another device, whose
+ * bytes come through the host, by the read in the source backend's turn; once per compute; splits go out with
  * `computeAsync`, and `compute` waits for every backend. `byLayer` places by layer (llama.cpp's
  * --tensor-split); `captureNext` traces a compute split by split.
  *

@@ -57,13 +57,13 @@ describe("Scheduler", () => {
       yield* testGpu.clear
       const capture = yield* scheduler.captureNext
       yield* scheduler.compute(plan)
-      // the GPU's command stream: its first split; an event the CPU's copy of the product (240 bytes) waits
-      // for; a wait for the CPU's event, then the softmax copied back (240 bytes); its second split. Nothing
-      // else crosses, and nothing goes through the host
+      // the GPU's command stream: its first split; the product read in its turn for the CPU's copy (240
+      // bytes: the read orders the copy, no event); a wait for the CPU's event, then the softmax copied back
+      // (240 bytes); its second split. Nothing else crosses
       const commands = (yield* testGpu.commands).filter((c) => c.command !== "Synchronize")
       assert.deepStrictEqual(commands.map((c) => `${c.command} ${c.detail.replace(/event \d+/, "event")}`), [
         "Compute mul_mat",
-        "RecordEvent event",
+        "GetTensor 240 bytes",
         "WaitEvent event",
         "CopyTensor 240 bytes",
         "Compute cont,add"
