@@ -3,12 +3,22 @@
  * tiling of the vec4 f32 kernel, as WebGpu.make options. Not project code: measuring aids.
  */
 
-/** "SRxSC:FRxFC:DEPTH": subgroups along result rows x columns, fragments per subgroup, K step */
+/**
+ * "SRxSC:FRxFC:DEPTH[/SPLITS]": subgroups along result rows x columns, fragments per subgroup, K step, and
+ * the workgroups K is split over (default: by the grid)
+ */
 export const parseTile = (s: string) => {
-  const m = /^(\d+)x(\d+):(\d+)x(\d+):(\d+)$/.exec(s)
-  if (m === null) throw new Error(`a subgroup-matrix tiling is SRxSC:FRxFC:DEPTH, got ${s}`)
-  const [sgRows, sgCols, fragRows, fragCols, depth] = m.slice(1).map(Number)
-  return { sgRows, sgCols, fragRows, fragCols, depth }
+  const m = /^(\d+)x(\d+):(\d+)x(\d+):(\d+)(?:\/(\d+))?$/.exec(s)
+  if (m === null) throw new Error(`a subgroup-matrix tiling is SRxSC:FRxFC:DEPTH[/SPLITS], got ${s}`)
+  const [sgRows, sgCols, fragRows, fragCols, depth] = m.slice(1, 6).map(Number)
+  return {
+    sgRows,
+    sgCols,
+    fragRows,
+    fragCols,
+    depth,
+    ...(m[6] !== undefined ? { splits: Number(m[6]) } : {})
+  }
 }
 
 /** "MxN:DEPTH[u]": results per thread along m and n, K step, u for the K loop written out */

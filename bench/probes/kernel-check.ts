@@ -1,7 +1,8 @@
 /**
  * Products and decode attention on a real GPU against the CPU backend: the kernels a device offers that
  * lavapipe lacks (subgroup matrices) are forced in tests only where an adapter has them, so this checks them
- * where one does (and the subgroup kernels at the GPU's subgroup size, the attention's merge among them). For
+ * where one does (and the subgroup kernels at the GPU's subgroup size, the attention's merge among them, and
+ * split-K products in forced tilings). For
  * each case: the kernels the trace names and the NMSE against the CPU. Exits 1 when a case is off.
  *
  *   tsx kernel-check.ts            (bundle it as bench/llm.ts is to run it on the GPU machine)
@@ -14,6 +15,7 @@ import { nmse } from "@effect-gpu/testing/Compare"
 import * as Generators from "@effect-gpu/testing/Generators"
 import { WebGpu } from "@effect-gpu/webgpu"
 import { Effect } from "effect"
+import { parseTile } from "../tilings.js"
 
 /** a's type, b's type, K, M (a's rows), N (b's rows), the NMSE allowed */
 const cases: ReadonlyArray<readonly ["f16" | Quantized, "f16" | "f32", number, number, number, number]> = [
@@ -63,6 +65,45 @@ const program = Effect.gen(function*() {
     const ok = error <= bound
     if (!ok) failed++
     console.log(JSON.stringify({ a: at, b: bt, K, M, N, kernels, nmse: error, bound, ok }))
+  }
+  // split-K (a block's K range over several workgroups, their partials added by a second dispatch) in
+  // forced tilings: K past whole steps, a batch broadcast (a's 2 batches under b's 4), a row bias added
+  // (mul_mat_add), a's types
+  const splitCases = [
+    ["f16", "2x2:4x4:32/3", 1000, 200, 100],
+    ["f16", "1x1:4x4:16/4", 1024, 130, 70],
+    ["q4_0", "2x2:4x4:32/5", 2048, 256, 130],
+    ["q8_0", "2x1:2x4:32/2", 992, 96, 40],
+    // splits of 1: the unsplit kernel, no merge
+    ["q4_0", "2x2:4x4:32/1", 2048, 256, 130]
+  ] as const
+  for (const [at, tiling, K, M, N] of splitCases) {
+    const [dev] = yield* WebGpu.make({ devices: 1, matrixTile: parseTile(tiling) })
+    const g = Graph.make()
+    const a = yield* g.param("a", at, [K, M, 2])
+    const b = yield* g.input("b", "f32", [K, N, 4])
+    const c = yield* g.param("c", "f32", [M, 1, 1])
+    const y = yield* g.output(Ops.add(yield* Ops.mulMat(a, b), c))
+    const weights = Generators.values(3, K * M * 2)
+    const results: Array<Array<number>> = []
+    let kernels = ""
+    for (const device of [dev, Cpu.make()]) {
+      const backend = yield* device.makeBackend()
+      const plan = yield* backend.allocate(g.build())
+      yield* plan.set(a, at === "f16" ? weights : Quant.unsafeQuantize(at, weights))
+      yield* plan.set(b, Generators.values(4, K * N * 4))
+      yield* plan.set(c, Generators.values(5, M))
+      const trace = yield* backend.captureNext
+      yield* backend.compute(plan)
+      if (device === dev) kernels = (yield* trace).entries.map((e) => e.kernel).join(" + ")
+      results.push(Array.from(yield* plan.get(y)))
+    }
+    const error = nmse(results[0], results[1])
+    const bound = at === "f16" ? 1e-5 : 1e-4
+    const split = !tiling.includes("/1")
+    const ok = error <= bound && kernels.includes("splits=") === split && kernels.includes("mmsg_merge") === split
+    if (!ok) failed++
+    console.log(JSON.stringify({ a: at, tiling, K, M, N, batches: "2/4", bias: true, kernels, nmse: error, bound, ok }))
   }
   // decode attention over a model's heads (32 / 8) at 640 keys, its keys in 5 (the default) to 70 splits
   for (const [D, splits, across] of [[64, 0, "keys"], [128, 40, "keys"], [64, 70, "dims"]] as const) {

@@ -1,9 +1,9 @@
 /**
  * A prompt's products alone: each weight shape of a model (M rows of K) against N = 512 activations (f32),
- * per weight type and subgroup-matrix tiling (SRxSC:FRxFC:DEPTH), traced: GPU time (median of 10) and
- * TFLOP/s. Which tiling fills the GPU where a 128x128 tile gives few workgroups.
+ * per weight type and subgroup-matrix tiling (SRxSC:FRxFC:DEPTH[/SPLITS]), traced: GPU time (median of 10) and
+ * TFLOP/s. Which tiling (and split of K) fills the GPU where a 128x128 tile gives few workgroups.
  *
- *   tsx prefill-probe.ts [8b|1b] [TILING...]     (bundle it as bench/llm.ts is to run it on the GPU machine)
+ *   tsx prefill-probe.ts [8b|1b] [TILING|auto...]     (bundle it as bench/llm.ts is to run it on the GPU machine)
  */
 import { Graph, Ops } from "@effect-gpu/core"
 import * as Quant from "@effect-gpu/core/Quant"
@@ -19,6 +19,8 @@ const SHAPES: Record<string, ReadonlyArray<readonly [number, number]>> = {
   "8b": [[6144, 4096], [4096, 4096], [14336, 4096], [4096, 14336]],
   "1b": [[3072, 2048], [2048, 2048], [8192, 2048], [2048, 8192]]
 }
+/** PROBE_B=f16: activations in f16 (as a graph that converted them first would pass them) */
+const activationType = process.env.PROBE_B === "f16" ? "f16" : "f32"
 const tilings = tileArgs.length > 0 ? tileArgs : ["2x2:4x4:32", "1x2:4x4:32", "2x1:2x4:32", "1x1:4x4:32"]
 
 const median = (xs: Array<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
@@ -32,11 +34,11 @@ const probe = (
   activations: Float32Array
 ) =>
   Effect.gen(function*() {
-    const [device] = yield* WebGpu.make({ devices: 1, matrixTile: parseTile(tiling) })
+    const [device] = yield* WebGpu.make({ devices: 1, ...(tiling === "auto" ? {} : { matrixTile: parseTile(tiling) }) })
     const backend = yield* device.makeBackend()
     const g = Graph.make()
     const a = yield* g.param("a", dtype, [K, M])
-    const b = yield* g.input("b", "f32", [K, N])
+    const b = yield* g.input("b", activationType, [K, N])
     yield* g.output(Ops.mulMat(a, b))
     const plan = yield* backend.allocate(g.build())
     yield* plan.set(a, weights)
@@ -47,9 +49,10 @@ const probe = (
     for (let r = 0; r < 10; r++) {
       const trace = yield* backend.captureNext
       yield* backend.compute(plan)
-      const [entry] = (yield* trace).entries
-      kernel = entry.kernel.split("|")[0]
-      us.push((entry.gpuTimeNs ?? 0) / 1e3)
+      // a split product's merge is a dispatch of its own: both count
+      const entries = (yield* trace).entries
+      kernel = entries.map((e) => e.kernel.split("|")[0]).join(" + ")
+      us.push(entries.reduce((t, e) => t + (e.gpuTimeNs ?? 0), 0) / 1e3)
     }
     const t = median(us)
     console.log(
@@ -58,6 +61,7 @@ const probe = (
         K,
         N,
         dtype,
+        b: activationType,
         tiling,
         us: Number(t.toFixed(1)),
         tflops: Number((2 * M * K * N / t / 1e6).toFixed(1)),

@@ -7,7 +7,7 @@ import { Effect } from "effect"
 import { scratchBytes } from "../src/internal/kernels/attentionDecode.js"
 import type { KernelTarget } from "../src/internal/kernels/kernel.js"
 import { mulMat } from "../src/internal/kernels/matmul.js"
-import { kernelFor } from "../src/internal/kernels/select.js"
+import { kernelFor, scratchBytes as nodeScratch } from "../src/internal/kernels/select.js"
 
 const f16Product = Effect.gen(function*() {
   const g = Graph.make()
@@ -44,28 +44,51 @@ describe("mul_mat kernel choice", () => {
       assert.strictEqual(chosen({ subgroupMatrix: false, workgroupStorage: 49152 }), "mm4")
     }))
 
-  it.effect("products whose 128 x 128 grid is short of workgroups take 64 x 64 tiles, f16 and quantized", () =>
+  it.effect("products whose 128 x 128 grid is short of workgroups split K over 4 or more, else take 64 x 64 tiles", () =>
     Effect.gen(function*() {
-      const tiling = (dtype: "f16" | "q4_0", M: number, target: Partial<KernelTarget> = {}) =>
+      const target = (extra: Partial<KernelTarget>): KernelTarget => ({
+        ...gpu,
+        workgroupStorage: 49152,
+        workgroupInvocations: 1024,
+        ...extra
+      })
+      const tiling = (dtype: "f16" | "q4_0", M: number, K = 2048, extra: Partial<KernelTarget> = {}) =>
         Effect.gen(function*() {
           const g = Graph.make()
-          const a = yield* g.param("a", dtype, [2048, M])
-          const y = yield* g.output(Ops.mulMat(a, yield* g.input("b", "f32", [2048, 512])))
-          const v = mulMat(y, { ...gpu, workgroupStorage: 49152, workgroupInvocations: 1024, ...target }, undefined)
-            .variant
-          return `${v.family}:${v.subgroups}:${v.fragments}`
+          const a = yield* g.param("a", dtype, [K, M])
+          const y = yield* g.output(Ops.mulMat(a, yield* g.input("b", "f32", [K, 512])))
+          const kernel = mulMat(y, target(extra), undefined)
+          const v = kernel.variant
+          const scratch = nodeScratch(y, target(extra))
+          // the partial sums of every split lie after the result, and a second dispatch adds them up
+          assert.strictEqual(scratch, v.splits === undefined ? 0 : 4 * Number(v.splits) * M * 512, `${dtype} ${M}`)
+          assert.strictEqual(kernel.next?.variant.family, v.splits === undefined ? undefined : "mmsg_merge")
+          return `${v.family}:${v.subgroups}:${v.fragments}${v.splits === undefined ? "" : `/${v.splits}`}`
         })
       for (const dtype of ["f16", "q4_0"] as const) {
-        // 16 x 4 workgroups of 128 x 128 (a 1B model's output projection): 32 x 8 of 64 x 64
-        assert.strictEqual(yield* tiling(dtype, 2048), "mmsg:2x1:2x4", dtype)
-        // 32 x 4 (an 8B model's): the 128 x 128 tiles
-        assert.strictEqual(yield* tiling(dtype, 4096), "mmsg:2x2:4x4", dtype)
-        // a tiling asked for wins
-        const asked = { matrixTile: { sgRows: 2, sgCols: 2, fragRows: 4, fragCols: 4, depth: 32 } }
-        assert.strictEqual(yield* tiling(dtype, 2048, asked), "mmsg:2x2:4x4", dtype)
+        // 16 x 4 workgroups of 128 x 128 (a 1B model's output projection): K in 4 splits
+        assert.strictEqual(yield* tiling(dtype, 2048), "mmsg:2x2:4x4/4", dtype)
+        // 24 x 4 (its q, k and v stacked): 2 splits would do, the 64 x 64 tiles instead
+        assert.strictEqual(yield* tiling(dtype, 3072), "mmsg:2x1:2x4", dtype)
+        // 16 x 4 with K too short for splits of 16 steps: 64 x 64
+        assert.strictEqual(yield* tiling(dtype, 2048, 256), "mmsg:2x1:2x4", dtype)
+        // 32 x 4 (an 8B model's output projection): 2 splits; 64 x 4: none
+        assert.strictEqual(yield* tiling(dtype, 4096), "mmsg:2x2:4x4/2", dtype)
+        assert.strictEqual(yield* tiling(dtype, 8192), "mmsg:2x2:4x4", dtype)
+        // a tiling asked for wins, splits included
+        const tile = { sgRows: 2, sgCols: 2, fragRows: 4, fragCols: 4, depth: 32 }
+        assert.strictEqual(yield* tiling(dtype, 3072, 2048, { matrixTile: tile }), "mmsg:2x2:4x4/2", dtype)
+        const once = { matrixTile: { ...tile, splits: 1 } }
+        assert.strictEqual(yield* tiling(dtype, 2048, 2048, once), "mmsg:2x2:4x4", dtype)
+        const seven = { matrixTile: { ...tile, splits: 7 } }
+        // 64 steps in splits of 10 (the last of 4): 7 splits
+        assert.strictEqual(yield* tiling(dtype, 2048, 2048, seven), "mmsg:2x2:4x4/7", dtype)
+        const many = { matrixTile: { ...tile, splits: 30 } }
+        // 64 steps: splits of 3 steps, 22 of them (none left empty)
+        assert.strictEqual(yield* tiling(dtype, 2048, 2048, many), "mmsg:2x2:4x4/22", dtype)
       }
       // where the small tiling does not fit (64 invocations), the first that does
-      assert.strictEqual(yield* tiling("f16", 2048, { workgroupInvocations: 32 }), "mmsg:1x1:4x4")
+      assert.strictEqual(yield* tiling("f16", 3072, 2048, { workgroupInvocations: 32 }), "mmsg:1x1:4x4")
     }))
 
   it.effect("f16 weights against f32 activations run on subgroup matrices, b converted as it is staged", () =>

@@ -245,7 +245,10 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
     { matrixTile: { sgRows: 2, sgCols: 2, fragRows: 4, fragCols: 4, depth: 64 } },
     { matrixTile: { sgRows: 1, sgCols: 1, fragRows: 4, fragCols: 4, depth: 16 } },
     // the small tiling (products with few workgroups)
-    { matrixTile: { sgRows: 2, sgCols: 1, fragRows: 2, fragCols: 4, depth: 32 } }
+    { matrixTile: { sgRows: 2, sgCols: 1, fragRows: 2, fragCols: 4, depth: 32 } },
+    // K split over 3 and 2 workgroups a block (their partials added by a second dispatch)
+    { matrixTile: { sgRows: 2, sgCols: 2, fragRows: 4, fragCols: 4, depth: 32, splits: 3 } },
+    { matrixTile: { sgRows: 2, sgCols: 1, fragRows: 2, fragCols: 4, depth: 32, splits: 2 } }
   ]
   for (const options of tilings) {
     it.scoped(`mul_mat with tiles ${JSON.stringify(options)} matches the CPU`, () =>

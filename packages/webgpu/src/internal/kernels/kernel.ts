@@ -91,6 +91,11 @@ export interface MatrixTile {
   readonly fragCols: number
   /** K per shared-memory step, a multiple of 16 */
   readonly depth: number
+  /**
+   * workgroups sharing each block's K range (split-K), their partial sums added by a second dispatch;
+   * default: by how many workgroups the grid has (SPLIT_FILL)
+   */
+  readonly splits?: number
 }
 
 /** @internal: the register tiling of the vec4 mul_mat kernel: results per thread along m and n, and K step */

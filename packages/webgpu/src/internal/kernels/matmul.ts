@@ -22,6 +22,8 @@ import {
   sharedBytes,
   SMALL_GRID,
   SMALL_TILE,
+  splitScratch,
+  splitsOf,
   stagesBlocks,
   subgroupMatrix
 } from "./subgroupMatrix.js"
@@ -48,27 +50,58 @@ const fits = (t: MatrixTile, target: KernelTarget) =>
 
 /**
  * a product's subgroup-matrix tiling among those `usable`: the one asked for, else the first that fits, or
- * the small one where the first gives few workgroups
+ * the small one where the first gives few workgroups that splitting K would not multiply by 4 or more (H200:
+ * a 2048 x 2048 product against 512 columns ran 1.3x faster in 4 splits than in small tiles, a 3072 x
+ * 2048 f16 one 1.3x slower in 2; benchmarks/RESULTS.md)
  */
 const tileFor = (product: Product.Product, target: KernelTarget, usable: (t: MatrixTile) => boolean) => {
   const ok = (t: MatrixTile) => usable(t) && fits(t, target)
   if (target.matrixTile !== undefined && ok(target.matrixTile)) return target.matrixTile
   const first = MATRIX_TILES.find(ok)
-  return first !== undefined && gridOf(product, first) < SMALL_GRID && ok(SMALL_TILE) ? SMALL_TILE : first
+  const few = first !== undefined && gridOf(product, first) < SMALL_GRID && splitsOf(product, first) < 4
+  return few && ok(SMALL_TILE) ? SMALL_TILE : first
+}
+
+/** the quantized matrix-vector kernel's shape on a target */
+const decodeShape = (target: KernelTarget) =>
+  target.quantizedDecode ??
+    // a software adapter compiles it for seconds per column: one column, one row per group of lanes
+    (target.software === true ? { rows: 1, columns: 1, stage: 1 } : { rows: 2, columns: 8 })
+
+/** whether a quantized product takes the matrix-vector kernel: a few columns whose chunk of b fits */
+const decodes = (product: Product.Product, target: KernelTarget) =>
+  product.N <= decodeShape(target).columns && Decode.sharedBytes(product.N) <= (target.workgroupStorage ?? 16384)
+
+/**
+ * the subgroup-matrix tiling a product takes, or undefined where another kernel computes it: quantized
+ * weights past the matrix-vector kernel's columns (blocks dequantized into f16 tiles), f16 weights past 8
+ * columns; against f32 or f16 b contiguous along K
+ */
+const matrixTiling = (product: Product.Product, a: Tensor.Tensor, b: Tensor.Tensor, target: KernelTarget) => {
+  if (target.subgroupMatrix !== true || product.N <= 8) return undefined
+  if ((b.dtype !== "f32" && b.dtype !== "f16") || b.nb[0] !== DType.typeSize(b.dtype)) return undefined
+  if (product.quantized) return decodes(product, target) ? undefined : tileFor(product, target, stagesBlocks)
+  return a.dtype === "f16" && a.nb[0] === 2 ? target.matrixTile ?? tileFor(product, target, () => true) : undefined
+}
+
+/** @internal: bytes of scratch a mul_mat node's kernel keeps after its result: a split-K product's partials */
+export const scratchBytes = (node: Tensor.Tensor, target: KernelTarget): number => {
+  const product = Product.of(node, undefined)
+  const tile = matrixTiling(product, node.src[0], node.src[1], target)
+  return tile === undefined ? 0 : splitScratch(product, tile)
 }
 
 /** @internal: the kernel of mul_mat (`bias` undefined) or of mul_mat_add */
 export const mulMat = (node: Tensor.Tensor, target: KernelTarget, bias: Tensor.Tensor | undefined): Kernel => {
   const [a, b] = node.src
   const product = Product.of(node, bias)
+  const matrixTile = matrixTiling(product, a, b, target)
   if (product.quantized) {
     // quantized weights, read in place: whole words of blocks for a few columns where b's chunk fits the
     // workgroup memory, else dequantized element by element
-    // (a software adapter compiles it for seconds per column: one column, one row per group of lanes)
-    const decode = target.quantizedDecode ??
-      (target.software === true ? { rows: 1, columns: 1, stage: 1 } : { rows: 2, columns: 8 })
+    const decode = decodeShape(target)
     const storage = target.workgroupStorage ?? 16384
-    if (product.N <= decode.columns && Decode.sharedBytes(product.N) <= storage) {
+    if (decodes(product, target)) {
       // a's rows staged only when asked: on the H200 it ran slower than reading blocks in place (run bd)
       const staged = decode.staged === true
         ? Decode.stagedChunks(a, product.N, decode.rows, storage)
@@ -89,11 +122,7 @@ export const mulMat = (node: Tensor.Tensor, target: KernelTarget, bias: Tensor.T
     }
     if (product.N <= 8) return matVec(product, target, false)
     // prefill: blocks dequantized into f16 tiles on subgroup matrices where the device has them
-    const staged = target.subgroupMatrix === true && (b.dtype === "f32" || b.dtype === "f16") &&
-        b.nb[0] === DType.typeSize(b.dtype)
-      ? tileFor(product, target, stagesBlocks)
-      : undefined
-    return staged ? quantizedSubgroupMatrix(product, a.dtype as DType.Quantized, b, staged) : tiled(product)
+    return matrixTile ? quantizedSubgroupMatrix(product, a.dtype as DType.Quantized, b, matrixTile) : tiled(product)
   }
   if (product.N <= 8) {
     // vec4 loads pay once every thread has a vec4 of K to load (on lavapipe, K = 256 ran 6% slower)
@@ -101,15 +130,9 @@ export const mulMat = (node: Tensor.Tensor, target: KernelTarget, bias: Tensor.T
     // f16 weights 16 bytes a load by subgroups, falling back to that where offsets do not allow it
     return halfApplies(product, [a], b, target) ? halfMatVec(product, target, { kind: "plain" }, vec) : vec
   }
-  const matrixTile = target.matrixTile ?? tileFor(product, target, () => true)
   // f16 weights on subgroup matrices, against f16 or f32 b (a prompt's activations: a 1B f16 prompt spent 38
   // of its 41 ms in the f32 register-tiled kernel; benchmarks/RESULTS.md)
-  if (
-    target.subgroupMatrix === true && matrixTile !== undefined && a.dtype === "f16" && a.nb[0] === 2 &&
-    (b.dtype === "f16" || b.dtype === "f32") && b.nb[0] === DType.typeSize(b.dtype)
-  ) {
-    return subgroupMatrix(product, a, b, matrixTile)
-  }
+  if (matrixTile !== undefined) return subgroupMatrix(product, a, b, matrixTile)
   return Product.fourAligned(product, a, b)
     ? registerTiled(product, target.registerTile ?? registersFor(product, target.software === true))
     : tiled(product)

@@ -61,10 +61,13 @@ export const fourAligned = aligned(4)
 /** @internal: eight K at a time (16-byte loads of f16) */
 export const eightAligned = aligned(8)
 
-/** @internal: WGSL: the batch (b2, b3), the first result row and column (m0, n0) of a block, and M, N, K */
-export const origin = (rows: number, cols: number): string =>
-  `  let b2 = wid.z % P.d_ne2;
-  let b3 = wid.z / P.d_ne2;
+/**
+ * @internal: WGSL: the batch (b2, b3) from `batch` (the batch's index), the first result row and column
+ * (m0, n0) of a block, and M, N, K
+ */
+export const origin = (rows: number, cols: number, batch = "wid.z"): string =>
+  `  let b2 = ${batch} % P.d_ne2;
+  let b3 = ${batch} / P.d_ne2;
   let m0 = wid.x * ${rows}u;
   let n0 = wid.y * ${cols}u;
   let M = P.d_ne0;

@@ -13,7 +13,7 @@ import * as Elementwise from "./elementwise.js"
 import * as Experts from "./experts.js"
 import * as Indexing from "./indexing.js"
 import type { Kernel, KernelTarget } from "./kernel.js"
-import { mulMat, mulMatStack, mulMatSwiglu } from "./matmul.js"
+import { mulMat, mulMatStack, mulMatSwiglu, scratchBytes as mulMatScratch } from "./matmul.js"
 import * as Quantized from "./quantized.js"
 import { rope, ropeSetRows } from "./rope.js"
 import * as Rows from "./rows.js"
@@ -119,9 +119,16 @@ const unreachable = (op: never): never => {
   throw new Error(`webgpu: no kernel for ${(op as Op.Op)._tag}`)
 }
 
-/** @internal: the bytes of scratch a node's kernel keeps after its result (none but split attention's) */
+/**
+ * @internal: the bytes of scratch a node's kernel keeps after its result: split attention's and split-K
+ * products' partial results
+ */
 export const scratchBytes = (node: Tensor.Tensor, target: KernelTarget): number =>
-  node.op._tag === "FlashAttnExt" || node.op._tag === "RopeFlashAttnExt" ? attentionScratch(node, target) : 0
+  node.op._tag === "FlashAttnExt" || node.op._tag === "RopeFlashAttnExt"
+    ? attentionScratch(node, target)
+    : node.op._tag === "MulMat" || node.op._tag === "MulMatAdd"
+    ? mulMatScratch(node, target)
+    : 0
 
 /** the largest head size of flash_attn_ext: q's row is kept in workgroup memory */
 const MAX_HEAD = 1024

@@ -4,10 +4,11 @@
  * @internal
  */
 import type * as DType from "@effect-gpu/core/DType"
-import type * as Tensor from "@effect-gpu/core/Tensor"
-import type { Kernel, MatrixTile } from "./kernel.js"
+import * as Tensor from "@effect-gpu/core/Tensor"
+import { fold } from "../wgsl.js"
+import type { Kernel, MatrixTile, Operand } from "./kernel.js"
 import * as KernelSpec from "./kernel.js"
-import { range, stridesAligned } from "./kernel.js"
+import { entry, range, stridesAligned, u32, WG } from "./kernel.js"
 import type { Product } from "./product.js"
 import { eightAligned, fourAligned, origin, wholeBlocks } from "./product.js"
 import { pieces } from "./quantizedMatVec.js"
@@ -67,6 +68,34 @@ export const SMALL_TILE: MatrixTile = { sgRows: 2, sgCols: 1, fragRows: 2, fragC
  */
 export const SMALL_GRID = 128
 
+/**
+ * @internal: workgroups a product's grid should reach: a grid of fewer blocks splits their K ranges over
+ * several workgroups each (split-K), up to MAX_SPLITS, each at least MIN_STEPS K steps long. Set for the
+ * H200 (132 SMs, two of these workgroups resident on each): a block's workgroup alone on its SM left its
+ * tensor cores waiting on its loads and barriers (benchmarks/RESULTS.md)
+ */
+export const SPLIT_FILL = 256
+const MAX_SPLITS = 8
+const MIN_STEPS = 16
+
+/**
+ * @internal: the workgroups a product's blocks split K over on a tiling: the tiling's own `splits`, else by
+ * SPLIT_FILL; rounded so that every split has K steps to take
+ */
+export const splitsOf = (product: Product, t: MatrixTile): number => {
+  const steps = Math.ceil(product.K / t.depth)
+  const asked = t.splits ??
+    Math.min(MAX_SPLITS, Math.floor(SPLIT_FILL / gridOf(product, t)), Math.floor(steps / MIN_STEPS))
+  const want = Math.max(1, Math.min(asked, steps))
+  return Math.ceil(steps / Math.ceil(steps / want))
+}
+
+/** @internal: bytes of partial sums a split-K product keeps after its result (none where K is not split) */
+export const splitScratch = (product: Product, t: MatrixTile): number => {
+  const splits = splitsOf(product, t)
+  return splits > 1 ? 4 * splits * product.M * product.N * product.batches : 0
+}
+
 /** @internal: workgroups of a product's grid on a tiling */
 export const gridOf = (product: Product, t: MatrixTile): number =>
   Math.ceil(product.M / (t.sgCols * t.fragCols * 16)) * Math.ceil(product.N / (t.sgRows * t.fragRows * 16)) *
@@ -79,7 +108,13 @@ type LoadWidth = 1 | 4 | 8
  * `quantized`: a holds blocks of that type, staged as f16 a 32-value piece per row and K step (the depth
  * is 32); b may be f32, converted to f16 as it is staged
  */
-const tiling = (product: Product, tile: MatrixTile, w: LoadWidth, quantized?: DType.Quantized): Kernel => {
+const tiling = (
+  product: Product,
+  tile: MatrixTile,
+  w: LoadWidth,
+  quantized?: DType.Quantized,
+  splits = 1
+): Kernel => {
   const vec = w > 1
   const f32b = product.operands.find((o) => o.name === "b")!.tensor.dtype === "f32"
   const { depth: TK, fragCols: FC, fragRows: FR, sgCols: SC, sgRows: SR } = tile
@@ -208,7 +243,11 @@ const tiling = (product: Product, tile: MatrixTile, w: LoadWidth, quantized?: DT
     let i = lane + e * 32u;
     let nn = n0 + sr * ${FR * 16}u + ${i * 16}u + i / 16u;
     let m = m0 + sc * ${FC * 16}u + ${j * 16}u + i % 16u;
-    if (nn < N && m < M) { var v = Cs[sg * 256u + i]; ${product.epilogue} st_d(ix_d(m, nn, b2, b3), v); }
+    if (nn < N && m < M) { ${
+        splits > 1
+          ? "st_d(part + nn * M + m, Cs[sg * 256u + i]);"
+          : `var v = Cs[sg * 256u + i]; ${product.epilogue} st_d(ix_d(m, nn, b2, b3), v);`
+      } }
   }
   workgroupBarrier();`
     )
@@ -227,6 +266,21 @@ const tiling = (product: Product, tile: MatrixTile, w: LoadWidth, quantized?: DT
   const fragments = range(FR).flatMap((i) =>
     range(FC).map((j) => `  var ${frag(i, j)}: subgroup_matrix_result<f32, 16, 16>;`)
   )
+  // stage, barrier, issue the next step's loads, multiply, barrier (the staging waits on every subgroup's
+  // products; a second buffer staged under the products ran 1.3-1.7x slower on the H200)
+  const loop = `  for (var k0 = kb; k0 < ke; k0 += ${TK}u) {
+${stash("x", TN)}
+${stashW()}
+    workgroupBarrier();
+    if (k0 + ${TK}u < ke) {
+      let k0 = k0 + ${TK}u;
+${load("x", TN)}
+${loadW()}
+    }
+${steps}
+    workgroupBarrier();
+  }`
+  const split = splits > 1 ? splitK(product, TK, splits) : undefined
   const kernel = KernelSpec.make({
     variant: {
       family: "mmsg",
@@ -237,15 +291,16 @@ const tiling = (product: Product, tile: MatrixTile, w: LoadWidth, quantized?: DT
       bias: product.bias,
       whole,
       b: f32b ? "f32" : "f16",
-      ...(quantized === undefined ? {} : { dtype: quantized, prefetch: raw ? "words" : "values" })
+      ...(quantized === undefined ? {} : { dtype: quantized, prefetch: raw ? "words" : "values" }),
+      ...(splits > 1 ? { splits } : {})
     },
     enables: ["f16", "subgroups", "chromium_experimental_subgroup_matrix"],
     // Tint wants subgroup-matrix arguments provably uniform; per-subgroup offsets (lid / 32) are uniform
     // within each subgroup, but not provably so: the case this diagnostic exists to waive
     diagnosticsOff: ["chromium.subgroup_matrix_uniformity"],
-    operands: product.operands,
-    params: product.params,
-    workgroups: [Math.ceil(product.M / TM), Math.ceil(product.N / TN), product.batches],
+    operands: split ? split.operands : product.operands,
+    params: split ? [...product.params, ...split.params] : product.params,
+    workgroups: [Math.ceil(product.M / TM), Math.ceil(product.N / TN), product.batches * splits],
     main: `
 ${quantized === undefined ? "" : pieces(quantized)}
 var<workgroup> Xs: array<${vt}, ${(TN * LS) / sw}>;
@@ -258,35 +313,74 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let lane = lid % 32u;
   let sr = sg / ${SC}u;
   let sc = sg % ${SC}u;
-${origin(TM, TN)}
+${
+      split
+        ? `  // split-K: workgroup z covers batch z / splits, and K steps [kb, ke) of it; its partial sums go to
+  // the scratch after the result, split by split
+  let sp = wid.z % ${splits}u;
+${origin(TM, TN, `(wid.z / ${splits}u)`)}
+  let kb = sp * P.per;
+  let ke = min(K, kb + P.per);
+  let part = P.d_o + P.scratch + (sp * P.d_ne2 * P.d_ne3 + wid.z / ${splits}u) * M * N;`
+        : `${origin(TM, TN)}
+  let kb = 0u;
+  let ke = K;`
+    }
   let xb = ix_b(0u, 0u, b2, b3);
   let wb = ix_a(0u, 0u, b2 / P.r2, b3 / P.r3);
   var xr: array<${xt}, ${loads(TN)}>;
   var ${wname}: ${wregs};${offsets}
 ${fragments.join("\n")}
   {
-    let k0 = 0u;
+    let k0 = kb;
 ${load("x", TN)}
 ${loadW()}
   }
-  for (var k0 = 0u; k0 < K; k0 += ${TK}u) {
-${stash("x", TN)}
-${stashW()}
-    workgroupBarrier();
-    if (k0 + ${TK}u < K) {
-      let k0 = k0 + ${TK}u;
-${load("x", TN)}
-${loadW()}
-    }
-${steps}
-    workgroupBarrier();
-  }
+${loop}
 ${store}
 }`
   })
-  if (w === 8) return { ...kernel, vec4: true, wide: true, fallback: tiling(product, tile, 4) }
-  if (w === 4) return { ...kernel, vec4: true, fallback: tiling(product, tile, 1, quantized) }
-  return kernel
+  const withNext = split ? { ...kernel, next: split.merge } : kernel
+  if (w === 8) return { ...withNext, vec4: true, wide: true, fallback: tiling(product, tile, 4, undefined, splits) }
+  if (w === 4) return { ...withNext, vec4: true, fallback: tiling(product, tile, 1, quantized, splits) }
+  // the last form of a split product falls back to the unsplit one where its scratch does not fit
+  return split ? { ...withNext, fallback: tiling(product, tile, 1, quantized) } : withNext
+}
+
+/**
+ * a split-K product's result operand reaching over its partial sums (after the result, split by split),
+ * the parameters that place them, and the dispatch that adds them up (with the bias) into the result
+ */
+const splitK = (product: Product, TK: number, splits: number) => {
+  const node = product.operands.find((o) => o.name === "d")!.tensor
+  const count = product.M * product.N * product.batches
+  const d: Operand = { name: "d", tensor: node, extent: Tensor.nbytes(node) + 4 * splits * count }
+  const operands = product.operands.map((o) => (o.name === "d" ? d : o))
+  const scratch = u32("scratch", Tensor.nbytes(node) / 4)
+  const merge = KernelSpec.make({
+    variant: { family: "mmsg_merge", splits, bias: product.bias },
+    operands: operands.filter((o) => o.name === "d" || o.name === "c"),
+    params: [scratch],
+    workgroups: fold(Math.ceil(count / WG)),
+    main: `
+${entry(WG)}
+  let t = wg_linear(wid, nwg) * ${WG}u + lid;
+  let M = P.d_ne0;
+  let N = P.d_ne1;
+  let count = M * N * P.d_ne2 * P.d_ne3;
+  if (t >= count) { return; }
+  let m = t % M;
+  let nn = (t / M) % N;
+  let b2 = (t / (M * N)) % P.d_ne2;
+  let b3 = t / (M * N * P.d_ne2);
+  let base = P.d_o + P.scratch + t;
+  var v = 0.0;
+${range(splits).map((s) => `  v += ld_d(base + ${s}u * count);`).join("\n")}
+  ${product.epilogue}
+  st_d(ix_d(m, nn, b2, b3), v);
+}`
+  })
+  return { operands, params: [scratch, u32("per", Math.ceil(product.K / TK / splits) * TK)], merge }
 }
 
 /**
@@ -307,7 +401,7 @@ export const subgroupMatrix = (product: Product, a: Tensor.Tensor, b: Tensor.Ten
     : fourAligned(product, a, b)
     ? 4
     : 1
-  return tiling(product, tile, w)
+  return tiling(product, tile, w, undefined, splitsOf(product, tile))
 }
 
 /**
@@ -320,7 +414,7 @@ export const quantizedSubgroupMatrix = (
   dtype: DType.Quantized,
   b: Tensor.Tensor,
   tile: MatrixTile
-): Kernel => tiling(product, tile, product.K % 4 === 0 && stridesAligned(b, 4) ? 4 : 1, dtype)
+): Kernel => tiling(product, tile, product.K % 4 === 0 && stridesAligned(b, 4) ? 4 : 1, dtype, splitsOf(product, tile))
 
 /** @internal: whether a tiling can stage quantized blocks: K steps of one piece, whole rows per thread */
 export const stagesBlocks = (t: MatrixTile): boolean =>
