@@ -4,12 +4,12 @@
  */
 
 /**
- * "SRxSC:FRxFC:DEPTH[/SPLITS]": subgroups along result rows x columns, fragments per subgroup, K step, and
- * the workgroups K is split over (default: by the grid)
+ * "SRxSC:FRxFC:DEPTH[/SPLITS][w]": subgroups along result rows x columns, fragments per subgroup, K step,
+ * the workgroups K is split over (default: by the grid), and w for q4_0 / q8_0 blocks loaded a row a lane
  */
 export const parseTile = (s: string) => {
-  const m = /^(\d+)x(\d+):(\d+)x(\d+):(\d+)(?:\/(\d+))?$/.exec(s)
-  if (m === null) throw new Error(`a subgroup-matrix tiling is SRxSC:FRxFC:DEPTH[/SPLITS], got ${s}`)
+  const m = /^(\d+)x(\d+):(\d+)x(\d+):(\d+)(?:\/(\d+))?(w)?$/.exec(s)
+  if (m === null) throw new Error(`a subgroup-matrix tiling is SRxSC:FRxFC:DEPTH[/SPLITS][w], got ${s}`)
   const [sgRows, sgCols, fragRows, fragCols, depth] = m.slice(1, 6).map(Number)
   return {
     sgRows,
@@ -17,7 +17,8 @@ export const parseTile = (s: string) => {
     fragRows,
     fragCols,
     depth,
-    ...(m[6] !== undefined ? { splits: Number(m[6]) } : {})
+    ...(m[6] !== undefined ? { splits: Number(m[6]) } : {}),
+    ...(m[7] !== undefined ? { laneLoads: false } : {})
   }
 }
 

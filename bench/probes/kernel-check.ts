@@ -74,8 +74,10 @@ const program = Effect.gen(function*() {
     ["f16", "1x1:4x4:16/4", 1024, 130, 70],
     ["q4_0", "2x2:4x4:32/5", 2048, 256, 130],
     ["q8_0", "2x1:2x4:32/2", 992, 96, 40],
-    // splits of 1: the unsplit kernel, no merge
-    ["q4_0", "2x2:4x4:32/1", 2048, 256, 130]
+    // splits of 1: the unsplit kernel, no merge; w: blocks loaded a row a lane
+    ["q4_0", "2x2:4x4:32/1", 2048, 256, 130],
+    ["q4_0", "2x2:4x4:32/3w", 2048, 256, 130],
+    ["q8_0", "2x1:2x4:32/1w", 992, 96, 40]
   ] as const
   for (const [at, tiling, K, M, N] of splitCases) {
     const [dev] = yield* WebGpu.make({ devices: 1, matrixTile: parseTile(tiling) })
@@ -101,7 +103,9 @@ const program = Effect.gen(function*() {
     const error = nmse(results[0], results[1])
     const bound = at === "f16" ? 1e-5 : 1e-4
     const split = !tiling.includes("/1")
-    const ok = error <= bound && kernels.includes("splits=") === split && kernels.includes("mmsg_merge") === split
+    const lanes = at !== "f16" && !tiling.endsWith("w")
+    const ok = error <= bound && kernels.includes("splits=") === split && kernels.includes("mmsg_merge") === split &&
+      kernels.includes("prefetch=lanes") === lanes
     if (!ok) failed++
     console.log(JSON.stringify({ a: at, tiling, K, M, N, batches: "2/4", bias: true, kernels, nmse: error, bound, ok }))
   }

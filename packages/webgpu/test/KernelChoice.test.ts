@@ -188,12 +188,27 @@ describe("mul_mat kernel choice", () => {
       // prefill: blocks staged as f16 tiles on subgroup matrices, else the scalar tiled kernel
       assert.strictEqual(yield* chosen(9, {}), "mmsg")
       assert.strictEqual(yield* chosen(9, { subgroupMatrix: false }), "mm")
-      // q4_0 and q8_0 tiles prefetch raw words (decoded as they are staged); other blocks decode as they load
-      for (const [dtype, prefetch] of [["q4_0", "words"], ["q8_0", "words"], ["q4_K", "values"]] as const) {
+      // q4_0 and q8_0 tiles prefetch raw words (decoded as they are staged), a word a lane and 8 lanes a row
+      // where b loads four values at a time, else a row a lane, or a row a lane when asked; other blocks
+      // decode as they load
+      const tile = { sgRows: 2, sgCols: 2, fragRows: 4, fragCols: 4, depth: 32 }
+      const table = [
+        ["q4_0", 4096, {}, "lanes"],
+        ["q8_0", 4096, {}, "lanes"],
+        ["q4_0", 4096, { matrixTile: { ...tile, laneLoads: false } }, "words"],
+        // b's rows 4097 values apart: one value a load
+        ["q8_0", 4096, { stride: 4097 }, "words"],
+        ["q4_K", 4096, {}, "values"]
+      ] as const
+      for (const [dtype, K, extra, prefetch] of table) {
         const g = Graph.make()
-        const a = yield* g.param("a", dtype, [4096, 64])
-        const y = yield* g.output(Ops.mulMat(a, yield* g.input("b", "f32", [4096, 9])))
-        assert.deepInclude(mulMat(y, { ...gpu, workgroupStorage: 49152 }, undefined).variant, { prefetch }, dtype)
+        const a = yield* g.param("a", dtype, [K, 64])
+        const stride = "stride" in extra ? extra.stride : K
+        const rows = yield* g.input("b", "f32", [stride, 9])
+        const b = stride === K ? rows : yield* Ops.view(rows, [K, 9], [4 * stride], 0)
+        const y = yield* g.output(Ops.mulMat(a, b))
+        const v = mulMat(y, { ...gpu, workgroupStorage: 49152, ...("stride" in extra ? {} : extra) }, undefined).variant
+        assert.deepInclude(v, { prefetch }, `${dtype} ${K}`)
       }
       // b's chunk of 8 columns (32 KiB) and the scratch do not fit 32 KiB; 7 columns do
       assert.strictEqual(yield* chosen(8, { workgroupStorage: 32768 }), "mv")

@@ -96,6 +96,11 @@ export interface MatrixTile {
    * default: by how many workgroups the grid has (SPLIT_FILL)
    */
   readonly splits?: number
+  /**
+   * q4_0 and q8_0 blocks loaded a word a lane, 8 lanes a row (shared by subgroup shuffles), where a
+   * lane loading its row's words alone ran slower; default: on
+   */
+  readonly laneLoads?: boolean
 }
 
 /** @internal: the register tiling of the vec4 mul_mat kernel: results per thread along m and n, and K step */

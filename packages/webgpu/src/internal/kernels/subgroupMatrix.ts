@@ -44,16 +44,31 @@ interface RawBlock {
   readonly bytes: number
   readonly words: number
   readonly decode: (d: string, q: (i: number) => string) => ReadonlyArray<string>
+  /** WGSL: which quants' word vec4 `j` (a u32 expression) of a block takes */
+  readonly wordOf: (j: string) => string
+  /** WGSL: vec4 `j` from the scale `d` and its quants' word `q` */
+  readonly vec4Of: (d: string, q: string, j: string) => string
 }
 
 const RAW_BLOCKS: Partial<Record<DType.Quantized, RawBlock>> = {
   q4_0: {
     bytes: 18,
     words: 5,
-    decode: (d, q) => range(8).map((i) => `${d} * (${i < 4 ? "nib_lo" : "nib_hi"}(${q(i % 4)}) - 8.0)`)
+    decode: (d, q) => range(8).map((i) => `${d} * (${i < 4 ? "nib_lo" : "nib_hi"}(${q(i % 4)}) - 8.0)`),
+    wordOf: (j) => `(${j} % 4u)`,
+    vec4Of: (d, q, j) => `${d} * (select(nib_lo(${q}), nib_hi(${q}), ${j} >= 4u) - 8.0)`
   },
-  q8_0: { bytes: 34, words: 9, decode: (d, q) => range(8).map((i) => `${d} * sbytes(${q(i)})`) }
+  q8_0: {
+    bytes: 34,
+    words: 9,
+    decode: (d, q) => range(8).map((i) => `${d} * sbytes(${q(i)})`),
+    wordOf: (j) => j,
+    vec4Of: (d, q) => `${d} * sbytes(${q})`
+  }
 }
+
+/** lanes sharing a row's block in the lane-shared loads: a lane a word, each lane decoding one vec4 */
+const ROW_LANES = 8
 
 /**
  * @internal: 64 x 64 results per workgroup from 2 subgroups of 2x4 fragments, for products whose 128 x 128
@@ -213,8 +228,46 @@ const tiling = (
       ${put.join("\n      ")}
     }`
     }).join("\n")
-  const loadW = () => (quantized === undefined ? load("w", TM) : raw ? rawLoad(raw) : qLoad())
-  const stashW = () => (quantized === undefined ? stash("w", TM) : raw ? rawStash(raw) : qStash())
+  // lane-shared: 8 lanes a row, each loading one word of its block (a warp's load then touches 4 rows'
+  // sectors where a lane a row touched 32), the words passed round by subgroup shuffles, each lane
+  // decoding one vec4 of the row
+  const rowsPerPass = threads / ROW_LANES
+  const shared = raw !== undefined && vec && tile.laneLoads !== false && TM % rowsPerPass === 0
+  const passes = TM / rowsPerPass
+  const blockOffset = (r: RawBlock, e: number) =>
+    `wb + min(m0 + lid / ${ROW_LANES}u + ${e * rowsPerPass}u, M - 1u) * P.a_nb1 + (k0 / 32u) * ${r.bytes}u`
+  const laneLoad = (r: RawBlock) =>
+    range(passes).map((e) =>
+      `    { let w0 = (${blockOffset(r, e)}) >> 2u; qw[${e}] = qwi_a(w0 + min(lid % ${ROW_LANES}u, ${r.words - 1}u));${
+        r.words > ROW_LANES ? ` qx[${e}] = qwi_a(w0 + ${ROW_LANES}u);` : ""
+      } }`
+    ).join("\n")
+  const laneStash = (r: RawBlock) =>
+    `    {
+      let j = lid % ${ROW_LANES}u;
+      let g = (lid % 32u) - j;
+      let qi = ${r.wordOf("j")};
+${
+      range(passes).map((e) => {
+        // the word after the quants' first: a neighbour's, or past the 8 lanes the lane's own extra word
+        const next = r.words > ROW_LANES
+          ? `select(subgroupShuffle(qw[${e}], g + min(qi + 1u, ${ROW_LANES - 1}u)), qx[${e}], qi + 1u >= ${ROW_LANES}u)`
+          : `subgroupShuffle(qw[${e}], g + qi + 1u)`
+        return `      {
+        let odd = ((${blockOffset(r, e)}) & 2u) != 0u;
+        let w0 = subgroupShuffle(qw[${e}], g);
+        let lo = subgroupShuffle(qw[${e}], g + qi);
+        let hi = ${next};
+        let q = select((lo >> 16u) | (hi << 16u), hi, odd);
+        let d = select(half_lo(w0), half_hi(w0), odd);
+        Ws[(lid / ${ROW_LANES}u + ${e * rowsPerPass}u) * ${stride}u + j] = vec4<f16>(${r.vec4Of("d", "q", "j")});
+      }`
+      }).join("\n")
+    }
+    }`
+  const loadW = () => quantized === undefined ? load("w", TM) : raw ? (shared ? laneLoad(raw) : rawLoad(raw)) : qLoad()
+  const stashW = () =>
+    quantized === undefined ? stash("w", TM) : raw ? (shared ? laneStash(raw) : rawStash(raw)) : qStash()
   const frag = (i: number, j: number) => `c${i}_${j}`
   const left = "subgroup_matrix_left<f16, 16, 16>, row_major"
   const right = "subgroup_matrix_right<f16, 16, 16>, col_major"
@@ -257,12 +310,19 @@ const tiling = (
   const xt = f32b ? (vec ? "vec4<f32>" : "f32") : rt
   const wregs = quantized === undefined
     ? `array<${rt}, ${loads(TM)}>`
+    : shared
+    ? `array<u32, ${passes}>`
     : raw
     ? `array<u32, ${(raw.words + 1) * rowsPerThread}>`
     : `array<vec4<f16>, ${8 * rowsPerThread}>`
-  // raw words: each row's block offset kept beside them (its alignment picks the words at stash time)
+  // raw words: each row's block offset kept beside them (its alignment picks the words at stash time);
+  // lane-shared: a block's ninth word, where it has one, loaded by every lane of the row
   const wname = raw ? "qw" : "wr"
-  const offsets = raw ? `\n  var qo: array<u32, ${rowsPerThread}>;` : ""
+  const offsets = shared
+    ? raw.words > ROW_LANES ? `\n  var qx: array<u32, ${passes}>;` : ""
+    : raw
+    ? `\n  var qo: array<u32, ${rowsPerThread}>;`
+    : ""
   const fragments = range(FR).flatMap((i) =>
     range(FC).map((j) => `  var ${frag(i, j)}: subgroup_matrix_result<f32, 16, 16>;`)
   )
@@ -291,7 +351,9 @@ ${steps}
       bias: product.bias,
       whole,
       b: f32b ? "f32" : "f16",
-      ...(quantized === undefined ? {} : { dtype: quantized, prefetch: raw ? "words" : "values" }),
+      ...(quantized === undefined
+        ? {}
+        : { dtype: quantized, prefetch: shared ? "lanes" : raw ? "words" : "values" }),
       ...(splits > 1 ? { splits } : {})
     },
     enables: ["f16", "subgroups", "chromium_experimental_subgroup_matrix"],
