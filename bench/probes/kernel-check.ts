@@ -9,8 +9,10 @@
  */
 import { Graph, Ops } from "@effect-gpu/core"
 import * as Cpu from "@effect-gpu/core/Cpu"
+import type * as Device from "@effect-gpu/core/Device"
 import type { Quantized } from "@effect-gpu/core/DType"
 import * as Quant from "@effect-gpu/core/Quant"
+import type * as Tensor from "@effect-gpu/core/Tensor"
 import { nmse } from "@effect-gpu/testing/Compare"
 import * as Generators from "@effect-gpu/testing/Generators"
 import { WebGpu } from "@effect-gpu/webgpu"
@@ -40,6 +42,32 @@ const cases: ReadonlyArray<readonly ["f16" | Quantized, "f16" | "f32", number, n
   ["f16", "f32", 2048, 333, 3, 1e-6]
 ]
 
+/**
+ * one graph's output on `gpu` and on the CPU with the same inputs: the GPU's kernels (as its trace names
+ * them) and the NMSE between the two
+ */
+const against = (
+  gpu: Device.Device,
+  g: Graph.Builder,
+  y: Tensor.Tensor,
+  inputs: ReadonlyArray<readonly [Tensor.Tensor, Float32Array | Uint8Array]>
+) =>
+  Effect.gen(function*() {
+    const results: Array<Array<number>> = []
+    let kernels = ""
+    for (const device of [gpu, Cpu.make()]) {
+      const backend = yield* device.makeBackend()
+      // fused as a model's graph is (a product and its bias: mul_mat_add)
+      const plan = yield* backend.allocate(backend.optimize(g.build()))
+      for (const [t, values] of inputs) yield* plan.set(t, values)
+      const trace = yield* backend.captureNext
+      yield* backend.compute(plan)
+      if (device === gpu) kernels = (yield* trace).entries.map((e) => e.kernel).join(" + ")
+      results.push(Array.from(yield* plan.get(y)))
+    }
+    return { kernels, error: nmse(results[0], results[1]) }
+  })
+
 const program = Effect.gen(function*() {
   const [gpu] = yield* WebGpu.make({ devices: 1 })
   let failed = 0
@@ -49,65 +77,50 @@ const program = Effect.gen(function*() {
     const b = yield* g.input("b", bt, [K, N])
     const y = yield* g.output(Ops.mulMat(a, b))
     const weights = Generators.values(1, K * M)
-    const results: Array<Array<number>> = []
-    let kernels = ""
-    for (const device of [gpu, Cpu.make()]) {
-      const backend = yield* device.makeBackend()
-      const plan = yield* backend.allocate(g.build())
-      yield* plan.set(a, at === "f16" ? weights : Quant.unsafeQuantize(at, weights))
-      yield* plan.set(b, Generators.values(2, K * N))
-      const trace = yield* backend.captureNext
-      yield* backend.compute(plan)
-      if (device === gpu) kernels = (yield* trace).entries.map((e) => e.kernel).join(" + ")
-      results.push(Array.from(yield* plan.get(y)))
-    }
-    const error = nmse(results[0], results[1])
+    const { error, kernels } = yield* against(gpu, g, y, [
+      [a, at === "f16" ? weights : Quant.unsafeQuantize(at, weights)],
+      [b, Generators.values(2, K * N)]
+    ])
     const ok = error <= bound
     if (!ok) failed++
     console.log(JSON.stringify({ a: at, b: bt, K, M, N, kernels, nmse: error, bound, ok }))
   }
   // split-K (a block's K range over several workgroups, their partials added by a second dispatch) in
-  // forced tilings: K past whole steps, a batch broadcast (a's 2 batches under b's 4), a row bias added
-  // (mul_mat_add), a's types
+  // forced tilings: K past whole steps, a batch broadcast (a's 2 batches under b's 4), a's types; with a
+  // row bias (mul_mat_add) the product is not split
   const splitCases = [
-    ["f16", "2x2:4x4:32/3", 1000, 200, 100],
-    ["f16", "1x1:4x4:16/4", 1024, 130, 70],
-    ["q4_0", "2x2:4x4:32/5", 2048, 256, 130],
-    ["q8_0", "2x1:2x4:32/2", 992, 96, 40],
+    ["f16", "2x2:4x4:32/3", 1000, 200, 100, false],
+    ["f16", "2x2:4x4:32/3", 1000, 200, 100, true],
+    ["f16", "1x1:4x4:16/4", 1024, 130, 70, false],
+    ["q4_0", "2x2:4x4:32/5", 2048, 256, 130, false],
+    ["q4_0", "2x2:4x4:32/5", 2048, 256, 130, true],
+    ["q8_0", "2x1:2x4:32/2", 992, 96, 40, false],
     // splits of 1: the unsplit kernel, no merge; w: blocks loaded a row a lane
-    ["q4_0", "2x2:4x4:32/1", 2048, 256, 130],
-    ["q4_0", "2x2:4x4:32/3w", 2048, 256, 130],
-    ["q8_0", "2x1:2x4:32/1w", 992, 96, 40]
+    ["q4_0", "2x2:4x4:32/1", 2048, 256, 130, false],
+    ["q4_0", "2x2:4x4:32/3w", 2048, 256, 130, false],
+    ["q8_0", "2x1:2x4:32/1w", 992, 96, 40, true]
   ] as const
-  for (const [at, tiling, K, M, N] of splitCases) {
+  for (const [at, tiling, K, M, N, bias] of splitCases) {
     const [dev] = yield* WebGpu.make({ devices: 1, matrixTile: parseTile(tiling) })
     const g = Graph.make()
     const a = yield* g.param("a", at, [K, M, 2])
     const b = yield* g.input("b", "f32", [K, N, 4])
-    const c = yield* g.param("c", "f32", [M, 1, 1])
-    const y = yield* g.output(Ops.add(yield* Ops.mulMat(a, b), c))
+    const c = bias ? yield* g.param("c", "f32", [M, 1, 1]) : undefined
+    const product = yield* Ops.mulMat(a, b)
+    const y = yield* g.output(c ? Ops.add(product, c) : product)
     const weights = Generators.values(3, K * M * 2)
-    const results: Array<Array<number>> = []
-    let kernels = ""
-    for (const device of [dev, Cpu.make()]) {
-      const backend = yield* device.makeBackend()
-      const plan = yield* backend.allocate(g.build())
-      yield* plan.set(a, at === "f16" ? weights : Quant.unsafeQuantize(at, weights))
-      yield* plan.set(b, Generators.values(4, K * N * 4))
-      yield* plan.set(c, Generators.values(5, M))
-      const trace = yield* backend.captureNext
-      yield* backend.compute(plan)
-      if (device === dev) kernels = (yield* trace).entries.map((e) => e.kernel).join(" + ")
-      results.push(Array.from(yield* plan.get(y)))
-    }
-    const error = nmse(results[0], results[1])
+    const { error, kernels } = yield* against(dev, g, y, [
+      [a, at === "f16" ? weights : Quant.unsafeQuantize(at, weights)],
+      [b, Generators.values(4, K * N * 4)],
+      ...(c ? [[c, Generators.values(5, M)] as const] : [])
+    ])
     const bound = at === "f16" ? 1e-5 : 1e-4
-    const split = !tiling.includes("/1")
+    const split = !tiling.includes("/1") && !bias
     const lanes = at !== "f16" && !tiling.endsWith("w")
     const ok = error <= bound && kernels.includes("splits=") === split && kernels.includes("mmsg_merge") === split &&
-      kernels.includes("prefetch=lanes") === lanes
+      kernels.includes("prefetch=lanes") === lanes && kernels.includes("bias=true") === bias
     if (!ok) failed++
-    console.log(JSON.stringify({ a: at, tiling, K, M, N, batches: "2/4", bias: true, kernels, nmse: error, bound, ok }))
+    console.log(JSON.stringify({ a: at, tiling, K, M, N, batches: "2/4", bias, kernels, nmse: error, bound, ok }))
   }
   // decode attention over a model's heads (32 / 8) at 640 keys, its keys in 5 (the default) to 70 splits
   for (const [D, splits, across] of [[64, 0, "keys"], [128, 40, "keys"], [64, 70, "dims"]] as const) {
@@ -119,21 +132,10 @@ const program = Effect.gen(function*() {
     const v = yield* g.input("v", "f16", [D, keys, 8])
     const mask = yield* g.input("mask", "f16", [keys, 1])
     const y = yield* g.output(Ops.flashAttnExt(q, k, v, { scale: 1 / Math.sqrt(D), mask }))
-    const results: Array<Array<number>> = []
-    let kernels = ""
-    for (const device of [dev, Cpu.make()]) {
-      const backend = yield* device.makeBackend()
-      const plan = yield* backend.allocate(g.build())
-      for (const [i, t] of [q, k, v].entries()) {
-        yield* plan.set(t, Generators.values(10 + i, t.ne[0] * t.ne[1] * t.ne[2]))
-      }
-      yield* plan.set(mask, Generators.values(13, keys).map((x, j) => j % 7 === 0 ? -Infinity : x))
-      const trace = yield* backend.captureNext
-      yield* backend.compute(plan)
-      if (device === dev) kernels = (yield* trace).entries.map((e) => e.kernel).join(" + ")
-      results.push(Array.from(yield* plan.get(y)))
-    }
-    const error = nmse(results[0], results[1])
+    const { error, kernels } = yield* against(dev, g, y, [
+      ...[q, k, v].map((t, i) => [t, Generators.values(10 + i, t.ne[0] * t.ne[1] * t.ne[2])] as const),
+      [mask, Generators.values(13, keys).map((x, j) => j % 7 === 0 ? -Infinity : x)]
+    ])
     const ok = error <= 1e-6
     if (!ok) failed++
     console.log(JSON.stringify({ attention: { D, keys, splits, across }, kernels, nmse: error, bound: 1e-6, ok }))

@@ -1,7 +1,7 @@
 /**
  * Which mul_mat kernel the WebGPU backend generates for a device's limits: pure, no adapter needed.
  */
-import { Graph, Ops } from "@effect-gpu/core"
+import { Fusion, Graph, Ops } from "@effect-gpu/core"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { scratchBytes } from "../src/internal/kernels/attentionDecode.js"
@@ -89,6 +89,18 @@ describe("mul_mat kernel choice", () => {
       }
       // where the small tiling does not fit (64 invocations), the first that does
       assert.strictEqual(yield* tiling("f16", 3072, 2048, { workgroupInvocations: 32 }), "mmsg:1x1:4x4")
+      // a product with its bias (mul_mat_add) is not split (the small tiles, as before splits), and keeps no
+      // scratch
+      const g = Graph.make()
+      const a = yield* g.param("a", "f16", [2048, 2048])
+      const bias = yield* g.param("c", "f32", [2048])
+      yield* g.output(Ops.add(Ops.mulMat(a, yield* g.input("b", "f32", [2048, 512])), bias))
+      const fused = Fusion.optimize(g.build()).nodes.find((n) => n.op._tag === "MulMatAdd")!
+      const withBias = mulMat(fused, target({}), fused.src[2])
+      assert.deepInclude(withBias.variant, { family: "mmsg", subgroups: "2x1", bias: true })
+      assert.isUndefined(withBias.variant.splits)
+      assert.isUndefined(withBias.next)
+      assert.strictEqual(nodeScratch(fused, target({})), 0)
     }))
 
   it.effect("f16 weights against f32 activations run on subgroup matrices, b converted as it is staged", () =>

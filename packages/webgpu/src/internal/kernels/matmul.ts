@@ -86,7 +86,7 @@ const matrixTiling = (product: Product.Product, a: Tensor.Tensor, b: Tensor.Tens
 
 /** @internal: bytes of scratch a mul_mat node's kernel keeps after its result: a split-K product's partials */
 export const scratchBytes = (node: Tensor.Tensor, target: KernelTarget): number => {
-  const product = Product.of(node, undefined)
+  const product = Product.of(node, node.op._tag === "MulMatAdd" ? node.src[2] : undefined)
   const tile = matrixTiling(product, node.src[0], node.src[1], target)
   return tile === undefined ? 0 : splitScratch(product, tile)
 }

@@ -98,6 +98,8 @@ const MIN_STEPS = 16
  * SPLIT_FILL; rounded so that every split has K steps to take
  */
 export const splitsOf = (product: Product, t: MatrixTile): number => {
+  // a bias (mul_mat_add) is not split: its merge's epilogue has not run on a GPU with subgroup matrices
+  if (product.bias) return 1
   const steps = Math.ceil(product.K / t.depth)
   const asked = t.splits ??
     Math.min(MAX_SPLITS, Math.floor(SPLIT_FILL / gridOf(product, t)), Math.floor(steps / MIN_STEPS))
@@ -411,7 +413,7 @@ ${store}
 
 /**
  * a split-K product's result operand reaching over its partial sums (after the result, split by split),
- * the parameters that place them, and the dispatch that adds them up (with the bias) into the result
+ * the parameters that place them, and the dispatch that adds them up into the result
  */
 const splitK = (product: Product, TK: number, splits: number) => {
   const node = product.operands.find((o) => o.name === "d")!.tensor
@@ -420,8 +422,8 @@ const splitK = (product: Product, TK: number, splits: number) => {
   const operands = product.operands.map((o) => (o.name === "d" ? d : o))
   const scratch = u32("scratch", Tensor.nbytes(node) / 4)
   const merge = KernelSpec.make({
-    variant: { family: "mmsg_merge", splits, bias: product.bias },
-    operands: operands.filter((o) => o.name === "d" || o.name === "c"),
+    variant: { family: "mmsg_merge", splits },
+    operands: [d],
     params: [scratch],
     workgroups: fold(Math.ceil(count / WG)),
     main: `
@@ -438,7 +440,6 @@ ${entry(WG)}
   let base = P.d_o + P.scratch + t;
   var v = 0.0;
 ${range(splits).map((s) => `  v += ld_d(base + ${s}u * count);`).join("\n")}
-  ${product.epilogue}
   st_d(ix_d(m, nn, b2, b3), v);
 }`
   })
