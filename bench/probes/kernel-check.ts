@@ -36,6 +36,9 @@ const cases: ReadonlyArray<readonly ["f16" | Quantized, "f16" | "f32", number, n
   ["q4_0", "f32", 96, 4100, 520, 1e-4],
   ["q8_0", "f32", 96, 4100, 520, 1e-4],
   ["f16", "f32", 64, 4100, 520, 1e-5],
+  // f16 activations (Fusion's halfActivations) against blocks
+  ["q4_0", "f16", 2048, 256, 512, 1e-4],
+  ["q8_0", "f16", 96, 4100, 520, 1e-4],
   // f16 matrix-vector by subgroups (32 lanes here, 8 on lavapipe): a 1B model's shapes, and 3 columns
   ["f16", "f32", 2048, 8192, 1, 1e-6],
   ["f16", "f32", 8192, 2048, 1, 1e-6],

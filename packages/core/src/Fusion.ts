@@ -2,7 +2,8 @@
  * Graph rewrites that fuse chains into one kernel, as ggml backends do in graph_optimize: rms_norm * w,
  * (a + b) -> rms_norm [* w], mul_mat + bias, silu(x) * g -> swiglu; and where a backend asks for them (see
  * Options) a gated FFN's products with their swiglu, products sharing their activations stacked, a residual
- * sum kept beside its next norm, rope stored by its set_rows, and q's rope read by its attention. A rewrite is pure: it returns a new
+ * sum kept beside its next norm, rope stored by its set_rows, q's rope read by its attention, and products'
+ * activations written in f16. A rewrite is pure: it returns a new
  * graph whose `aliases` map the original tensors to the ones that now compute them, so plans built on it
  * still answer `get(originalOutput)`. A chain fuses only when its inner results have no other user and
  * are not outputs.
@@ -50,7 +51,16 @@ export interface Options {
    * step's queries) as one rope_flash_attn_ext node; default: never
    */
   readonly ropeAttention?: (attention: Tensor.Tensor, rope: Tensor.Tensor) => boolean
+  /**
+   * whether a backend takes a product's activations (mul_mat's b) in f16 (its kernel rounds them to f16
+   * anyway): where every user of a norm's or a swiglu's result is such a product, that result is written
+   * in f16, half the bytes for the products to load; default: never
+   */
+  readonly halfActivations?: (product: Tensor.Tensor) => boolean
 }
+
+/** the ops whose result may be written in f16 for the products that read it (the activations' producers) */
+const HALF_PRODUCERS: ReadonlySet<OpT["_tag"]> = new Set(["RmsNorm", "RmsNormMul", "AddRmsNorm", "Glu"])
 
 /**
  * @since 0.1.0
@@ -168,7 +178,29 @@ export const optimize = (g: Graph.Graph, options: Options = {}): Graph.Graph => 
       for (const p of group) stacks.set(p.id, group)
     }
   }
-  if (fusions.size === 0 && stacks.size === 0 && kept.size === 0) return g
+  // activations written in f16 where every user is a product that takes them so (the producer as fused)
+  const halves = new Set<number>()
+  if (options.halfActivations !== undefined) {
+    const readers = new Map<number, Array<Tensor.Tensor>>()
+    for (const n of g.nodes) for (const s of n.src) readers.set(s.id, [...(readers.get(s.id) ?? []), n])
+    const plain = (t: Tensor.Tensor) =>
+      !absorbed.has(t.id) && !fusions.has(t.id) && !stacks.has(t.id) && !kept.has(t.id)
+    for (const n of g.nodes) {
+      const op = fusions.get(n.id)?.op ?? n.op
+      if (!HALF_PRODUCERS.has(op._tag) || absorbed.has(n.id) || kept.has(n.id) || outputs.has(n.id)) continue
+      if (n.viewSrc !== undefined || n.dtype !== "f32") continue
+      const users = readers.get(n.id) ?? []
+      if (
+        users.length > 0 &&
+        users.every((u) =>
+          u.op._tag === "MulMat" && u.src[1] === n && u.src[0] !== n && plain(u) && options.halfActivations!(u)
+        )
+      ) {
+        halves.add(n.id)
+      }
+    }
+  }
+  if (fusions.size === 0 && stacks.size === 0 && kept.size === 0 && halves.size === 0) return g
 
   const map = new Map<number, Tensor.Tensor>()
   const get = (t: Tensor.Tensor) => map.get(t.id) ?? t
@@ -231,7 +263,8 @@ export const optimize = (g: Graph.Graph, options: Options = {}): Graph.Graph => 
         [x]
       )
     }
-    if (f === undefined && src.every((s, k) => s === n.src[k])) continue
+    const dtype = halves.has(n.id) ? "f16" : n.dtype
+    if (f === undefined && dtype === n.dtype && src.every((s, k) => s === n.src[k])) continue
     let t: Tensor.Tensor
     if (n.viewSrc !== undefined) {
       // at the same offset from its (rebuilt) source as before: a stacked product's view sits inside its stack
@@ -239,7 +272,7 @@ export const optimize = (g: Graph.Graph, options: Options = {}): Graph.Graph => 
       t = Tensor.unsafeView(base, n.ne, n.nb, n.viewOffset - n.src[0].viewOffset, op, src, n.dtype)
       Tensor.setFlag(t, n.flags)
     } else {
-      t = Tensor.unsafeMake(n.name, n.dtype, n.ne, op, src, n.flags)
+      t = Tensor.unsafeMake(n.name, dtype, n.ne, op, src, n.flags)
     }
     ;(t as { name: string }).name = n.name
     map.set(n.id, t)

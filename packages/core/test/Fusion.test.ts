@@ -285,3 +285,72 @@ describe("Fusion", () => {
       assert.strictEqual(Fusion.optimize(graph), graph)
     }))
 })
+
+describe("Fusion: activations in f16", () => {
+  /**
+   * a layer's products as a prompt runs them: q and k over a residual sum's norm, gate and up over the
+   * next norm, down over their swiglu; `extra` also reads the first norm (a user that is not a product)
+   */
+  const layer = (extra: boolean) =>
+    Effect.gen(function*() {
+      const g = Graph.make()
+      const x = yield* g.input("x", "f32", [64, 12])
+      const r = yield* g.input("r", "f32", [64, 12])
+      const w = yield* g.param("w", "f32", [64])
+      const weights = yield* Effect.forEach(["wq", "wk", "wg", "wu"], (n) => g.param(n, "f16", [64, 32]))
+      const wd = yield* g.param("wd", "f16", [32, 32])
+      const n1 = yield* Ops.mul(Ops.rmsNorm(Ops.add(x, r), 1e-6), w)
+      const q = yield* Ops.mulMat(weights[0], n1)
+      const k = yield* Ops.mulMat(weights[1], n1)
+      const n2 = yield* Ops.mul(Ops.rmsNorm(x, 1e-6), w)
+      const glu = yield* Ops.mul(Ops.silu(Ops.mulMat(weights[2], n2)), Ops.mulMat(weights[3], n2))
+      const down = yield* Ops.mulMat(wd, glu)
+      // the products as outputs (a sum of two would fuse one as mul_mat_add, which keeps its b in f32)
+      const ys = [yield* g.output(q, "q"), yield* g.output(k, "k"), yield* g.output(down, "down")]
+      if (extra) ys.push(yield* g.output(Ops.scale(n1, 2), "other"))
+      const inputs = new Map<Tensor.Tensor, ReadonlyArray<number>>([[x, random(1)(64 * 12)], [r, random(2)(64 * 12)], [
+        w,
+        random(3)(64)
+      ], ...[...weights, wd].map((t, i) => [t, random(4 + i)(t.ne[0] * t.ne[1])] as const)])
+      return { graph: g.build(), inputs, ys }
+    })
+
+  it.effect("a norm's or a swiglu's result is written in f16 where every user is a product taking it so", () =>
+    Effect.gen(function*() {
+      const { graph, inputs, ys } = yield* layer(false)
+      const producers = (h: Graph.Graph) =>
+        h.nodes.filter((n) => ["AddRmsNorm", "RmsNormMul", "Glu"].includes(n.op._tag)).map((n) => n.dtype)
+      assert.deepStrictEqual(producers(Fusion.optimize(graph)), ["f32", "f32", "f32"])
+      const half = Fusion.optimize(graph, { halfActivations: () => true })
+      assert.deepStrictEqual(producers(half), ["f16", "f16", "f16"])
+      // every product now reads f16; the same results but for the activations' rounding
+      for (const n of half.nodes.filter((n) => n.op._tag === "MulMat")) assert.strictEqual(n.src[1].dtype, "f16")
+      const want = (yield* compute(graph, inputs, ys)).flat()
+      const got = (yield* compute(half, inputs, ys)).flat()
+      const err = want.reduce((s, v, i) => s + (v - got[i]) ** 2, 0) / want.reduce((s, v) => s + v * v, 0)
+      assert.isBelow(err, 1e-5)
+      assert.isAbove(err, 0)
+      // a product that does not take f16 keeps its producer (shared with one that does) in f32
+      const some = Fusion.optimize(graph, { halfActivations: (p) => p.src[0].name !== "wk" })
+      assert.deepStrictEqual(producers(some), ["f32", "f16", "f16"])
+    }))
+
+  it.effect("a result that another op reads, or that is an output, stays f32", () =>
+    Effect.gen(function*() {
+      const { graph, inputs, ys } = yield* layer(true)
+      const half = Fusion.optimize(graph, { halfActivations: () => true })
+      const norms = half.nodes.filter((n) => n.op._tag === "AddRmsNorm")
+      assert.deepStrictEqual(norms.map((n) => n.dtype), ["f32"])
+      const want = (yield* compute(graph, inputs, ys)).flat()
+      const got = (yield* compute(half, inputs, ys)).flat()
+      assert.isBelow(want.reduce((s, v, i) => s + (v - got[i]) ** 2, 0) / want.reduce((s, v) => s + v * v, 0), 1e-5)
+      // the norm as an output
+      const g = Graph.make()
+      const x = yield* g.input("x", "f32", [64, 12])
+      const w = yield* g.param("w", "f16", [64, 32])
+      const n = yield* g.output(Ops.rmsNorm(x, 1e-6), "n")
+      yield* g.output(Ops.mulMat(w, n), "p")
+      const out = Fusion.optimize(g.build(), { halfActivations: () => true })
+      assert.strictEqual(out.nodes.find((t) => t.op._tag === "RmsNorm")?.dtype, "f32")
+    }))
+})

@@ -50,6 +50,8 @@ export interface Options {
   readonly attentionDecode?: WebGpuDevice.Options["attentionDecode"]
   /** @internal short fixed loops written out (the GPU form) or not, for tests */
   readonly writeOut?: WebGpuDevice.Options["writeOut"]
+  /** @internal a prompt's activations written in f16 for products on subgroup matrices, for measuring */
+  readonly halfActivations?: WebGpuDevice.Options["halfActivations"]
 }
 
 /**
@@ -138,7 +140,8 @@ const openDevice = (gpu: GPU, options: Options, index: number): Effect.Effect<De
       registerTile: options.registerTile,
       quantizedDecode: options.quantizedDecode,
       attentionDecode: options.attentionDecode,
-      writeOut: options.writeOut
+      writeOut: options.writeOut,
+      halfActivations: options.halfActivations
     })
     // runs before the GPUDevice is destroyed: from then on the device refuses new backends and events
     yield* Effect.addFinalizer(() => Device.markReleased(device))

@@ -66,6 +66,14 @@ export interface Options {
    */
   readonly writeOut?: boolean | undefined
   /**
+   * a prompt's activations written in f16 where every product reading them runs on subgroup matrices
+   * (which round them to f16 anyway): half the bytes for the products to load; default: off until measured
+   * in a model (benchmarks/RESULTS.md)
+   *
+   * @internal
+   */
+  readonly halfActivations?: boolean | undefined
+  /**
    * the WGSL language features of the GPU the device comes from (`navigator.gpu.wgslLanguageFeatures`);
    * default: navigator.gpu's where there is one, else none
    */
@@ -245,7 +253,8 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
         mulMatStack: MatMul.stacks(ctx.target),
         addRmsNormKeep: true,
         ropeSetRows: true,
-        ropeAttention: Attention.fusesRope(ctx.target)
+        ropeAttention: Attention.fusesRope(ctx.target),
+        ...(options.halfActivations === true ? { halfActivations: MatMul.takesHalfActivations(ctx.target) } : {})
       }),
     // leafs in a buffer of their own: kernels bind them read-only, which the H200 runs faster
     // (benchmarks/RESULTS.md, "leaf buffer")

@@ -224,6 +224,42 @@ describe.skipIf(!adapterAvailable)("WebGPU computes", () => {
         }
       }))
 
+    // activations in f16 (Fusion.Options.halfActivations, which the device asks for where subgroup matrices
+    // take the products and the option is on): a residual sum's norm, a norm and a swiglu write f16, their
+    // products read it; the same rewritten graph on the CPU
+    it.scoped("activations written in f16 by norms and swiglu and read by the products match the CPU", () =>
+      Effect.gen(function*() {
+        const d = yield* device
+        const g = Graph.make()
+        const x = yield* g.input("x", "f32", [256, 9])
+        const r = yield* g.input("r", "f32", [256, 9])
+        const w = yield* g.param("w", "f32", [256])
+        const [wq, wg, wu] = yield* Effect.forEach(["wq", "wg", "wu"], (n) => g.param(n, "f16", [256, 40]))
+        const wd = yield* g.param("wd", "f16", [40, 24])
+        const n1 = yield* Ops.mul(Ops.rmsNorm(Ops.add(x, r), 1e-6), w)
+        const n2 = yield* Ops.mul(Ops.rmsNorm(x, 1e-6), w)
+        const glu = yield* Ops.mul(Ops.silu(Ops.mulMat(wg, n2)), Ops.mulMat(wu, n2))
+        const ys = [yield* g.output(Ops.mulMat(wq, n1), "q"), yield* g.output(Ops.mulMat(wd, glu), "down")]
+        const half = Fusion.optimize(g.build(), { halfActivations: () => true })
+        const producers = half.nodes.filter((n) => ["AddRmsNorm", "RmsNormMul", "Glu"].includes(n.op._tag))
+        assert.deepStrictEqual(producers.map((n) => n.dtype), ["f16", "f16", "f16"])
+        // without shader-f16 the device has no f16 results, and says so
+        if (!d.description.includes("shader-f16")) return assert.isFalse(d.supportsOp(producers[0]))
+        const results: Array<Array<number>> = []
+        for (const dev of [d, Cpu.make()]) {
+          const backend = yield* dev.makeBackend()
+          const plan = yield* backend.allocate(half)
+          for (const [t, seed] of [[x, 1], [r, 2], [w, 3], [wq, 4], [wg, 5], [wu, 6], [wd, 7]] as const) {
+            yield* plan.set(t, Generators.values(seed, t.ne[0] * t.ne[1]))
+          }
+          yield* backend.compute(plan)
+          const out: Array<number> = []
+          for (const y of ys) out.push(...(yield* plan.get(y)))
+          results.push(out)
+        }
+        assert.isBelow(nmse(results[0], results[1]), 1e-6)
+      }))
+
     it.scoped("chains of element-wise ops run as one kernel and match the CPU", () =>
       Effect.gen(function*() {
         const d = yield* device

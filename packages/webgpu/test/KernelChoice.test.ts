@@ -6,7 +6,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { scratchBytes } from "../src/internal/kernels/attentionDecode.js"
 import type { KernelTarget } from "../src/internal/kernels/kernel.js"
-import { mulMat } from "../src/internal/kernels/matmul.js"
+import { mulMat, takesHalfActivations } from "../src/internal/kernels/matmul.js"
 import { kernelFor, scratchBytes as nodeScratch } from "../src/internal/kernels/select.js"
 
 const f16Product = Effect.gen(function*() {
@@ -101,6 +101,24 @@ describe("mul_mat kernel choice", () => {
       assert.isUndefined(withBias.variant.splits)
       assert.isUndefined(withBias.next)
       assert.strictEqual(nodeScratch(fused, target({})), 0)
+    }))
+
+  it.effect("products take f16 activations where subgroup matrices compute them (Fusion's halfActivations)", () =>
+    Effect.gen(function*() {
+      const takes = (dtype: "f16" | "f32" | "q4_0", N: number, extra: Partial<KernelTarget> = {}) =>
+        Effect.gen(function*() {
+          const g = Graph.make()
+          const a = yield* g.param("a", dtype, [256, 64])
+          const y = yield* Ops.mulMat(a, yield* g.input("b", "f32", [256, N]))
+          return takesHalfActivations({ ...gpu, workgroupStorage: 49152, ...extra })(y)
+        })
+      assert.isTrue(yield* takes("f16", 9))
+      assert.isTrue(yield* takes("q4_0", 9))
+      // matrix-vector products (8 columns or fewer), f32 weights, no subgroup matrices: f32 kept
+      assert.isFalse(yield* takes("f16", 8))
+      assert.isFalse(yield* takes("q4_0", 8))
+      assert.isFalse(yield* takes("f32", 64))
+      assert.isFalse(yield* takes("f16", 64, { subgroupMatrix: false }))
     }))
 
   it.effect("f16 weights against f32 activations run on subgroup matrices, b converted as it is staged", () =>

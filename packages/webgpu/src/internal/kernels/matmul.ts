@@ -84,6 +84,14 @@ const matrixTiling = (product: Product.Product, a: Tensor.Tensor, b: Tensor.Tens
   return a.dtype === "f16" && a.nb[0] === 2 ? target.matrixTile ?? tileFor(product, target, () => true) : undefined
 }
 
+/**
+ * @internal: whether a product's kernel takes its activations in f16 as well as in f32 (subgroup matrices
+ * round them to f16 as they are staged): their producer may then write them in f16
+ * (Fusion.Options.halfActivations)
+ */
+export const takesHalfActivations = (target: KernelTarget) => (node: Tensor.Tensor): boolean =>
+  matrixTiling(Product.of(node, undefined), node.src[0], node.src[1], target) !== undefined
+
 /** @internal: bytes of scratch a mul_mat node's kernel keeps after its result: a split-K product's partials */
 export const scratchBytes = (node: Tensor.Tensor, target: KernelTarget): number => {
   const product = Product.of(node, node.op._tag === "MulMatAdd" ? node.src[2] : undefined)
