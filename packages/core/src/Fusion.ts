@@ -182,7 +182,13 @@ export const optimize = (g: Graph.Graph, options: Options = {}): Graph.Graph => 
   const halves = new Set<number>()
   if (options.halfActivations !== undefined) {
     const readers = new Map<number, Array<Tensor.Tensor>>()
-    for (const n of g.nodes) for (const s of n.src) readers.set(s.id, [...(readers.get(s.id) ?? []), n])
+    for (const n of g.nodes) {
+      for (const s of n.src) {
+        const list = readers.get(s.id)
+        if (list === undefined) readers.set(s.id, [n])
+        else list.push(n)
+      }
+    }
     const plain = (t: Tensor.Tensor) =>
       !absorbed.has(t.id) && !fusions.has(t.id) && !stacks.has(t.id) && !kept.has(t.id)
     for (const n of g.nodes) {
