@@ -42,8 +42,8 @@ if [ ! -s $out/llamapack.tar.xz ]; then
       echo "--exclude=$v/libggml-cpu-$c.so"; done) -cf - node_modules | xz -T0 -6 > $out/llamapack.tar.xz
   rm -rf "$tmp"
 fi
-esbuild=$(readlink -f node_modules/.pnpm/node_modules/.bin/esbuild 2>/dev/null || true)
-[ -x "$esbuild" ] || esbuild=$(ls node_modules/.pnpm/esbuild@*/node_modules/esbuild/bin/esbuild | head -1)
+# the package's own bin (a native binary after its install); pnpm's .bin shim runs it with node, which fails
+esbuild=$(ls node_modules/.pnpm/esbuild@*/node_modules/esbuild/bin/esbuild | head -1)
 bundle() {
   "$esbuild" "$1" --bundle --platform=node --format=esm --target=node20 --external:webgpu --external:'@tensorflow/*' --conditions=dawn \
     --log-level=warning --outfile="$out/$2" \
