@@ -15,7 +15,8 @@
  *   tsx llm.ts run DIR NAME --timeline   a decoding step's host events (writes, submits, waits) untraced
  *   tsx llm.ts run DIR NAME --f32-decode   q4_0 and q8_0 decode without the int8 form (to compare)
  *   tsx llm.ts run DIR NAME --toggles skip_validation   extra Dawn toggles (after the defaults)
- *   tsx llm.ts run DIR NAME --half-activations      a prompt's activations in f16 for products on subgroup matrices
+ *   tsx llm.ts run DIR NAME --f32-activations      a prompt's activations kept f32 (f16 for products on subgroup
+ *                                                 matrices by default)
  */
 import { Registry } from "@effect-gpu/core"
 import { Fixture, Llm } from "@effect-gpu/llm"
@@ -77,7 +78,7 @@ const attentionDecode = {
 const gpuOptions = {
   ...(Object.keys(attentionDecode).length > 0 ? { attentionDecode } : {}),
   ...(rest.includes("--f32-decode") ? { quantizedDecode: { rows: 2, columns: 8, int8: false } } : {}),
-  ...(rest.includes("--half-activations") ? { halfActivations: true } : {}),
+  ...(rest.includes("--f32-activations") ? { halfActivations: false } : {}),
   ...(rest.includes("--toggles")
     ? { toggles: [...WebGpu.defaultToggles, ...rest[rest.indexOf("--toggles") + 1].split(",")] }
     : {})

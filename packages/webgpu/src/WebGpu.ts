@@ -50,7 +50,7 @@ export interface Options {
   readonly attentionDecode?: WebGpuDevice.Options["attentionDecode"]
   /** @internal short fixed loops written out (the GPU form) or not, for tests */
   readonly writeOut?: WebGpuDevice.Options["writeOut"]
-  /** @internal a prompt's activations written in f16 for products on subgroup matrices, for measuring */
+  /** @internal a prompt's activations in f16 for products on subgroup matrices (default on), for measuring */
   readonly halfActivations?: WebGpuDevice.Options["halfActivations"]
 }
 
