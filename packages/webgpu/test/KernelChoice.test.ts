@@ -87,6 +87,12 @@ describe("mul_mat kernel choice", () => {
         // 64 steps: splits of 3 steps, 22 of them (none left empty)
         assert.strictEqual(yield* tiling(dtype, 2048, 2048, many), "mmsg:2x2:4x4/22", dtype)
       }
+      // 64 rows (attention's P V at head size 64, 32 heads): 128 workgroups of 128 x 128 with half their rows
+      // empty; the 64 x 64 tiles, 256 of them, instead
+      const pv = Graph.make()
+      const v = yield* pv.param("v", "f16", [512, 64, 32])
+      const p = yield* pv.output(Ops.mulMat(v, yield* pv.input("p", "f32", [512, 512, 32])))
+      assert.deepInclude(mulMat(p, target({}), undefined).variant, { family: "mmsg", subgroups: "2x1" })
       // where the small tiling does not fit (64 invocations), the first that does
       assert.strictEqual(yield* tiling("f16", 3072, 2048, { workgroupInvocations: 32 }), "mmsg:1x1:4x4")
       // a product with its bias (mul_mat_add) is not split (the small tiles, as before splits), and keeps no

@@ -59,7 +59,9 @@ const tileFor = (product: Product.Product, target: KernelTarget, usable: (t: Mat
   if (target.matrixTile !== undefined && ok(target.matrixTile)) return target.matrixTile
   const first = MATRIX_TILES.find(ok)
   const few = first !== undefined && gridOf(product, first) < SMALL_GRID && splitsOf(product, first) < 4
-  return few && ok(SMALL_TILE) ? SMALL_TILE : first
+  // a product of 64 rows or fewer (attention's P V at head size 64) would leave half the tile's rows empty
+  const thin = first !== undefined && 2 * product.M <= first.sgCols * first.fragCols * 16
+  return (few || thin) && ok(SMALL_TILE) ? SMALL_TILE : first
 }
 
 /** the quantized matrix-vector kernel's shape on a target */
