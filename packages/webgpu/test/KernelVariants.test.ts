@@ -7,7 +7,7 @@ import { Cpu, Float16, Fusion, Graph, Ops, Quant, Registry } from "@effect-gpu/c
 import { Generators } from "@effect-gpu/testing"
 import { WebGpu, WebGpuDevice } from "@effect-gpu/webgpu"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Option } from "effect"
 import { adapterAvailable, nmse } from "./utils.js"
 
 describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
@@ -576,7 +576,9 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
               const entries = (yield* trace).entries
               const norm = entries.find((e) => e.op === "add_rms_norm")
               assert.deepInclude(norm?.variant, { unrolled: true, bForm: "=%==", wForm: "=1==" }, norm?.kernel)
-              assert.strictEqual(entries.find((e) => e.op === "soft_max")?.variant?.unrolled, true)
+              // rows a subgroup holds (the next test) take the subgroup form, longer ones the row kernel
+              const soft = entries.find((e) => e.op === "soft_max")?.variant
+              if (!String(soft?.form).startsWith("sg")) assert.strictEqual(soft?.unrolled, true)
               const decode = entries.find((e) => e.variant?.family === "flash_attn_decode")
               // the decode form needs subgroups
               if (d.description.includes("subgroups")) assert.deepInclude(decode?.variant, { out: true, across })
@@ -593,6 +595,49 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
       }),
     120_000
   )
+
+  // soft_max a row per subgroup (the GPU form, forced): rows that fill the lanes and rows that do not, an
+  // f16 mask broadcast over heads with rows past the scores', ALiBi slopes, sinks, a row offset by a view;
+  // rows longer than 32 a lane take the workgroup-per-row kernel
+  it.scoped("soft_max a row per subgroup matches the CPU", () =>
+    Effect.gen(function*() {
+      const [d] = yield* WebGpu.make({ devices: 1, writeOut: true })
+      const info = Option.getOrUndefined(WebGpuDevice.gpuDevice(d))?.adapterInfo
+      const S = info?.subgroupMinSize === info?.subgroupMaxSize ? info?.subgroupMinSize : undefined
+      if (!d.description.includes("subgroups") || S === undefined) {
+        return console.log(`no subgroups of one size on ${d.description}: soft_max by subgroup not run`)
+      }
+      for (const n of [4 * S, 3 * S + 5, 32 * S + 1]) {
+        for (const variant of ["mask", "sinks"] as const) {
+          const g = Graph.make()
+          const x = yield* g.input("x", "f32", [n * 15 + 3])
+          const scores = Ops.view(x, [n, 5, 3], [4 * n, 20 * n], 12)
+          const m = yield* g.input("m", "f16", [n, 7])
+          const sinks = yield* g.input("s", "f32", [3])
+          const y = yield* g.output(
+            Ops.softMax(scores, variant === "mask" ? { mask: m, scale: 0.7, maxBias: 8 } : { sinks, scale: 0.3 })
+          )
+          const results: Array<Array<number>> = []
+          for (const dev of [d, Cpu.make()]) {
+            const backend = yield* dev.makeBackend()
+            const plan = yield* backend.allocate(g.build())
+            yield* plan.set(x, Generators.values(71, n * 15 + 3))
+            if (variant === "mask") yield* plan.set(m, Generators.values(72, n * 7))
+            else yield* plan.set(sinks, Generators.values(73, 3))
+            const trace = yield* backend.captureNext
+            yield* backend.compute(plan)
+            if (dev === d) {
+              const form = String((yield* trace).entries.find((e) => e.op === "soft_max")?.variant?.form)
+              const R = Math.ceil(n / S)
+              if (R > 32) assert.notMatch(form, /^sg/, `${n} ${variant}`)
+              else assert.strictEqual(form, `sg${R}${n % S === 0 ? "f" : ""}`, `${n} ${variant}`)
+            }
+            results.push(Array.from(yield* plan.get(y)))
+          }
+          assert.isBelow(nmse(results[0], results[1]), 1e-10, `${n} ${variant}`)
+        }
+      }
+    }), 120_000)
 
   // rope stored by set_rows in one dispatch (rope_set_rows), normal and neox, with frequency factors once:
   // the cache after it against the CPU's unfused graph

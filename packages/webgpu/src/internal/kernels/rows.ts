@@ -11,7 +11,19 @@ import * as Tensor from "@effect-gpu/core/Tensor"
 import { fold } from "../wgsl.js"
 import type { Kernel, KernelTarget, Operand, Param, Variant } from "./kernel.js"
 import * as KernelSpec from "./kernel.js"
-import { bcast, bcastForm, entry, f32, repeat, stridesAligned, u32, WG, writesOut } from "./kernel.js"
+import {
+  bcast,
+  bcastForm,
+  entry,
+  f32,
+  range,
+  repeat,
+  stridesAligned,
+  SUBGROUP_LANES,
+  u32,
+  WG,
+  writesOut
+} from "./kernel.js"
 import { alibiSlope, headLog2, workgroupReductions } from "./reduce.js"
 
 /**
@@ -134,6 +146,8 @@ export const softMax = (
   // rows of up to CACHED_ROW elements per thread stay in registers: one read and one write per element
   const row = cachedRow(a.ne[0], target)
   const unrolled = writesOut(target)
+  const bySubgroup = subgroupRows(a.ne[0], target)
+  if (bySubgroup !== undefined) return subgroupSoftMax(a, bySubgroup, operands, params, x, sinks !== undefined, target)
   const { R, full } = row
   const body = row.cached
     ? `
@@ -192,6 +206,78 @@ ${each((i, r) => `st4_d(bd + ${i}, vals[${r}] * inv);`)}`
     vec4: true,
     fallback: scalar
   }
+}
+
+/** elements a lane holds of a row that a subgroup takes alone */
+const SUBGROUP_ROW = 32
+
+/**
+ * A row per subgroup, in registers (R elements a lane): the GPU form (writesOut) where the device's
+ * subgroups have one size and rows are short. A workgroup per row of attention's scores (512 at a prompt)
+ * gave each of its 256 threads two elements and two barriers: that row kernel took 70 us a layer on the
+ * H200 for 32 MB in and out.
+ */
+const subgroupRows = (n: number, target: KernelTarget) => {
+  const S = target.subgroupSize
+  if (target.subgroups !== true || S === undefined || !writesOut(target) || WG % S !== 0) return undefined
+  const R = Math.ceil(n / S)
+  return R <= SUBGROUP_ROW ? { S, R, full: n % S === 0 } : undefined
+}
+
+/**
+ * soft_max a row per subgroup (subgroupRows): `x(i)` the scaled, masked logit of element i; the sink, where
+ * there is one, joins the max and the denominator. Subgroups are taken to lie along the local index, as the
+ * subgroup-matrix kernels take them.
+ */
+const subgroupSoftMax = (
+  a: Tensor.Tensor,
+  { full, R, S }: { readonly S: number; readonly R: number; readonly full: boolean },
+  operands: ReadonlyArray<Operand>,
+  params: ReadonlyArray<Param>,
+  x: (i: string) => string,
+  sinks: boolean,
+  target: KernelTarget
+): Kernel => {
+  const each = (body: (i: string, r: number) => string) =>
+    range(R).map((r) => {
+      const at = `let i = sgl + ${r * S}u;`
+      return `  { ${at} ${full ? body("i", r) : `if (i < n) { ${body("i", r)} }`} }`
+    }).join("\n")
+  const perGroup = WG / S
+  return KernelSpec.make({
+    variant: {
+      family: "row",
+      op: "soft_max",
+      mask: operands.some((o) => o.name === "m"),
+      sinks,
+      form: `sg${R}${full ? "f" : ""}`
+    },
+    enables: ["subgroups"],
+    // a row's subgroup returns or goes on as one: its reductions are uniform where Tint cannot prove it
+    diagnosticsOff: ["subgroup_uniformity"],
+    operands,
+    params,
+    workgroups: fold(Math.ceil(Tensor.nrows(a) / perGroup), target.maxWorkgroups),
+    main: `
+${SUBGROUP_LANES}
+${entry(WG, true)}
+  let row = wg_linear(wid, nwg) * ${perGroup}u + lid / ${S}u;
+  if (row >= P.a_ne1 * P.a_ne2 * P.a_ne3) { return; }
+  let i1 = row % P.a_ne1;
+  let i2 = (row / P.a_ne1) % P.a_ne2;
+  let i3 = row / (P.a_ne1 * P.a_ne2);
+  let n = P.a_ne0;
+${alibiSlope("i2")}
+  var vals: array<f32, ${R}>;
+  var mx = neg_inf();
+${each((i, r) => `let v = ${x(i)}; vals[${r}] = v; mx = max(mx, v);`)}
+  mx = subgroupMax(mx);${sinks ? "\n  let sink = ld_k(ix_k(i2, 0u, 0u, 0u));\n  mx = max(mx, sink);" : ""}
+  var s = 0.0;
+${each((_, r) => `let e = exp(vals[${r}] - mx); vals[${r}] = e; s += e;`)}
+  let inv = 1.0 / (subgroupAdd(s)${sinks ? " + exp(sink - mx)" : ""});
+${each((i, r) => `st_d(ix_d(${i}, i1, i2, i3), vals[${r}] * inv);`)}
+}`
+  })
 }
 
 /** @internal: rms_norm, optionally over a sum (add_rms_norm) and times a weight (fused mul) */
