@@ -125,6 +125,22 @@ const program = Effect.gen(function*() {
     if (!ok) failed++
     console.log(JSON.stringify({ a: at, tiling, K, M, N, batches: "2/4", bias, kernels, nmse: error, bound, ok }))
   }
+  // attention's products at a prompt, batched over heads: q k^T (K 64: the blocks stored straight from
+  // their registers, as every block inside a product without a bias is) and p v (64 rows: the small tiles;
+  // 300 columns leave edge blocks that go through workgroup memory)
+  for (const [K, M, N] of [[64, 512, 512], [512, 64, 300]] as const) {
+    const g = Graph.make()
+    const a = yield* g.param("a", "f16", [K, M, 8])
+    const b = yield* g.input("b", "f32", [K, N, 8])
+    const y = yield* g.output(Ops.mulMat(a, b))
+    const { error, kernels } = yield* against(gpu, g, y, [
+      [a, Generators.values(6, K * M * 8)],
+      [b, Generators.values(7, K * N * 8)]
+    ])
+    const ok = error <= 1e-5 && kernels.includes("direct=true")
+    if (!ok) failed++
+    console.log(JSON.stringify({ a: "f16", K, M, N, batches: 8, kernels, nmse: error, bound: 1e-5, ok }))
+  }
   // decode attention over a model's heads (32 / 8) at 640 keys, its keys in 5 (the default) to 70 splits
   for (const [D, splits, across] of [[64, 0, "keys"], [128, 40, "keys"], [64, 70, "dims"]] as const) {
     const [dev] = yield* WebGpu.make({ devices: 1, attentionDecode: { ...(splits > 0 ? { splits } : {}), across } })

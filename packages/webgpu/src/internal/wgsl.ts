@@ -128,6 +128,7 @@ export const header = (
     if (o.writable) written.add(o.slot)
   }
   const f16 = [...slots.values()].includes("f16")
+  const matrices = enables.includes("chromium_experimental_subgroup_matrix")
   const fields = [...operands.flatMap((o) => operandFields(o.name)), ...extra]
   const lines: Array<string> = []
   for (const e of new Set([...(f16 ? ["f16"] : []), ...enables])) lines.push(`enable ${e};`)
@@ -180,6 +181,13 @@ export const header = (
       const st = storageType(o.dtype)
       lines.push(`fn ld4_${n}(i: u32) -> vec4<f32> { return vec4<f32>(${b}[i]); }`)
       store(`fn st4_${n}(i: u32, v: vec4<f32>) { ${b}[i] = vec4<${st}>(v); }`)
+      // a 16 x 16 f32 result matrix stored row-major from element i, rows `stride` elements apart (both
+      // multiples of 4 here: offsets and strides count vec4s)
+      if (matrices && o.dtype === "f32") {
+        store(
+          `fn smst_${n}(i: u32, m: subgroup_matrix_result<f32, 16, 16>, stride: u32) { subgroupMatrixStore<row_major>(&${b}, i >> 2u, m, stride >> 2u); }`
+        )
+      }
       if (o.dtype === "f16") lines.push(`fn ldh4_${n}(i: u32) -> vec4<f16> { return ${b}[i]; }`)
       // single elements of a vec4 binding, for kernels that load in fours and store one at a time
       lines.push(`fn ld_${n}(i: u32) -> f32 { return f32(${b}[i >> 2u][i & 3u]); }`)
@@ -193,6 +201,11 @@ export const header = (
     } else {
       lines.push(`fn ld_${n}(i: u32) -> f32 { return f32(${b}[i]); }`)
       store(`fn st_${n}(i: u32, v: f32) { ${b}[i] = ${storageType(o.dtype)}(v); }`)
+      if (matrices && o.dtype === "f32") {
+        store(
+          `fn smst_${n}(i: u32, m: subgroup_matrix_result<f32, 16, 16>, stride: u32) { subgroupMatrixStore<row_major>(&${b}, i, m, stride); }`
+        )
+      }
     }
   }
   lines.push(COMMON)

@@ -290,6 +290,20 @@ ${
     ]
     return `    {\n${lines.join("\n")}\n    }`
   }).join("\n")
+  // a block inside the result (or its split's partials), without a bias: each fragment stored straight from
+  // its registers, rows a result row apart; edges and the bias go through workgroup memory below. Storing
+  // every fragment through workgroup memory, two barriers each, was most of a short-K product's time
+  const resultNode = product.operands.find((o) => o.name === "d")!.tensor
+  const direct = product.epilogue === "" && Tensor.isContiguous(resultNode)
+  const directStore = range(FR).flatMap((i) =>
+    range(FC).map((j) => {
+      const [m, nn] = [`m0 + sc * ${FC * 16}u + ${j * 16}u`, `n0 + sr * ${FR * 16}u + ${i * 16}u`]
+      const at = splits > 1 ? `part + (${nn}) * M + ${m}` : `ix_d(${m}, ${nn}, b2, b3)`
+      return `    smst_d(${at}, ${frag(i, j)}, ${splits > 1 ? "M" : "P.d_nb1"});`
+    })
+  ).join("\n")
+  const inside = [whole ? "" : `m0 + ${TM}u <= M && n0 + ${TN}u <= N`, vec ? "M % 4u == 0u" : ""]
+    .filter((c) => c !== "").join(" && ") || "true"
   const store = range(FR).flatMap((i) =>
     range(FC).map((j) =>
       `  subgroupMatrixStore<row_major>(&Cs, sg * 256u, ${frag(i, j)}, 16u);
@@ -307,6 +321,7 @@ ${
   workgroupBarrier();`
     )
   ).join("\n")
+  const stores = direct ? `  if (${inside}) {\n${directStore}\n  } else {\n${store}\n  }` : store
   const vt = vec ? "vec4<f16>" : "f16"
   const rt = w === 8 ? "vec4<u32>" : vt
   const xt = f32b ? (vec ? "vec4<f32>" : "f32") : rt
@@ -356,7 +371,8 @@ ${steps}
       ...(quantized === undefined
         ? {}
         : { dtype: quantized, prefetch: shared ? "lanes" : raw ? "words" : "values" }),
-      ...(splits > 1 ? { splits } : {})
+      ...(splits > 1 ? { splits } : {}),
+      ...(direct ? { direct } : {})
     },
     enables: ["f16", "subgroups", "chromium_experimental_subgroup_matrix"],
     // Tint wants subgroup-matrix arguments provably uniform; per-subgroup offsets (lid / 32) are uniform
@@ -401,7 +417,7 @@ ${load("x", TN)}
 ${loadW()}
   }
 ${loop}
-${store}
+${stores}
 }`
   })
   const withNext = split ? { ...kernel, next: split.merge } : kernel
