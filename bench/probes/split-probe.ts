@@ -6,6 +6,8 @@
  *
  *   tsx split-probe.ts [HIDDEN FFN TOKENS LAYERS]        (default 2048 5632 128 8)
  *   SPLIT_TRACE=1 tsx split-probe.ts ...                 also each split's copy and compute time (stderr)
+ *   SPLIT_SHARE=1 tsx split-probe.ts ...                 the two devices share one GPUDevice (WebGpu's
+ *                                                        shareDevice: copies on the GPU, no events)
  */
 import { Graph, Ops, Registry, Scheduler } from "@effect-gpu/core"
 import type { Tensor } from "@effect-gpu/core"
@@ -41,6 +43,8 @@ const tiled = (n: number) => {
   for (let at = 0; at < n; at += pattern.length) out.set(pattern.subarray(0, Math.min(pattern.length, n - at)), at)
   return out
 }
+
+const shareDevice = process.env.SPLIT_SHARE === "1"
 
 const median = (xs: Array<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
 
@@ -97,8 +101,8 @@ const program = Effect.gen(function*() {
       overhead_us_per_split: n > 1 ? ((wall - single) * 1000) / (n - 1) : 0
     })
   }
-  console.log(JSON.stringify({ hidden: H, ffn: F, tokens: T, layers: L, results }))
-}).pipe(Effect.scoped, Effect.provide(WebGpu.layer({ devices: 2 })))
+  console.log(JSON.stringify({ hidden: H, ffn: F, tokens: T, layers: L, shareDevice, results }))
+}).pipe(Effect.scoped, Effect.provide(WebGpu.layer({ devices: 2, shareDevice })))
 
 Effect.runPromise(program).catch((e) => {
   console.error(e)

@@ -218,7 +218,10 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
             return e === undefined ? Effect.void : Effect.fail(e)
           })
         case "CopyTensor":
-          if (command.src.bufferType.device !== interpreter.device) {
+          if (
+            command.src.bufferType.device !== interpreter.device &&
+            !Buffer.sameQueue(command.src.bufferType, device.bufferType)
+          ) {
             return Effect.flatMap(
               command.src.get(command.srcOffset, command.size),
               (data) => interpreter.execute(Command.SetTensor({ buffer: command.dst, offset: command.dstOffset, data }))
@@ -419,6 +422,11 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
             dstOffset: dst.offset,
             size
           })
+          // devices on one queue (virtual devices of one GPU): the copy is submitted after the source's work,
+          // so it neither waits for an event nor goes through the host
+          if (from !== undefined && from !== self && Buffer.sameQueue(src.buffer.bufferType, device.bufferType)) {
+            return yield* detach(copy)
+          }
           if (
             from !== undefined && from !== self && !src.buffer.bufferType.isHost &&
             src.buffer.bufferType.device !== device.name

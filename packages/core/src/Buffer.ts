@@ -52,7 +52,21 @@ export interface Memory {
   readonly kind: Kind
   readonly alignment: number
   readonly isHost: boolean
+  /**
+   * the queue the device submits to, where devices share one (virtual devices of one GPU): work on one
+   * queue runs in the order it is submitted, so a copy between memories of one queue needs neither the
+   * host nor an event
+   */
+  readonly queue?: string | undefined
 }
+
+/**
+ * Whether two memories' devices submit to one queue (`Memory.queue`).
+ *
+ * @since 0.1.0
+ * @category predicates
+ */
+export const sameQueue = (a: Memory, b: Memory): boolean => a.queue !== undefined && a.queue === b.queue
 
 /**
  * @since 0.1.0

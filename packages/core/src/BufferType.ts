@@ -79,6 +79,7 @@ export const make = (options: MakeOptions): BufferType => {
     alignment: options.alignment,
     maxSize: options.maxSize,
     isHost: options.isHost,
+    ...(options.queue === undefined ? {} : { queue: options.queue }),
     allocSize: options.allocSize ?? Tensor.nbytes,
     allocate: (size, allocOptions) => {
       const fail = (reason: string, cause?: unknown) =>

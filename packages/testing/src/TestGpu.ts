@@ -42,6 +42,11 @@ export interface Faults {
 export interface Options {
   /** logical devices "Test0".."Test{n-1}"; default 1 */
   readonly devices?: number
+  /**
+   * the devices submit to one queue, as virtual devices of one GPU (`Buffer.Memory.queue`): copies between
+   * them need neither events nor the host; default: a queue each
+   */
+  readonly sharedQueue?: boolean
   /** bytes each device holds (default 1 GiB) */
   readonly memory?: number
   /** added to every compute (uses the Clock, so TestClock controls it) */
@@ -181,6 +186,7 @@ const makeDevice = (
     alignment: 256,
     maxSize: options.maxBufferSize ?? 2 ** 31,
     isHost: false,
+    ...(options.sharedQueue === true ? { queue: "Test" } : {}),
     ledger,
     create: (size) =>
       Effect.suspend((): Effect.Effect<Buffer.Primitives, AllocationError | DeviceLost> => {

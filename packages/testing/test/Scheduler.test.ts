@@ -115,6 +115,35 @@ describe("Scheduler", () => {
       Array.from(yield* plan.get(y)).forEach((v, i) => assert.closeTo(v, 1 / 12 + inputs.bias[i], 1e-6))
     }).pipe(Effect.provide(TestGpu.layer({ devices: 2 }))))
 
+  it.scoped("two virtual devices on one queue cross without events or the host", () =>
+    Effect.gen(function*() {
+      const want = yield* single
+      const [d0, d1] = yield* Registry.devices
+      assert.strictEqual(d0.bufferType.queue, d1.bufferType.queue)
+      const { bias, g, w, x, y } = yield* build
+      const built = Graph.from(g)
+      const first = new Set(built.nodes.slice(0, 2).map((n) => n.id))
+      const scheduler = Scheduler.make([yield* d0.makeBackend(), yield* d1.makeBackend()], {
+        placement: (n) => (first.has(n.id) ? 0 : 1)
+      })
+      const plan = yield* scheduler.allocate(built)
+      yield* plan.set(w, inputs.w)
+      yield* plan.set(x, inputs.x)
+      yield* plan.set(bias, inputs.bias)
+      const testGpu = yield* TestGpu.TestGpu
+      yield* testGpu.clear
+      yield* scheduler.compute(plan)
+      // the copy is submitted after Test0's split on the one queue: no read back, no event
+      const commands = (yield* testGpu.commands).filter((c) => c.command !== "Synchronize")
+      Array.from(yield* plan.get(y)).forEach((v, i) => assert.closeTo(v, want[i], 1e-6))
+      assert.deepStrictEqual(commands.slice(0, 3).map((c) => `${c.device} ${c.command}`), [
+        "Test0 Compute",
+        "Test1 CopyTensor",
+        "Test1 Compute"
+      ])
+      assert.isFalse(commands.some((c) => ["RecordEvent", "WaitEvent", "GetTensor"].includes(c.command)))
+    }).pipe(Effect.provide(TestGpu.layer({ devices: 2, sharedQueue: true }))))
+
   it.effect("a scheduled plan leaves nothing behind once its scope closes", () =>
     LeakCheck.check(Effect.gen(function*() {
       const [gpu, cpu] = yield* Registry.devices

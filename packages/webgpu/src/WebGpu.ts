@@ -27,6 +27,12 @@ export interface Options {
   /** logical devices over the adapter; default: EFFECT_GPU_WEBGPU_DEVICES, else 1 */
   readonly devices?: number | undefined
   /**
+   * the devices share one GPUDevice and its queue (virtual devices of one GPU): copies between them stay
+   * on the GPU, ordered by the queue, without events or the host; default: a GPUDevice each (WebGPU
+   * shares no buffer between GPUDevices, so their copies pass through the host)
+   */
+  readonly shareDevice?: boolean | undefined
+  /**
    * Dawn toggles to enable (one list: Dawn keeps only the last flag). The default enables f16 on NVIDIA
    * (vulkan_enable_f16_on_nvidia) and experimental features such as subgroup matrices (allow_unsafe_apis).
    */
@@ -98,7 +104,8 @@ const describeAdapter = (a: GPUAdapter): string => {
   return [i.vendor, i.architecture, i.device, i.description].filter((s) => s !== undefined && s !== "").join(" ")
 }
 
-const openDevice = (gpu: GPU, options: Options, index: number): Effect.Effect<Device.Device, NoAdapter, Scope.Scope> =>
+/** a GPUDevice of a fresh adapter, destroyed when the scope closes */
+const openGpuDevice = (gpu: GPU, options: Options, index: number) =>
   Effect.gen(function*() {
     // a fresh adapter per device: Dawn hands out a lost device from an adapter used before
     // Dawn's native messages (limits it lowered, the Vulkan loader's complaints) go to the debug log
@@ -129,9 +136,26 @@ const openDevice = (gpu: GPU, options: Options, index: number): Effect.Effect<De
       ),
       (d) => Effect.sync(() => d.destroy())
     )
+    return {
+      adapter,
+      gpuDevice,
+      description: `${description} (${requiredFeatures.join(", ") || "no optional features"})`
+    }
+  })
+
+/** the device `index` on a GPUDevice, released (refusing new work) before the GPUDevice is destroyed */
+const wrapDevice = (
+  gpu: GPU,
+  options: Options,
+  index: number,
+  { adapter, description, gpuDevice }: Effect.Effect.Success<ReturnType<typeof openGpuDevice>>,
+  queue: string | undefined
+): Effect.Effect<Device.Device, never, Scope.Scope> =>
+  Effect.gen(function*() {
     const device = WebGpuDevice.make(gpuDevice, {
       name: `WebGPU${index}`,
-      description: `${description} (${requiredFeatures.join(", ") || "no optional features"})`,
+      description,
+      queue,
       memory: options.memory,
       offloadMinBatch: options.offloadMinBatch,
       adapterInfo: adapter.info as WebGpuDevice.AdapterInfo,
@@ -164,7 +188,17 @@ export const make = (
     }
     const gpu = yield* Gpu.acquire(dawnFlags(options.toggles, options.disabledToggles))
     const devices: Array<Device.Device> = []
-    for (let i = 0; i < n; i++) devices.push(yield* openDevice(gpu, options, i))
+    if (options.shareDevice === true) {
+      // one GPUDevice for all: its finalizer runs after every device's (scopes close in reverse)
+      const shared = yield* openGpuDevice(gpu, options, 0)
+      for (let i = 0; i < n; i++) {
+        devices.push(yield* wrapDevice(gpu, options, i, shared, n > 1 ? "WebGPU0" : undefined))
+      }
+    } else {
+      for (let i = 0; i < n; i++) {
+        devices.push(yield* wrapDevice(gpu, options, i, yield* openGpuDevice(gpu, options, i), undefined))
+      }
+    }
     return devices
   }).pipe(Effect.withSpan("WebGpu.make", { captureStackTrace: false }))
 

@@ -30,6 +30,11 @@ export interface Options {
   readonly memory?: number | undefined
   /** mul_mat with at least this many columns (ggml's batch) is worth offloading; default 32 */
   readonly offloadMinBatch?: number | undefined
+  /**
+   * the queue's name where several devices share this GPUDevice (virtual devices of one GPU): their
+   * copies stay on the GPU, ordered by the queue (`Buffer.Memory.queue`); default: a queue of its own
+   */
+  readonly queue?: string | undefined
   /** dispatches per command buffer at most (abort granularity); default 128 */
   readonly chunk?: number | undefined
   /**
@@ -212,6 +217,7 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
       alignment,
       maxSize,
       isHost: false,
+      queue: options.queue,
       ledger,
       allocSize: (t) => Program.allocSize(ctx, t),
       create: (size) => Memory.allocate(ctx, size, kind),
@@ -227,6 +233,7 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
       alignment,
       maxSize,
       isHost: false,
+      queue: options.queue,
       ledger,
       allocSize: (t) => Program.allocSize(ctx, t),
       create: (size) => Memory.allocate(ctx, size, "mapped", bytes),

@@ -1,9 +1,9 @@
-import { Graph, Ops, Registry, Scheduler } from "@effect-gpu/core"
+import { Buffer, Graph, Ops, Scheduler } from "@effect-gpu/core"
 import type { Tensor } from "@effect-gpu/core"
 import { Generators } from "@effect-gpu/testing"
-import { WebGpu } from "@effect-gpu/webgpu"
+import { WebGpu, WebGpuDevice } from "@effect-gpu/webgpu"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Option } from "effect"
 import { adapterAvailable, nmse } from "./utils.js"
 
 const N = 64
@@ -26,10 +26,14 @@ const mlp = Effect.gen(function*() {
 })
 
 describe.skipIf(!adapterAvailable)("layer split over two WebGPU devices", () => {
-  it.layer(WebGpu.layer({ devices: 2 }))((it) => {
-    it.scoped("an MLP split by layers (1:1) over two devices computes what one device does", () =>
+  // a GPUDevice each (copies through the host), and virtual devices sharing one (copies on the GPU)
+  for (const shareDevice of [false, true]) {
+    it.scoped(`an MLP split by layers (1:1) over two devices computes what one device does (shared: ${shareDevice})`, () =>
       Effect.gen(function*() {
-        const [d0, d1] = yield* Effect.all([Registry.deviceByName("WebGPU0"), Registry.deviceByName("WebGPU1")])
+        const [d0, d1] = yield* WebGpu.make({ devices: 2, shareDevice })
+        const [g0, g1] = [WebGpuDevice.gpuDevice(d0), WebGpuDevice.gpuDevice(d1)].map(Option.getOrUndefined)
+        assert.strictEqual(g0 === g1, shareDevice)
+        assert.strictEqual(Buffer.sameQueue(d0.bufferType, d1.bufferType), shareDevice)
         const { g, layerOf, ws, x, y } = yield* mlp
         const fill = <E>(set: (t: Tensor.Tensor, v: Float32Array) => Effect.Effect<void, E>) =>
           Effect.gen(function*() {
@@ -54,7 +58,7 @@ describe.skipIf(!adapterAvailable)("layer split over two WebGPU devices", () => 
         yield* scheduler.compute(split)
         assert.isBelow(nmse(Array.from(yield* split.get(y)), want), 1e-10)
       }))
-  })
+  }
 
   it("byLayer shares layers out by the ratios", () => {
     const place = Scheduler.byLayer({ ratios: [3, 1], layers: 8, layerOf: (t) => t.id })

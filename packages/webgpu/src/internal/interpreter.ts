@@ -467,7 +467,8 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
         }
         case "CopyTensor": {
           const [src, dst] = [nativeOf(command.src), nativeOf(command.dst)]
-          if (src?.ctx !== ctx || dst?.ctx !== ctx || command.size === 0) {
+          // buffers of this GPUDevice (this device's, or a virtual device's sharing it) copy on the GPU
+          if (src?.ctx.device !== ctx.device || dst?.ctx.device !== ctx.device || command.size === 0) {
             return command.dst.copyFrom(command.src, command.srcOffset, command.dstOffset, command.size)
           }
           const { dstOffset, size, srcOffset } = command

@@ -291,7 +291,7 @@ export const allocate = (
         read: (offset, n) => read(ctx, buffer, offset, n),
         copyFrom: (src, srcOffset, dstOffset, n) => {
           const other = nativeOf(src)
-          return other === undefined || other.ctx !== ctx
+          return other === undefined || other.ctx.device !== ctx.device
             ? Effect.succeed(false)
             : copy(ctx, other.buffer, srcOffset, buffer, dstOffset, n)
         }
