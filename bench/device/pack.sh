@@ -54,6 +54,7 @@ bundle bench/probes/kernel-check.ts check.mjs
 bundle bench/probes/prefill-probe.ts prefill.mjs
 bundle bench/probes/attention-probe.ts attention.mjs
 bundle bench/probes/split-probe.ts split.mjs
+bundle bench/probes/oracle-check.ts oracle.mjs
 bundle bench/run.ts run.mjs
 cp tools/llama-oracle/bench.mjs bench/device/run.sh $out/
 du -sh $out/* | sed 's/^/  /'
