@@ -1,4 +1,4 @@
-import { Cpu, Graph, Ops, Registry, Scheduler } from "@effect-gpu/core"
+import { Buffer, Cpu, Graph, Ops, Registry, Scheduler } from "@effect-gpu/core"
 import { Generators, LeakCheck, TestGpu } from "@effect-gpu/testing"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, TestClock } from "effect"
@@ -15,6 +15,29 @@ const build = Effect.gen(function*() {
 })
 
 const inputs = { w: Generators.values(1, 16 * 12), x: Generators.values(2, 16 * 5), bias: Generators.values(3, 60) }
+
+/**
+ * the graph over two mock devices, its first two nodes pinned to the first: computed once with the
+ * inputs, the command log cleared before
+ */
+const overTwo = Effect.gen(function*() {
+  const [d0, d1] = yield* Registry.devices
+  const { bias, g, w, x, y } = yield* build
+  const built = Graph.from(g)
+  const first = new Set(built.nodes.slice(0, 2).map((n) => n.id))
+  const scheduler = Scheduler.make([yield* d0.makeBackend(), yield* d1.makeBackend()], {
+    placement: (n) => (first.has(n.id) ? 0 : 1)
+  })
+  const plan = yield* scheduler.allocate(built)
+  yield* plan.set(w, inputs.w)
+  yield* plan.set(x, inputs.x)
+  yield* plan.set(bias, inputs.bias)
+  const testGpu = yield* TestGpu.TestGpu
+  yield* testGpu.clear
+  yield* scheduler.compute(plan)
+  const commands = (yield* testGpu.commands).filter((c) => c.command !== "Synchronize")
+  return { d0, d1, scheduler, plan, x, y, commands }
+})
 
 /** the graph on one backend: the reference */
 const single = Effect.gen(function*() {
@@ -83,25 +106,11 @@ describe("Scheduler", () => {
   it.scoped("pinned nodes go where they are pinned; two virtual devices each run their half", () =>
     Effect.gen(function*() {
       const want = yield* single
-      const [d0, d1] = yield* Registry.devices
-      const { bias, g, w, x, y } = yield* build
-      const built = Graph.from(g)
-      const first = new Set(built.nodes.slice(0, 2).map((n) => n.id))
-      const scheduler = Scheduler.make([yield* d0.makeBackend(), yield* d1.makeBackend()], {
-        placement: (n) => (first.has(n.id) ? 0 : 1)
-      })
-      const plan = yield* scheduler.allocate(built)
+      const { commands, plan, scheduler, x, y } = yield* overTwo
       assert.deepStrictEqual(plan.splits.map((s) => s.backend.device.name), ["Test0", "Test1"])
-      yield* plan.set(w, inputs.w)
-      yield* plan.set(x, inputs.x)
-      yield* plan.set(bias, inputs.bias)
-      const testGpu = yield* TestGpu.TestGpu
-      yield* testGpu.clear
-      yield* scheduler.compute(plan)
       Array.from(yield* plan.get(y)).forEach((v, i) => assert.closeTo(v, want[i], 1e-6))
       // the crossing from one GPU to the other: read in Test0's turn, after its split, and written in
       // Test1's; the read orders it, so no event waits on Test0's queue first
-      const commands = (yield* testGpu.commands).filter((c) => c.command !== "Synchronize")
       assert.deepStrictEqual(commands.slice(0, 3).map((c) => `${c.device} ${c.command}`), [
         "Test0 Compute",
         "Test0 GetTensor",
@@ -118,24 +127,10 @@ describe("Scheduler", () => {
   it.scoped("two virtual devices on one queue cross without events or the host", () =>
     Effect.gen(function*() {
       const want = yield* single
-      const [d0, d1] = yield* Registry.devices
-      assert.strictEqual(d0.bufferType.queue, d1.bufferType.queue)
-      const { bias, g, w, x, y } = yield* build
-      const built = Graph.from(g)
-      const first = new Set(built.nodes.slice(0, 2).map((n) => n.id))
-      const scheduler = Scheduler.make([yield* d0.makeBackend(), yield* d1.makeBackend()], {
-        placement: (n) => (first.has(n.id) ? 0 : 1)
-      })
-      const plan = yield* scheduler.allocate(built)
-      yield* plan.set(w, inputs.w)
-      yield* plan.set(x, inputs.x)
-      yield* plan.set(bias, inputs.bias)
-      const testGpu = yield* TestGpu.TestGpu
-      yield* testGpu.clear
-      yield* scheduler.compute(plan)
-      // the copy is submitted after Test0's split on the one queue: no read back, no event
-      const commands = (yield* testGpu.commands).filter((c) => c.command !== "Synchronize")
+      const { commands, d0, d1, plan, y } = yield* overTwo
+      assert.isTrue(Buffer.sameQueue(d0.bufferType, d1.bufferType))
       Array.from(yield* plan.get(y)).forEach((v, i) => assert.closeTo(v, want[i], 1e-6))
+      // the copy is submitted after Test0's split on the one queue: no read back, no event
       assert.deepStrictEqual(commands.slice(0, 3).map((c) => `${c.device} ${c.command}`), [
         "Test0 Compute",
         "Test1 CopyTensor",
