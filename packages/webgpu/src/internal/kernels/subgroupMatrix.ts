@@ -291,8 +291,8 @@ ${
     return `    {\n${lines.join("\n")}\n    }`
   }).join("\n")
   // a block inside the result (or its split's partials), without a bias: each fragment stored straight from
-  // its registers, rows a result row apart; edges and the bias go through workgroup memory below. Storing
-  // every fragment through workgroup memory, two barriers each, was most of a short-K product's time
+  // its registers, rows a result row apart, without the two barriers a fragment of the path through
+  // workgroup memory, which edges and the bias keep (a 1B prompt's GPU time 11.76 -> 11.66 ms on the H200)
   const resultNode = product.operands.find((o) => o.name === "d")!.tensor
   const direct = product.epilogue === "" && Tensor.isContiguous(resultNode)
   const directStore = range(FR).flatMap((i) =>
