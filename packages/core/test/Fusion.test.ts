@@ -176,6 +176,17 @@ describe("Fusion", () => {
         assert.isTrue(close(got[0], want[0]), `${dtype} y`)
         assert.isTrue(close(got[1], want[1]), `${dtype} z`)
       }
+      // products of several columns are never stacked: each would be a strided view, and q's reshape into
+      // heads takes it to be contiguous
+      const g = Graph.make()
+      const x = yield* g.input("x", "f32", [64, 3])
+      const [wq, wk] = [yield* g.param("wq", "f32", [64, 12]), yield* g.param("wk", "f32", [64, 4])]
+      yield* g.output(Ops.reshape(Ops.mulMat(wq, x), [4, 3, 3]), "q")
+      yield* g.output(Ops.reshape(Ops.mulMat(wk, x), [2, 2, 3]), "k")
+      const asked: Array<number> = []
+      const kept = Fusion.optimize(g.build(), { mulMatStack: (w) => asked.push(w.length) > 0 })
+      assert.deepStrictEqual(asked, [])
+      assert.notInclude(kept.nodes.map((n) => n.op._tag), "MulMatStack")
     }))
 
   it.effect("fuses a gated FFN's two products and swiglu only where the backend asks; same results", () =>
