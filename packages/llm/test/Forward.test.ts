@@ -98,6 +98,18 @@ const reference = (bytes: Uint8Array, file: Gguf.GgufFile, h: Hyperparameters.Hy
 const logitsOn = (device: Device.Device, bytes: Uint8Array, file: Gguf.GgufFile, h: Hyperparameters.Hyperparameters) =>
   Effect.map(uncachedLogits(device, bytes, file, h, tokens), (logits) => Array.from(logits))
 
+/** the WebGPU device and the CPU, or undefined (said once) where there is no adapter; under CI=true a failure */
+const gpuAndCpu = Effect.gen(function*() {
+  const devices = yield* Registry.devices
+  const gpu = devices.find((d) => d.name.startsWith("WebGPU"))
+  if (gpu === undefined) {
+    if (process.env.CI === "true") assert.fail("no WebGPU adapter under CI=true")
+    console.log("no WebGPU adapter here: the forward graph's WebGPU test is skipped")
+    return undefined
+  }
+  return { gpu, cpu: devices.find((d) => d.name === "CPU")! }
+})
+
 describe("the forward graph", () => {
   for (const architecture of ["llama", "qwen2", "qwen3"] as const) {
     it.scoped(`${architecture}: logits at every position as llama.cpp defines the model`, () =>
@@ -118,21 +130,17 @@ describe("the forward graph", () => {
   // on WebGPU (lavapipe in CI): the decode form of attention (6 query rows), rope, norms and products
   it.scoped("qwen3 in q8_0 on WebGPU gives the CPU backend's logits", () =>
     Effect.gen(function*() {
-      const devices = yield* Registry.devices
-      const gpu = devices.find((d) => d.name.startsWith("WebGPU"))
-      if (gpu === undefined) {
-        if (process.env.CI === "true") assert.fail("no WebGPU adapter under CI=true")
-        console.log("no WebGPU adapter here: the forward graph's WebGPU test is skipped")
-        return
-      }
+      const devices = yield* gpuAndCpu
+      if (devices === undefined) return
+      const { cpu, gpu } = devices
       const bytes = Fixture.make({ architecture: "qwen3", ...shape, dtype: "q8_0", hidden: 128 })
       const file = yield* Gguf.parse(bytes)
       const h = yield* Hyperparameters.fromGguf(file)
-      const cpu = yield* logitsOn(devices.find((d) => d.name === "CPU")!, bytes, file, h)
+      const want = yield* logitsOn(cpu, bytes, file, h)
       const ours = yield* logitsOn(gpu, bytes, file, h)
       // the CPU rounds activations to q8_0 blocks before each quantized product, as ggml's CPU does; the
       // WebGPU kernels keep them f32 (as llama.cpp's Vulkan backend does): logits differ by that rounding
-      cpu.forEach((v, i) => assert.closeTo(ours[i], v, 2e-2 * (1 + Math.abs(v)), `logit ${i}`))
+      want.forEach((v, i) => assert.closeTo(ours[i], v, 2e-2 * (1 + Math.abs(v)), `logit ${i}`))
     }).pipe(Effect.provide(WebGpu.layerOrCpu())), 120_000)
 
   // prompts of 1 to 9 tokens: f16 weights' q, k and v products of one column are stacked into one
@@ -140,26 +148,20 @@ describe("the forward graph", () => {
   // view as if contiguous (logits off by 1.3 at 3 tokens)
   it.scoped("short prompts in f16 on WebGPU give the CPU backend's logits", () =>
     Effect.gen(function*() {
-      const devices = yield* Registry.devices
-      const gpu = devices.find((d) => d.name.startsWith("WebGPU"))
-      if (gpu === undefined) {
-        if (process.env.CI === "true") assert.fail("no WebGPU adapter under CI=true")
-        console.log("no WebGPU adapter here: the forward graph's WebGPU test is skipped")
-        return
-      }
+      const devices = yield* gpuAndCpu
+      if (devices === undefined) return
+      const { cpu, gpu } = devices
       const bytes = Fixture.make({ architecture: "llama", ...shape, dtype: "f16", hidden: 256, ffn: 512 })
       const file = yield* Gguf.parse(bytes)
       const h = yield* Hyperparameters.fromGguf(file)
       const prompt = [1, 40, 271, 7, 120, 299, 33, 260, 64]
       for (const n of [1, 3, 8, 9]) {
-        const [ours, cpu] = yield* Effect.forEach([gpu, devices.find((d) => d.name === "CPU")!], (d) =>
+        const [ours, want] = yield* Effect.forEach([gpu, cpu], (d) =>
           Effect.scoped(Effect.gen(function*() {
             const context = yield* Context.make(d, h, yield* Weights.load(d, file, bytes), { size: 16 })
             return Array.from(yield* context.evaluate(prompt.slice(0, n), { allLogits: true }))
           })))
-        cpu.forEach((v, i) =>
-          assert.closeTo(ours[i], v, 2e-3 * (1 + Math.abs(v)), `${n} tokens: logit ${i}`)
-        )
+        want.forEach((v, i) => assert.closeTo(ours[i], v, 2e-3 * (1 + Math.abs(v)), `${n} tokens: logit ${i}`))
       }
     }).pipe(Effect.provide(WebGpu.layerOrCpu())), 120_000)
 })
