@@ -88,6 +88,33 @@ describe.skipIf(!adapterAvailable)("WebGPU devices", () => {
       }))
   })
 
+  // virtual devices sharing one GPUDevice and its queue: a copy from the other device's backend (its work
+  // submitted first), and one ordered by an event, both on the GPU; the native buffers all freed after
+  it.scoped("two devices sharing a GPUDevice copy between them on the GPU, in the queue's order", () =>
+    Effect.gen(function*() {
+      const [d0, d1] = yield* WebGpu.make({ devices: 2, shareDevice: true })
+      const gpu = Option.getOrThrow(WebGpuDevice.gpuDevice(d0))
+      assert.strictEqual(Option.getOrThrow(WebGpuDevice.gpuDevice(d1)), gpu)
+      const { g, x, y } = yield* mlp(32, 6)
+      yield* Effect.scoped(Effect.gen(function*() {
+        const [b0, b1] = [yield* d0.makeBackend(), yield* d1.makeBackend()]
+        const [p0, p1] = [yield* b0.allocate(g), yield* b1.allocate(g)]
+        yield* p0.set(x, Generators.values(9, 1024))
+        yield* b0.computeAsync(p0)
+        yield* b1.copyAsync(p0.location(y)!, p1.location(x)!, b0)
+        const want = Array.from(yield* p0.get(y))
+        assert.deepStrictEqual(Array.from(yield* p1.get(x)), want)
+        yield* p0.set(x, Generators.values(10, 1024))
+        const ev = yield* d0.makeEvent
+        yield* b0.computeAsync(p0)
+        yield* b0.recordEvent(ev)
+        yield* b1.waitEvent(ev)
+        yield* b1.copyAsync(p0.location(y)!, p1.location(x)!)
+        assert.deepStrictEqual(Array.from(yield* p1.get(x)), Array.from(yield* p0.get(y)))
+      }))
+      assert.strictEqual(WebGpuDevice.liveNativeBuffers(d0) + WebGpuDevice.liveNativeBuffers(d1), 0)
+    }))
+
   it.scoped("a lost device fails every later operation with DeviceLost", () =>
     Effect.gen(function*() {
       // a device of its own, so the shared one stays healthy
