@@ -3,6 +3,7 @@
  * missing adapter, a lost device, and the memory limit.
  */
 import { Cpu, GpuError, Ledger, Registry } from "@effect-gpu/core"
+import type { Device } from "@effect-gpu/core"
 import { Generators } from "@effect-gpu/testing"
 import { WebGpu, WebGpuDevice } from "@effect-gpu/webgpu"
 import { assert, describe, it } from "@effect/vitest"
@@ -15,6 +16,25 @@ import { adapterAvailable, mlp, nmse, realSleep, runOn } from "./utils.js"
 const root = path.resolve(__dirname, "../../..")
 
 const gpu2 = WebGpu.layer({ devices: 2 })
+
+/**
+ * device 0's result copied into device 1's input after an event recorded behind device 0's compute:
+ * equal to what device 0 computed
+ */
+const copyAfterEvent = (d0: Device.Device, d1: Device.Device, seed: number) =>
+  Effect.gen(function*() {
+    const [b0, b1] = [yield* d0.makeBackend(), yield* d1.makeBackend()]
+    const { g, x, y } = yield* mlp(32, 6)
+    const [p0, p1] = [yield* b0.allocate(g), yield* b1.allocate(g)]
+    yield* p0.set(x, Generators.values(seed, 1024))
+    const ev = yield* d0.makeEvent
+    yield* b0.computeAsync(p0)
+    yield* b0.recordEvent(ev)
+    yield* b1.waitEvent(ev)
+    yield* b1.copyAsync(p0.location(y)!, p1.location(x)!)
+    assert.deepStrictEqual(Array.from(yield* p1.get(x)), Array.from(yield* p0.get(y)))
+    yield* ev.synchronize
+  })
 
 describe.skipIf(!adapterAvailable)("WebGPU devices", () => {
   it.layer(gpu2, { timeout: "120 seconds" })("two virtual devices", (it) => {
@@ -69,22 +89,7 @@ describe.skipIf(!adapterAvailable)("WebGPU devices", () => {
 
     it.scoped("an event recorded on one device's backend orders another's", () =>
       Effect.gen(function*() {
-        const d0 = yield* Registry.deviceByName("WebGPU0")
-        const d1 = yield* Registry.deviceByName("WebGPU1")
-        const b0 = yield* d0.makeBackend()
-        const b1 = yield* d1.makeBackend()
-        const { g, x, y } = yield* mlp(32, 6)
-        const p0 = yield* b0.allocate(g)
-        const p1 = yield* b1.allocate(g)
-        yield* p0.set(x, Generators.values(9, 1024))
-        const ev = yield* d0.makeEvent
-        yield* b0.computeAsync(p0)
-        yield* b0.recordEvent(ev)
-        yield* b1.waitEvent(ev)
-        yield* b1.copyAsync(p0.location(y)!, p1.location(x)!)
-        const want = Array.from(yield* p0.get(y))
-        assert.deepStrictEqual(Array.from(yield* p1.get(x)), want)
-        yield* ev.synchronize
+        yield* copyAfterEvent(yield* Registry.deviceByName("WebGPU0"), yield* Registry.deviceByName("WebGPU1"), 9)
       }))
   })
 
@@ -104,13 +109,7 @@ describe.skipIf(!adapterAvailable)("WebGPU devices", () => {
         yield* b1.copyAsync(p0.location(y)!, p1.location(x)!, b0)
         const want = Array.from(yield* p0.get(y))
         assert.deepStrictEqual(Array.from(yield* p1.get(x)), want)
-        yield* p0.set(x, Generators.values(10, 1024))
-        const ev = yield* d0.makeEvent
-        yield* b0.computeAsync(p0)
-        yield* b0.recordEvent(ev)
-        yield* b1.waitEvent(ev)
-        yield* b1.copyAsync(p0.location(y)!, p1.location(x)!)
-        assert.deepStrictEqual(Array.from(yield* p1.get(x)), Array.from(yield* p0.get(y)))
+        yield* copyAfterEvent(d0, d1, 10)
       }))
       assert.strictEqual(WebGpuDevice.liveNativeBuffers(d0) + WebGpuDevice.liveNativeBuffers(d1), 0)
     }))
