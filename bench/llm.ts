@@ -11,6 +11,8 @@
  *   tsx llm.ts run DIR NAME --attention-splits N   attention's decode form with the keys in N splits
  *   tsx llm.ts run DIR NAME --attention-lanes keys|dims   its scores' lanes across the keys or the head dimension
  *   tsx llm.ts run DIR NAME --attention-subgroups N   its subgroups a workgroup
+ *   tsx llm.ts run DIR NAME --attention-heads N   its query heads a workgroup
+ *   tsx llm.ts run DIR NAME --row-threads N   invocations of a row kernel's workgroup (norms, soft_max)
  *   tsx llm.ts run DIR NAME --attention fused|chain|auto   attention's form (Forward.Options.attention)
  *   tsx llm.ts run DIR NAME --timeline   a decoding step's host events (writes, submits, waits) untraced
  *   tsx llm.ts run DIR NAME --f32-decode   q4_0 and q8_0 decode without the int8 form (to compare)
@@ -47,7 +49,15 @@ const DECODE = 128
 const HBM = 4.8e12
 
 const [command, dir, ...rest] = process.argv.slice(2)
-const valued = ["--attention-splits", "--attention", "--toggles", "--attention-lanes", "--attention-subgroups"]
+const valued = [
+  "--attention-splits",
+  "--attention",
+  "--toggles",
+  "--attention-lanes",
+  "--attention-subgroups",
+  "--attention-heads",
+  "--row-threads"
+]
 const names = rest.filter((n, i) => !n.startsWith("--") && !valued.includes(rest[i - 1]))
 const attentionAt = rest.indexOf("--attention")
 const attention = attentionAt >= 0 ? rest[attentionAt + 1] as "fused" | "chain" | "auto" : undefined
@@ -70,7 +80,10 @@ const file = (name: string) => path.join(dir, `${name}.gguf`)
 const splitsAt = rest.indexOf("--attention-splits")
 const lanesAt = rest.indexOf("--attention-lanes")
 const subgroupsAt = rest.indexOf("--attention-subgroups")
+const headsAt = rest.indexOf("--attention-heads")
+const rowThreadsAt = rest.indexOf("--row-threads")
 const attentionDecode = {
+  ...(headsAt >= 0 ? { heads: Number(rest[headsAt + 1]) } : {}),
   ...(subgroupsAt >= 0 ? { subgroups: Number(rest[subgroupsAt + 1]) } : {}),
   ...(splitsAt >= 0 ? { splits: Number(rest[splitsAt + 1]) } : {}),
   ...(lanesAt >= 0 ? { across: rest[lanesAt + 1] as "keys" | "dims" } : {})
@@ -79,6 +92,7 @@ const gpuOptions = {
   ...(Object.keys(attentionDecode).length > 0 ? { attentionDecode } : {}),
   ...(rest.includes("--f32-decode") ? { quantizedDecode: { rows: 2, columns: 8, int8: false } } : {}),
   ...(rest.includes("--f32-activations") ? { halfActivations: false } : {}),
+  ...(rowThreadsAt >= 0 ? { rowThreads: Number(rest[rowThreadsAt + 1]) } : {}),
   ...(rest.includes("--toggles")
     ? { toggles: [...WebGpu.defaultToggles, ...rest[rest.indexOf("--toggles") + 1].split(",")] }
     : {})

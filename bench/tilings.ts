@@ -48,10 +48,13 @@ export const parseDecode = (s: string) => {
 
 /** "SPLITS:BLOCK:SUBGROUPS": flash attention's decode form (0 keeps a default) */
 export const parseAttention = (s: string) => {
-  const m = /^(\d+):(\d+):(\d+)(?::(keys|dims))?$/.exec(s)
-  if (m === null) throw new Error(`a flash attention decode form is SPLITS:BLOCK:SUBGROUPS[:keys|dims], got ${s}`)
+  const m = /^(\d+):(\d+):(\d+)(?::(keys|dims))?(?::(\d+))?$/.exec(s)
+  if (m === null) {
+    throw new Error(`a flash attention decode form is SPLITS:BLOCK:SUBGROUPS[:keys|dims][:HEADS], got ${s}`)
+  }
   const [splits, block, subgroups] = m.slice(1, 4).map(Number)
   return {
+    ...(m[5] !== undefined ? { heads: Number(m[5]) } : {}),
     ...(splits > 0 ? { splits } : {}),
     ...(block > 0 ? { block } : {}),
     ...(subgroups > 0 ? { subgroups } : {}),

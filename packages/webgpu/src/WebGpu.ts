@@ -56,6 +56,8 @@ export interface Options {
   readonly attentionDecode?: WebGpuDevice.Options["attentionDecode"]
   /** @internal short fixed loops written out (the GPU form) or not, for tests */
   readonly writeOut?: WebGpuDevice.Options["writeOut"]
+  /** @internal the invocations of a row kernel's workgroup on GPUs, for tuning */
+  readonly rowThreads?: WebGpuDevice.Options["rowThreads"]
   /** @internal a prompt's activations in f16 for products on subgroup matrices (default on), for measuring */
   readonly halfActivations?: WebGpuDevice.Options["halfActivations"]
 }
@@ -165,6 +167,7 @@ const wrapDevice = (
       quantizedDecode: options.quantizedDecode,
       attentionDecode: options.attentionDecode,
       writeOut: options.writeOut,
+      rowThreads: options.rowThreads,
       halfActivations: options.halfActivations
     })
     // runs before the GPUDevice is destroyed: from then on the device refuses new backends and events

@@ -71,6 +71,12 @@ export interface Options {
    */
   readonly writeOut?: boolean | undefined
   /**
+   * the invocations of a row kernel's workgroup on GPUs (norms, soft_max; for tuning); default 256
+   *
+   * @internal
+   */
+  readonly rowThreads?: number | undefined
+  /**
    * a prompt's activations written in f16 where every product reading them runs on subgroup matrices
    * (which round them to f16 anyway): half the bytes for the products to load; default: on (1B prompts 2-15%
    * faster on the H200, benchmarks/RESULTS.md); `false` keeps them f32
@@ -204,7 +210,8 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
     ...(options.registerTile ? { registerTile: options.registerTile } : {}),
     ...(options.quantizedDecode ? { quantizedDecode: options.quantizedDecode } : {}),
     ...(options.attentionDecode ? { attentionDecode: options.attentionDecode } : {}),
-    ...(options.writeOut !== undefined ? { writeOut: options.writeOut } : {})
+    ...(options.writeOut !== undefined ? { writeOut: options.writeOut } : {}),
+    ...(options.rowThreads !== undefined ? { rowThreads: options.rowThreads } : {})
   })
   const ledger = Ledger.make(options.memory ?? gpu.limits.maxBufferSize, name)
   const alignment = gpu.limits.minStorageBufferOffsetAlignment

@@ -273,6 +273,29 @@ describe("mul_mat kernel choice", () => {
       assert.strictEqual(yield* chosen(1, { ...dot4, workgroupStorage: 4096 }, "q4_0"), "mv")
     }))
 
+  it.effect("row kernels widen their workgroups where the rows are too few to fill the GPU", () =>
+    Effect.gen(function*() {
+      const threads = (rows: number, n: number, target: KernelTarget) =>
+        Effect.gen(function*() {
+          const g = Graph.make()
+          const x = yield* g.input("x", "f32", [n, rows])
+          const y = yield* g.output(Ops.rmsNorm(x, 1e-5))
+          return kernelFor(y, target)!.variant.threads
+        })
+      const h200: KernelTarget = { ...gpu, subgroupSize: 32, workgroupInvocations: 1024 }
+      // a decoding step's norm: a thread per 4 values, up to the invocations a workgroup may have
+      assert.strictEqual(yield* threads(1, 4096, h200), 1024)
+      assert.strictEqual(yield* threads(1, 2048, h200), 512)
+      assert.strictEqual(yield* threads(1, 16384, h200), 1024)
+      assert.strictEqual(yield* threads(1, 4096, { ...h200, workgroupInvocations: 256 }), 256)
+      // never fewer than 256; a prompt's rows keep 256
+      assert.strictEqual(yield* threads(1, 96, h200), 256)
+      assert.strictEqual(yield* threads(512, 4096, h200), 256)
+      // a software adapter: about 16 values a thread
+      assert.strictEqual(yield* threads(1, 4096, { ...h200, software: true }), 256)
+      assert.strictEqual(yield* threads(1, 96, { ...h200, software: true }), 8)
+    }))
+
   it.effect("flash attention: split decode for up to 8 rows on subgroups, subgroup matrices for more, else rows", () =>
     Effect.gen(function*() {
       const attention = (nQ: number, nKv = 4096, D = 128) =>
@@ -306,9 +329,16 @@ describe("mul_mat kernel choice", () => {
       assert.strictEqual(scratchBytes(cached, h200), 4 * 32 * 5 * 130)
       assert.strictEqual(scratchBytes(cached, dims), 4 * 32 * 20 * 130)
       assert.strictEqual(scratchBytes(cached, { ...dims, software: true }), 4 * 32 * 5 * 130)
+      // 640 keys in 5 splits give 8 KV heads 40 workgroups of 4 heads: a workgroup a head instead (160); 4096
+      // keys' 32 splits give 256 of 4 heads; a software adapter keeps the most heads
+      assert.strictEqual(chosen(cached, h200), "flash_attn_decode 1 true flash_attn_merge")
+      assert.strictEqual(kernelFor(cached, { ...h200, software: true })!.variant.heads, 4)
+      assert.strictEqual(kernelFor(cached, { ...h200, attentionDecode: { heads: 2 } })!.variant.heads, 2)
+      // 3 heads do not divide a KV head's 4: the default stays
+      assert.strictEqual(kernelFor(cached, { ...h200, attentionDecode: { heads: 3 } })!.variant.heads, 1)
       // few keys: one split, no scratch
       const short = yield* attention(1, 32)
-      assert.strictEqual(chosen(short, h200), "flash_attn_decode 4 false")
+      assert.strictEqual(chosen(short, h200), "flash_attn_decode 1 false")
       assert.strictEqual(scratchBytes(short, h200), 0)
       // the subgroup size must be known, else the matrix form takes any rows; without either, the row form
       const { subgroupSize: _, ...sizeUnknown } = h200

@@ -505,13 +505,16 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
   )
 
   // a one-row residual sum kept beside its norm (add_rms_norm_keep): rows short enough to stay in registers
-  // and longer ones, the sum read back through its view as well as the norm
+  // and longer ones, the sum read back through its view as well as the norm; with the adapter's threads and
+  // with 1024 a workgroup (as a GPU's decoding step runs its 4096-wide norms: 4 values a thread)
   it.scoped(
     "a residual sum kept beside its norm (add_rms_norm_keep) matches the CPU's unfused graph",
     () =>
       Effect.gen(function*() {
-        const [d] = yield* WebGpu.make({ devices: 1 })
-        for (const D of [96, 5000]) {
+        for (
+          const [threads, D] of [[undefined, 96], [undefined, 5000], [1024, 96], [1024, 4096], [1024, 5000]] as const
+        ) {
+          const [d] = yield* WebGpu.make({ devices: 1, ...(threads ? { rowThreads: threads } : {}) })
           const g = Graph.make()
           const x = yield* g.input("x", "f32", [D])
           const r = yield* g.input("r", "f32", [D])
@@ -532,10 +535,14 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
             yield* plan.set(w, Generators.values(3, D))
             const trace = yield* b.captureNext
             yield* b.compute(plan)
-            if (dev === d) assert.include((yield* trace).entries.map((e) => e.op), "add_rms_norm_keep")
+            if (dev === d) {
+              const norm = (yield* trace).entries.find((e) => e.op === "add_rms_norm_keep")
+              assert.isDefined(norm)
+              if (threads !== undefined) assert.strictEqual(norm!.variant?.threads, threads)
+            }
             results.push(Array.from(yield* plan.get(y)))
           }
-          assert.isBelow(nmse(results[0], results[1]), 1e-10, `${D}`)
+          assert.isBelow(nmse(results[0], results[1]), 1e-10, `${D} ${threads}`)
         }
       }),
     120_000
@@ -689,6 +696,29 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
   const attentionForms = [
     { nQ: 1, D: 64, splits: 3, sinks: true, families: decodeFamilies, wide: true, maskHeads: 1, across: "keys" },
     { nQ: 2, D: 64, splits: 11, sinks: false, families: decodeFamilies, wide: true, maskHeads: 4, across: "keys" },
+    // a workgroup a query head (each KV head's two read by two workgroups)
+    {
+      nQ: 1,
+      D: 64,
+      splits: 4,
+      sinks: false,
+      families: decodeFamilies,
+      wide: true,
+      maskHeads: 1,
+      across: "keys",
+      heads: 1
+    },
+    {
+      nQ: 2,
+      D: 64,
+      splits: 5,
+      sinks: true,
+      families: decodeFamilies,
+      wide: true,
+      maskHeads: 4,
+      across: "dims",
+      heads: 1
+    },
     // more splits than the merge's 64 threads (70 of 300 keys: 5 keys a split)
     { nQ: 2, D: 64, splits: 70, sinks: true, families: decodeFamilies, wide: true, maskHeads: 4, across: "dims" },
     {
@@ -735,10 +765,16 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
   for (const form of attentionForms) {
     it.scoped(
       `flash attention: ${form.families.join(" + ")} (${form.nQ} rows, D ${form.D}, ${form.splits} splits, mask ` +
-        `over ${form.maskHeads} heads${form.across ? `, lanes across ${form.across}` : ""}) matches the CPU`,
+        `over ${form.maskHeads} heads${form.across ? `, lanes across ${form.across}` : ""}${
+          "heads" in form ? `, ${form.heads} head a workgroup` : ""
+        }) matches the CPU`,
       () =>
         Effect.gen(function*() {
-          const forced = { splits: form.splits, ...(form.across !== undefined ? { across: form.across } : {}) }
+          const forced = {
+            splits: form.splits,
+            ...(form.across !== undefined ? { across: form.across } : {}),
+            ...("heads" in form ? { heads: form.heads } : {})
+          }
           const [d] = yield* WebGpu.make({ devices: 1, attentionDecode: forced })
           // without subgroups the decode form is not offered: the row form runs
           const offered = form.families[0] === "flash_attn_mma"
@@ -773,6 +809,7 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
                 assert.strictEqual(entries[0].variant?.wide, form.wide, entries[0].kernel)
                 assert.strictEqual(entries[0].variant?.across, form.across, entries[0].kernel)
                 assert.strictEqual(entries[0].variant?.mask, form.maskHeads === 1 ? "shared" : "per-head")
+                assert.strictEqual(entries[0].variant?.heads, "heads" in form ? form.heads : 2, entries[0].kernel)
               }
             }
             results.push(Array.from(yield* plan.get(y)))

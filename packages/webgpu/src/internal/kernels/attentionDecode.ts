@@ -50,6 +50,8 @@ const MERGE_LOADS = 8
  * decoding step's 8 KV heads over 640 keys then make 160 workgroups, not 40), 128 on software adapters
  */
 const keysPerSplit = (target: KernelTarget) => (target.software === true ? 128 : 32)
+/** workgroups decode attention should give a GPU at least (two a multiprocessor on an H200) */
+const FILL = 256
 /** values each lane keeps per head (q and the output accumulators) and per block key (K and V) */
 const LANE_VALUES = 64
 
@@ -64,12 +66,11 @@ export const decodePlan = (node: Tensor.Tensor, target: KernelTarget): DecodePla
   const perLane = Math.ceil(q.ne[0] / lanes) + Math.ceil(v.ne[0] / lanes)
   if (perLane > LANE_VALUES) return undefined
   const group = q.ne[2] / k.ne[2]
-  let heads = 1
-  for (let d = 1; d <= group; d++) if (group % d === 0 && d * perLane <= LANE_VALUES) heads = d
   const force = target.attentionDecode
+  // the heads a workgroup may take: divisors of the group whose q and output fit the lanes' registers
+  const fits = range(group).map((d) => d + 1).filter((d) => group % d === 0 && d * perLane <= LANE_VALUES)
   const subgroups = force?.subgroups ?? (target.software === true ? 2 : 4)
   const block = force?.block ?? Math.max(1, Math.min(8, Math.floor(LANE_VALUES / perLane)))
-  const rows = q.ne[1] * q.ne[3] * k.ne[2] * (group / heads)
   const most = target.software === true ? 8 : 64
   // keys across lanes on GPUs where K's and V's rows load four at a time (lavapipe ran a 64-key step 3x
   // slower so: every invocation costs there)
@@ -77,15 +78,22 @@ export const decodePlan = (node: Tensor.Tensor, target: KernelTarget): DecodePla
     (target.software !== true && widens(k) && widens(v) && q.ne[0] % 4 === 0 ? "keys" : "dims")
   // a block of keys per subgroup a split
   const perSplit = across === "keys" ? lanes * subgroups : keysPerSplit(target)
-  const splits = Math.max(
-    1,
-    Math.min(
-      k.ne[1],
-      MAX_SPLITS,
-      force?.splits ?? (rows >= 512 ? 1 : Math.min(most, Math.ceil(k.ne[1] / perSplit)))
+  const splitsFor = (heads: number) => {
+    const rows = q.ne[1] * q.ne[3] * k.ne[2] * (group / heads)
+    return Math.max(
+      1,
+      Math.min(k.ne[1], MAX_SPLITS, force?.splits ?? (rows >= 512 ? 1 : Math.min(most, Math.ceil(k.ne[1] / perSplit))))
     )
-  )
-  return { across, lanes, subgroups, heads, block, splits }
+  }
+  const workgroups = (heads: number) => q.ne[1] * q.ne[3] * k.ne[2] * (group / heads) * splitsFor(heads)
+  // the most heads that still give FILL workgroups (K and V rows read once for them), else one: a
+  // workgroup's chain of loads and reductions, not the bytes, sets decode attention's time, and four
+  // heads a workgroup left an 8B model's 8 KV heads over 544 keys 40 workgroups (decode 231 -> 252 tok/s
+  // at one head, benchmarks/RESULTS.md)
+  const fill = target.software === true ? 1 : FILL
+  const chosen = [...fits].reverse().find((d) => workgroups(d) >= fill) ?? fits[0]
+  const heads = force?.heads !== undefined && fits.includes(force.heads) ? force.heads : chosen
+  return { across, lanes, subgroups, heads, block, splits: splitsFor(heads) }
 }
 
 /** the partial results of a decode plan: one per query row, head and split */

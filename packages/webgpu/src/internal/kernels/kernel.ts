@@ -134,6 +134,8 @@ export interface AttentionDecode {
   readonly subgroups?: number
   /** lanes across the keys for the scores (a key a lane), or across the head dimension (a sum a score) */
   readonly across?: "keys" | "dims"
+  /** query heads a workgroup takes (a divisor of the heads per KV head) */
+  readonly heads?: number
 }
 
 /** @internal: what the device offers the kernels, which they are chosen and generated for */
@@ -168,6 +170,8 @@ export interface KernelTarget {
   readonly quantizedDecode?: QuantizedDecode
   /** overrides flash attention's decode form (tests and benchmarks) */
   readonly attentionDecode?: AttentionDecode
+  /** overrides the invocations of a row kernel's workgroup on GPUs (benchmarks try several) */
+  readonly rowThreads?: number
   /**
    * overrides whether short fixed loops are written out (the GPU form) or kept as loops (the software
    * form); tests force the GPU form on a software adapter

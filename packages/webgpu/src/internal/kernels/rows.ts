@@ -27,11 +27,21 @@ import {
 import { alibiSlope, headLog2, workgroupReductions } from "./reduce.js"
 
 /**
- * Threads per row-workgroup for rows of `n`: WG on GPUs; on a software adapter, where every invocation
- * costs, a power of two giving each thread about 16 elements (at least 8 threads), so a row of 32 does not
- * run 256 invocations (benchmarks/RESULTS.md, lavapipe).
+ * Threads per row-workgroup for `rows` rows of `n`: on GPUs WG, or where the rows are too few to fill the
+ * GPU (a decoding step's norms) up to a thread per 4 elements, as many as a workgroup may have (an 8B
+ * model's 4096-wide norms at 1024 threads: decode 231 -> 246 tok/s on the H200, benchmarks/RESULTS.md); on
+ * a software adapter, where every invocation costs, a power of two giving each thread about 16 elements (at
+ * least 8 threads), so a row of 32 does not run 256 invocations (benchmarks/RESULTS.md, lavapipe).
  */
-const rowThreads = (n: number, target: KernelTarget): number => target.software === true ? threadsFor(n / 16) : WG
+const rowThreads = (n: number, target: KernelTarget, rows = Infinity): number => {
+  if (target.rowThreads !== undefined) return target.rowThreads
+  if (target.software === true) return threadsFor(n / 16)
+  if (rows > FEW_ROWS) return WG
+  return Math.max(WG, Math.min(target.workgroupInvocations ?? WG, 2 ** Math.ceil(Math.log2(Math.max(1, n / 4)))))
+}
+
+/** rows below which a row kernel's workgroups widen: fewer than the GPU's multiprocessors, about */
+const FEW_ROWS = 64
 
 /** a power of two of threads, 8 to WG, nearest above `threads` */
 const threadsFor = (threads: number) => Math.min(WG, Math.max(8, 2 ** Math.ceil(Math.log2(Math.max(1, threads)))))
@@ -51,7 +61,7 @@ const rowwise = (
 ): Kernel => {
   const t = operands.find((o) => o.name === it)!.tensor
   const subgroups = target.subgroups === true
-  const wg = threads ?? rowThreads(t.ne[0], target)
+  const wg = threads ?? rowThreads(t.ne[0], target, Tensor.nrows(t))
   const ne = (i: number) => `P.${it}_ne${i}`
   const variant: Variant = { family: "row", ...choices, subgroups, threads: wg }
   return KernelSpec.make({
@@ -78,13 +88,14 @@ ${body}
 const CACHED_ROW = 16
 
 /**
- * How a row kernel keeps a row of `n` elements in registers: R per thread, and whether every thread's R
+ * How a row kernel keeps each row of `t` in registers: R per thread, and whether every thread's R
  * are all inside the row (n a multiple of the row's threads), so no load or store needs a bounds guard.
  * The guard matters beyond its cost: a guarded soft_max with its input bound read_write ran at two thirds
  * of the unguarded one's bandwidth on an H100 (benchmarks/RESULTS.md, row kernels).
  */
-const cachedRow = (n: number, target: KernelTarget) => {
-  const wg = rowThreads(n, target)
+const cachedRow = (t: Tensor.Tensor, target: KernelTarget) => {
+  const n = t.ne[0]
+  const wg = rowThreads(n, target, Tensor.nrows(t))
   const R = Math.ceil(n / wg)
   return { R, cached: R <= CACHED_ROW, full: n % wg === 0 }
 }
@@ -144,7 +155,7 @@ export const softMax = (
   const sinkMax = sinks ? "\n  let sink = ld_k(ix_k(i2, 0u, 0u, 0u));\n  mx = max(mx, sink);" : ""
   const sinkSum = sinks ? " + exp(sink - mx)" : ""
   // rows of up to CACHED_ROW elements per thread stay in registers: one read and one write per element
-  const row = cachedRow(a.ne[0], target)
+  const row = cachedRow(a, target)
   const unrolled = writesOut(target)
   const bySubgroup = subgroupRows(a.ne[0], target)
   if (bySubgroup !== undefined) return subgroupSoftMax(a, bySubgroup, operands, params, x, sinks !== undefined, target)
@@ -304,7 +315,7 @@ export const rmsNorm = (
     : "ld_a(ix_a(i, i1, i2, i3))"
   const w = weight ? ` * ld_w(${bcast("w", "i", "i1", "i2", "i3", forms.wForm)})` : ""
   // a row of up to CACHED_ROW elements per thread is read once, into registers; longer rows twice
-  const row = cachedRow(node.src[0].ne[0], target)
+  const row = cachedRow(node.src[0], target)
   const unrolled = writesOut(target)
   const { R, full } = row
   const body = row.cached
