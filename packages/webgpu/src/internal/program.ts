@@ -76,6 +76,28 @@ const bindOperands = (ctx: Context, kernel: Kernel, resolve: Resolve) => {
       if (p.buffer === q.buffer && p.start < q.end && q.start < p.end) slotOf[find(i)] = find(j)
     }
   }
+  // operands of one type whose bindings would overlap once their starts are aligned down (two views of one
+  // result, e.g. a stack's parts) share a binding too: bindings are writable in the result's buffer, and
+  // WebGPU rejects overlapping writable bindings
+  const lo = (i: number) => Math.floor(Math.min(...members(i).map((m) => m.start)) / align) * align
+  const hi = (i: number) => Math.max(...members(i).map((m) => m.end))
+  const members = (root: number) => ranges.filter((_, k) => find(k) === root)
+  for (let merged = true; merged;) {
+    merged = false
+    const groups = [...new Set(ranges.map((_, i) => find(i)))]
+    for (const [x, i] of groups.entries()) {
+      for (const j of groups.slice(x + 1)) {
+        const [p, q] = [ranges[i], ranges[j]]
+        if (
+          p.buffer === q.buffer && p.o.tensor.dtype === q.o.tensor.dtype && find(i) !== find(j) &&
+          lo(find(i)) < hi(find(j)) && lo(find(j)) < hi(find(i))
+        ) {
+          slotOf[find(i)] = find(j)
+          merged = true
+        }
+      }
+    }
+  }
   const roots = [...new Set(ranges.map((_, i) => find(i)))]
   const bound: Array<Bound> = roots.map((root, slot) => {
     const members = ranges.filter((_, i) => find(i) === root)
