@@ -55,6 +55,7 @@ bundle bench/probes/prefill-probe.ts prefill.mjs
 bundle bench/probes/attention-probe.ts attention.mjs
 bundle bench/probes/split-probe.ts split.mjs
 bundle bench/probes/oracle-check.ts oracle.mjs
+bundle bench/probes/mvq-raw.ts mvqraw.mjs
 bundle bench/run.ts run.mjs
 cp tools/llama-oracle/bench.mjs bench/device/run.sh $out/
 du -sh $out/* | sed 's/^/  /'

@@ -141,9 +141,12 @@ const program = Effect.gen(function*() {
     if (!ok) failed++
     console.log(JSON.stringify({ a: "f16", K, M, N, batches: 8, kernels, nmse: error, bound: 1e-5, ok }))
   }
-  // decode attention over a model's heads (32 / 8) at 640 keys, its keys in 5 (the default) to 70 splits
-  for (const [D, splits, across] of [[64, 0, "keys"], [128, 40, "keys"], [64, 70, "dims"]] as const) {
-    const [dev] = yield* WebGpu.make({ devices: 1, attentionDecode: { ...(splits > 0 ? { splits } : {}), across } })
+  // decode attention over a model's heads (32 / 8) at 640 keys, its keys in 5 (the default) to 70 splits, a
+  // query head a workgroup (the default at 640 keys) or all four of a KV head's
+  const attentionCases = [[64, 0, "keys", 0], [128, 40, "keys", 0], [64, 70, "dims", 0], [128, 0, "keys", 4]] as const
+  for (const [D, splits, across, heads] of attentionCases) {
+    const forced = { ...(splits > 0 ? { splits } : {}), ...(heads > 0 ? { heads } : {}), across }
+    const [dev] = yield* WebGpu.make({ devices: 1, attentionDecode: forced })
     const keys = 640
     const g = Graph.make()
     const q = yield* g.input("q", "f32", [D, 1, 32])
@@ -155,9 +158,28 @@ const program = Effect.gen(function*() {
       ...[q, k, v].map((t, i) => [t, Generators.values(10 + i, t.ne[0] * t.ne[1] * t.ne[2])] as const),
       [mask, Generators.values(13, keys).map((x, j) => j % 7 === 0 ? -Infinity : x)]
     ])
-    const ok = error <= 1e-6
+    const ok = error <= 1e-6 && kernels.includes(`heads=${heads > 0 ? heads : 1}`)
     if (!ok) failed++
-    console.log(JSON.stringify({ attention: { D, keys, splits, across }, kernels, nmse: error, bound: 1e-6, ok }))
+    console.log(
+      JSON.stringify({ attention: { D, keys, splits, across, heads }, kernels, nmse: error, bound: 1e-6, ok })
+    )
+  }
+  // q, k and v stacked in the int8 form at 32 lanes: parts of whole workgroups (a model's: each workgroup
+  // reads its part alone), and parts that straddle them
+  for (const [at, K, rows] of [["q4_0", 2048, [2048, 512, 512]], ["q8_0", 640, [40, 8, 9]]] as const) {
+    const g = Graph.make()
+    const ws = yield* Effect.forEach(rows, (m, i) => g.param(`w${i}`, at, [K, m]))
+    const x = yield* g.input("x", "f32", [K, 1])
+    const ys = yield* Effect.forEach(ws, (w) => Ops.mulMat(w, x))
+    const y = yield* g.output(Ops.concat(Ops.concat(ys[0], ys[1], 0), ys[2], 0))
+    const { error, kernels } = yield* against(gpu, g, y, [
+      ...ws.map((w, i) => [w, Quant.unsafeQuantize(at, Generators.values(20 + i, K * w.ne[1]))] as const),
+      [x, Generators.values(30, K)]
+    ])
+    const uniform = rows[0] % 16 === 0
+    const ok = error <= 1e-4 && kernels.includes("mvq8_stack") && kernels.includes("uniform=true") === uniform
+    if (!ok) failed++
+    console.log(JSON.stringify({ stack: { a: at, K, rows }, kernels, nmse: error, bound: 1e-4, ok }))
   }
   if (failed > 0) process.exitCode = 1
 })

@@ -241,6 +241,116 @@ ${
   }
 }
 
+/**
+ * int8 dots with the lanes across a block's words (as llama.cpp's CUDA MMVQ): q4_0 4 lanes a block (8
+ * blocks a subgroup step), q8_0 8 (4 blocks): a load instruction's 32 lanes read 144 or 136 neighbouring
+ * bytes, where a lane per pair spreads them over 1152 or 2176. `U` steps a turn (their loads issued
+ * together); `wq`: b rounded to q8_0 in each workgroup's memory, else read pre-quantized
+ */
+const quads = (type: "q4_0" | "q8_0", warps: number, R: number, U: number, wq: boolean, sg32: boolean): Design => {
+  const LPB = type === "q4_0" ? 4 : 8
+  const BPI = 32 / LPB
+  const BS = type === "q4_0" ? 18 : 34
+  const NB = K / 32
+  const rowBytes = NB * BS
+  const bw = (at: string) => wq ? `ys[${at}]` : `b8[${at}]`
+  const be = (at: string) => wq ? `es[${at}]` : `bd[${at}]`
+  const step = (u: number) => `
+    {
+      let blk = blk0 + ${u * BPI}u + bi;
+      let e = ${be("blk")};
+      ${
+    type === "q4_0" ?
+      `let bl = ${bw("blk * 8u + sub")};
+      let bh = ${bw("blk * 8u + 4u + sub")};` :
+      `let bv = ${bw("blk * 8u + sub")};`
+  }
+      for (var r = 0u; r < ${R}u; r++) {
+        let o = min(row0 + r, ${M - 1}u) * ${rowBytes}u + blk * ${BS}u;
+        let d = unpack2x16float(wat(o)).x;
+        let q = wat(o + 2u + 4u * sub);
+        ${
+    type === "q4_0"
+      ? `let lo = (((q & 0x0f0f0f0fu) | 0x80808080u) - 0x08080808u) ^ 0x80808080u;
+        let hi = ((((q >> 4u) & 0x0f0f0f0fu) | 0x80808080u) - 0x08080808u) ^ 0x80808080u;
+        acc[r] += d * e.x * f32(dot4I8Packed(lo, bl) + dot4I8Packed(hi, bh));`
+      : `acc[r] += d * e.x * f32(dot4I8Packed(q, bv));`
+  }
+      }
+    }`
+  return {
+    name: `${type} quads${wq ? "-wq" : ""} w${warps} r${R} u${U}`,
+    rows: warps * R,
+    bytes: 0,
+    wgsl: `
+@group(0) @binding(0) var<storage, read> a: array<u32>;
+${
+      wq
+        ? `@group(0) @binding(1) var<storage, read> bf: array<vec4<f32>>;
+var<workgroup> ys: array<u32, ${K / 4}>;
+var<workgroup> es: array<vec2<f32>, ${NB}>;`
+        : `@group(0) @binding(1) var<storage, read> b8: array<u32>;
+@group(0) @binding(2) var<storage, read> bd: array<vec2<f32>>;`
+    }
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+var<workgroup> part: array<f32, ${32 * warps * R}>;
+fn wat(o: u32) -> u32 {
+  let w = o >> 2u;
+  let lo = a[w];
+  return select(lo, (lo >> 16u) | (a[w + 1u] << 16u), (o & 2u) != 0u);
+}
+@compute @workgroup_size(${32 * warps})
+fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+  let warp = lid / 32u;
+  let lane = lid % 32u;
+  let sub = lane % ${LPB}u;
+  let bi = lane / ${LPB}u;
+  let row0 = (wid.x * ${warps}u + warp) * ${R}u;
+  var acc: array<f32, ${R}>;
+${
+      wq
+        ? `  for (var blk = lid; blk < ${NB}u; blk += ${32 * warps}u) {
+    var x: array<vec4<f32>, 8>;
+    var amax = 0.0;
+    for (var i = 0u; i < 8u; i++) {
+      x[i] = bf[blk * 8u + i];
+      let m = abs(x[i]);
+      amax = max(amax, max(max(m.x, m.y), max(m.z, m.w)));
+    }
+    let d = amax / 127.0;
+    let id = select(0.0, 1.0 / d, d > 0.0);
+    var sum = 0i;
+    for (var i = 0u; i < 8u; i++) {
+      let v = x[i] * id;
+      let q = vec4<i32>(trunc(v + select(vec4<f32>(-0.5), vec4<f32>(0.5), v >= vec4<f32>(0.0))));
+      sum += q.x + q.y + q.z + q.w;
+      ys[blk * 8u + i] = pack4xI8(q);
+    }
+    es[blk] = vec2<f32>(d, d * f32(sum));
+  }
+  workgroupBarrier();`
+        : ""
+    }
+  for (var blk0 = 0u; blk0 < ${NB}u; blk0 += ${U * BPI}u) {${Array.from({ length: U }, (_, u) => step(u)).join("")}
+  }
+${
+      sg32
+        ? `  for (var r = 0u; r < ${R}u; r++) {
+    let t = subgroupAdd(acc[r]);
+    if (lane == 0u && row0 + r < ${M}u) { out[row0 + r] = t; }
+  }`
+        : `  for (var r = 0u; r < ${R}u; r++) { part[(warp * ${R}u + r) * 32u + lane] = acc[r]; }
+  workgroupBarrier();
+  if (lane < ${R}u && row0 + lane < ${M}u) {
+    var t = 0.0;
+    for (var i = 0u; i < 32u; i++) { t += part[(warp * ${R}u + lane) * 32u + i]; }
+    out[row0 + lane] = t;
+  }`
+    }
+}`
+  }
+}
+
 const main = async () => {
   const webgpu = await import("webgpu")
   Object.assign(globalThis, webgpu.globals)
@@ -352,13 +462,22 @@ const main = async () => {
     const host = makeWeights(type, 7)
     const copies = Array.from({ length: COPIES }, () => upload(host))
     const rowBytes = K / 32 * (type === "q4_0" ? 18 : 34)
-    const designs = [
-      bandwidth(M * rowBytes / 4),
-      ...[2, 3, 4].flatMap((R) => [4, 8].map((w) => pairs(type, w, R, sg32))),
-      ...[2, 3, 4].flatMap((R) => [4, 8].map((w) => pairs(type, w, R, sg32, false, true))),
-      // a's words staged through workgroup memory by coalesced loads (it lost: run bq)
-      ...(process.env.STAGED ? [1, 2].map((R) => pairs(type, 4, R, sg32, true)) : [])
-    ]
+    const designs = process.env.QUADS
+      ? [
+        bandwidth(M * rowBytes / 4),
+        pairs(type, 8, 2, sg32, false, true),
+        ...[[8, 1, 1], [8, 2, 1], [8, 1, 2], [8, 2, 2], [4, 2, 2], [8, 4, 1], [4, 4, 2]].flatMap(([w, R, U]) => [
+          quads(type, w, R, U, false, sg32),
+          quads(type, w, R, U, true, sg32)
+        ])
+      ]
+      : [
+        bandwidth(M * rowBytes / 4),
+        ...[2, 3, 4].flatMap((R) => [4, 8].map((w) => pairs(type, w, R, sg32))),
+        ...[2, 3, 4].flatMap((R) => [4, 8].map((w) => pairs(type, w, R, sg32, false, true))),
+        // a's words staged through workgroup memory by coalesced loads (it lost: run bq)
+        ...(process.env.STAGED ? [1, 2].map((R) => pairs(type, 4, R, sg32, true)) : [])
+      ]
     for (const design of designs) {
       const pipeline = pipe(design.wgsl)
       const groups = design.name === "read" ? 132 * 8 : Math.ceil(M / design.rows)

@@ -442,7 +442,8 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
   )
 
   // products sharing their activations stacked (attention's q, k, v): the int8 form with a part per row range
-  // (parts of 40, 8 and 9 rows: a lane group's two rows straddle a boundary) where it applies, f16 weights by
+  // (parts of 40, 8 and 9 rows: a lane group's two rows straddle a boundary; parts of 48, 16 and 32 rows,
+  // whole workgroups of 16, each workgroup reading its part alone) where it applies, f16 weights by
   // subgroups (a subgroup's two rows straddling parts too; K a multiple of 8), the vec4 matrix-vector form
   // for f32 weights with K of 1024 and more, and a workgroup per result elsewhere; each product read back
   // through its view
@@ -455,22 +456,26 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
         const half = d.description.includes("subgroups") ? "mvh_stack" : "mv_stack"
         const rowsForm = "mul_mat_stack_rows"
         // [weights, K, the kernel]: the device stacks where it is not the row form
+        const straddling = [40, 8, 9] as const
+        const whole = [48, 16, 32] as const
         const cases = [
-          ["q4_0", 640, int8 ? "mvq8_stack" : rowsForm],
-          ["q8_0", 2560, int8 ? "mvq8_stack" : rowsForm],
-          ["q6_K", 512, rowsForm],
-          ["f16", 98, rowsForm],
-          ["f16", 96, half === "mvh_stack" ? half : rowsForm],
-          ["f16", 1024, half],
-          ["f32", 1028, "mv_stack"]
+          ["q4_0", 640, int8 ? "mvq8_stack" : rowsForm, straddling],
+          ["q8_0", 2560, int8 ? "mvq8_stack" : rowsForm, straddling],
+          ["q4_0", 640, int8 ? "mvq8_stack" : rowsForm, whole],
+          ["q8_0", 2560, int8 ? "mvq8_stack" : rowsForm, whole],
+          ["q6_K", 512, rowsForm, straddling],
+          ["f16", 98, rowsForm, straddling],
+          ["f16", 96, half === "mvh_stack" ? half : rowsForm, straddling],
+          ["f16", 1024, half, straddling],
+          ["f32", 1028, "mv_stack", straddling]
         ] as const
-        for (const [dtype, K, family] of cases) {
+        for (const [dtype, K, family, rows] of cases) {
           const fast = family !== rowsForm
           const g = Graph.make()
           const ws = [
-            yield* g.param("wq", dtype, [K, 40]),
-            yield* g.param("wk", dtype, [K, 8]),
-            yield* g.param("wv", dtype, [K, 9])
+            yield* g.param("wq", dtype, [K, rows[0]]),
+            yield* g.param("wk", dtype, [K, rows[1]]),
+            yield* g.param("wv", dtype, [K, rows[2]])
           ]
           const x = yield* g.input("x", "f32", [K, 1])
           const ys: Array<Tensor.Tensor> = []
@@ -491,14 +496,16 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
             const trace = yield* b.captureNext
             yield* b.compute(plan)
             if (dev === d) {
-              const families = (yield* trace).entries.map((e) => e.variant?.family)
-              assert.include(families, family, `${dtype} K ${K}`)
+              const entries = (yield* trace).entries
+              assert.include(entries.map((e) => e.variant?.family), family, `${dtype} K ${K}`)
+              const stack = entries.find((e) => e.variant?.family === "mvq8_stack")
+              if (stack) assert.strictEqual(stack.variant?.uniform, rows === whole ? true : undefined, stack.kernel)
             }
             const out: Array<number> = []
             for (const y of ys) out.push(...(yield* plan.get(y)))
             results.push(out)
           }
-          assert.isBelow(nmse(results[0], results[1]), family === "mvq8_stack" ? 1e-9 : 5e-5, `${dtype} K ${K}`)
+          assert.isBelow(nmse(results[0], results[1]), family === "mvq8_stack" ? 1e-9 : 5e-5, `${dtype} K ${K} ${rows}`)
         }
       }),
     120_000

@@ -303,7 +303,11 @@ ${range(parts - 1).map((i) => `  if (m >= P.s${i + 1}) { pt = ${i + 1}u; lr = m 
     "part_row(pt, lr, k, b2, b3)"
   ], "r0[0]")
   if (weights.every((w) => Decode.int8Applies(product, w, target) && w.dtype === weights[0].dtype)) {
-    return Decode.int8MatVec(product, b, weights[0].dtype as "q4_0" | "q8_0", target, rows, { kind: "stack", parts })
+    return Decode.int8MatVec(product, b, weights[0].dtype as "q4_0" | "q8_0", target, rows, {
+      kind: "stack",
+      parts,
+      starts
+    })
   }
   const vec = vectorForm(product, weights, b) ? matVec(product, target, true, { kind: "stack", parts }, rows) : rows
   return halfApplies(product, weights, b, target) ? halfMatVec(product, target, { kind: "stack", parts }, vec) : vec

@@ -337,12 +337,13 @@ const stagedBytes = (dtype: DType.Quantized, N: number, rps: number, stage: numb
 
 /**
  * @internal: what the int8 form computes: one product; a gated FFN's two (silu(a b) * (u b)); or a stack of
- * `parts` products over the same b, their rows one after another (the parts' first rows in params s1..)
+ * `parts` products over the same b, their rows one after another (the parts' first rows in params s1..,
+ * and in `starts` where known)
  */
 export type Int8Form =
   | { readonly kind: "plain" }
   | { readonly kind: "gated" }
-  | { readonly kind: "stack"; readonly parts: number }
+  | { readonly kind: "stack"; readonly parts: number; readonly starts?: ReadonlyArray<number> }
 
 /**
  * the int8 form's shape: subgroups of 32 lanes per workgroup, rows per subgroup (the best on the H200 over
@@ -430,21 +431,65 @@ export const int8MatVec = (
     : form.kind === "stack"
     ? stackWeights(form.parts)
     : ["a"]
-  // a stack's rows: each row's part (its weights) and its first word
-  const rowWords = form.kind === "stack"
-    ? stackRows(form.parts, R, 2, "rowWord", "rowPart")
-    : weights.map((n) =>
-      `  var rowWord_${n}: array<u32, ${R}>;
+  // a stack whose parts are whole workgroups of rows: each workgroup's part is found once, and its loop
+  // reads that part's weights alone (a branch a row kept both rows' loads from going out together: an 8B
+  // q/k/v stack ran at half the plain form's bandwidth, benchmarks/RESULTS.md)
+  const uniform = form.kind === "stack" && form.starts !== undefined && M % rowsPerGroup === 0 &&
+    form.starts.every((s) => s % rowsPerGroup === 0)
+  // the rows' first words: from `row` on in weights `n`
+  const rowWordsOf = (n: string, row: string) =>
+    `  var rowWord_${n}: array<u32, ${R}>;
   for (var r = 0u; r < ${R}u; r++) {
-    rowWord_${n}[r] = ix_${n}(0u, min(row0 + r, P.d_ne0 - 1u), b2 / P.r2, b3 / P.r3) >> 2u;
+    rowWord_${n}[r] = ix_${n}(0u, min(${row} + r, P.d_ne0 - 1u), b2 / P.r2, b3 / P.r3) >> 2u;
   }`
-    ).join("\n")
-  const body = form.kind === "stack"
-    ? `${weights.map((n, i) => `${i > 0 ? "else " : ""}if (rowPart[r] == ${i}u) { ${load(n, "rowWord")} }`).join(" ")}
+  // the walk over a row's pairs of blocks, `inner` for each of the subgroup's rows r with the pair's words w
+  const walk = (inner: string) =>
+    `  for (var p = lane; p < ${pairs}u; p += ${LANES}u) {
+    let y = array<u32, 16>(${
+      range(4).map((j) => {
+        const at = `ys[${j * pairs}u + p]`
+        return `${at}.x, ${at}.y, ${at}.z, ${at}.w`
+      }).join(", ")
+    });
+    let e0 = es[2u * p];
+    let e1 = es[2u * p + 1u];
+    for (var r = 0u; r < ${R}u; r++) {
+      var w: array<u32, ${PW}>;
+${inner}
+    }
+  }`
+  const rows = form.kind !== "stack"
+    ? `${weights.map((n) => rowWordsOf(n, "row0")).join("\n")}
+${
+      walk(
+        form.kind === "gated"
+          ? `${load("a", "rowWord_a")}\n${dot("acc")}\n${load("u", "rowWord_u")}\n${dot("accu")}`
+          : `${load("a", "rowWord_a")}\n${dot("acc")}`
+      )
+    }`
+    : uniform
+    ? `  let wrow = (wid.x + wid.y * nwg.x) * ${rowsPerGroup}u;
+  var wpart = 0u;
+  var prow = row0;
+${
+      range(form.parts - 1).map((i) => `  if (wrow >= P.s${i + 1}) { wpart = ${i + 1}u; prow = row0 - P.s${i + 1}; }`)
+        .join("\n")
+    }
+${
+      weights.map((n, i) =>
+        `  ${i > 0 ? "else " : ""}if (wpart == ${i}u) {
+${rowWordsOf(n, "prow")}
+${walk(`${load(n, `rowWord_${n}`)}\n${dot("acc")}`)}
+  }`
+      ).join("\n")
+    }`
+    : `${stackRows(form.parts, R, 2, "rowWord", "rowPart")}
+${
+      walk(
+        `${weights.map((n, i) => `${i > 0 ? "else " : ""}if (rowPart[r] == ${i}u) { ${load(n, "rowWord")} }`).join(" ")}
 ${dot("acc")}`
-    : form.kind === "gated"
-    ? `${load("a", "rowWord_a")}\n${dot("acc")}\n${load("u", "rowWord_u")}\n${dot("accu")}`
-    : `${load("a", "rowWord_a")}\n${dot("acc")}`
+      )
+    }`
   const reduce = (acc: string, red: string) =>
     subgroups
       ? `  for (var r = 0u; r < ${R}u; r++) {
@@ -470,7 +515,8 @@ ${dot("acc")}`
       bias,
       subgroups,
       fours,
-      parts: weights.length
+      parts: weights.length,
+      ...(uniform ? { uniform } : {})
     },
     enables: subgroups ? ["subgroups"] : [],
     operands,
@@ -525,23 +571,9 @@ ${subgroups ? `${SUBGROUP_LANES}\n${entry(WGS, true)}` : entry(WGS)}
   }
   workgroupBarrier();
   // rows past the end read row M - 1 again and are not written
-${rowWords}
   var acc: array<f32, ${R}>;
   var accu: array<f32, ${R}>;
-  for (var p = lane; p < ${pairs}u; p += ${LANES}u) {
-    let y = array<u32, 16>(${
-      range(4).map((j) => {
-        const at = `ys[${j * pairs}u + p]`
-        return `${at}.x, ${at}.y, ${at}.z, ${at}.w`
-      }).join(", ")
-    });
-    let e0 = es[2u * p];
-    let e1 = es[2u * p + 1u];
-    for (var r = 0u; r < ${R}u; r++) {
-      var w: array<u32, ${PW}>;
-${body}
-    }
-  }
+${rows}
 ${reduce("acc", "red")}
 ${gated ? reduce("accu", "redu") : ""}
   workgroupBarrier();
