@@ -46,7 +46,7 @@ export const parseDecode = (s: string) => {
   }
 }
 
-/** "SPLITS:BLOCK:SUBGROUPS": flash attention's decode form (0 keeps a default) */
+/** "SPLITS:BLOCK:SUBGROUPS[:keys|dims][:HEADS]": flash attention's decode form (0 keeps a default) */
 export const parseAttention = (s: string) => {
   const m = /^(\d+):(\d+):(\d+)(?::(keys|dims))?(?::(\d+))?$/.exec(s)
   if (m === null) {

@@ -4,8 +4,8 @@
  * over an untraced dispatch, the same for every form). `--chain`: untraced, as a decoding step runs it: 32
  * attentions over the cache's own layout (a row of every KV head per position) in one compute, its wall time
  * a layer, beside 32 small adds (the floor of a dispatch and its barrier). A form is
- * SPLITS:BLOCK:SUBGROUPS[:keys|dims] (the scores' lanes across the keys or the head dimension), 0 keeping a
- * default.
+ * SPLITS:BLOCK:SUBGROUPS[:keys|dims][:HEADS] (the scores' lanes across the keys or the head dimension; query
+ * heads a workgroup), 0 keeping a default.
  *
  *   tsx attention-probe.ts [KEYS] [--chain] [FORM...]     (default 544, the default form and a few others)
  */

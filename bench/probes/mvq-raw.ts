@@ -1,11 +1,12 @@
 /**
  * Quantized matrix-vector designs on raw Dawn, by GPU time over rotating weight copies (L2 cold, as in
  * decoding): a plain read of the bytes (the ceiling Dawn reaches), and int8 dot products of a's blocks
- * with b quantized to q8 (as llama.cpp's MMVQ), a lane per pair of blocks. A measuring aid that chose the
+ * with b quantized to q8 (as llama.cpp's MMVQ), a lane per pair of blocks, or with `QUADS=1` the lanes
+ * across a block's words (which lost: benchmarks/RESULTS.md, run dg). A measuring aid that chose the
  * kernel in packages/webgpu's quantizedMatVec.ts (it keeps its own copy of the designs' WGSL, to measure
  * them apart from the project's kernel machinery); it checks each result against a host dot product.
  *
- *   tsx mvq-raw.ts [M] [K]
+ *   tsx mvq-raw.ts [M] [K]          (TYPES=q4_0,q8_0; QUADS=1; STAGED=1; FOOTPRINT=1 for the read windows)
  */
 const M = Number(process.argv[2] ?? 14336)
 const K = Number(process.argv[3] ?? 4096)
@@ -107,6 +108,49 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 })
 
 /**
+ * WGSL: b rounded to q8_0 blocks by the workgroup (`threads` of them), each block's int8 words `w` stored
+ * by `store` and its scale and scaled sum into es
+ */
+const roundB = (threads: number, store: string) =>
+  `  for (var blk = lid; blk < ${K / 32}u; blk += ${threads}u) {
+    var x: array<vec4<f32>, 8>;
+    var amax = 0.0;
+    for (var i = 0u; i < 8u; i++) {
+      x[i] = bf[blk * 8u + i];
+      let m = abs(x[i]);
+      amax = max(amax, max(max(m.x, m.y), max(m.z, m.w)));
+    }
+    let d = amax / 127.0;
+    let id = select(0.0, 1.0 / d, d > 0.0);
+    var sum = 0i;
+    var w: array<u32, 8>;
+    for (var i = 0u; i < 8u; i++) {
+      let v = x[i] * id;
+      let q = vec4<i32>(trunc(v + select(vec4<f32>(-0.5), vec4<f32>(0.5), v >= vec4<f32>(0.0))));
+      sum += q.x + q.y + q.z + q.w;
+      w[i] = pack4xI8(q);
+    }
+${store}
+    es[blk] = vec2<f32>(d, d * f32(sum));
+  }
+  workgroupBarrier();`
+
+/** WGSL: each subgroup's R row sums (acc) written out, by subgroup sums where subgroups are 32 lanes */
+const writeRows = (R: number, sg32: boolean) =>
+  sg32
+    ? `  for (var r = 0u; r < ${R}u; r++) {
+    let t = subgroupAdd(acc[r]);
+    if (lane == 0u && row0 + r < ${M}u) { out[row0 + r] = t; }
+  }`
+    : `  for (var r = 0u; r < ${R}u; r++) { part[(warp * ${R}u + r) * 32u + lane] = acc[r]; }
+  workgroupBarrier();
+  if (lane < ${R}u && row0 + lane < ${M}u) {
+    var t = 0.0;
+    for (var i = 0u; i < 32u; i++) { t += part[(warp * ${R}u + lane) * 32u + i]; }
+    out[row0 + lane] = t;
+  }`
+
+/**
  * int8 dots, a lane per pair of blocks (a pair is whole words: q4_0 36 bytes = 9 words, q8_0 68 = 17),
  * `warps` subgroups of 32 per workgroup, `R` rows per subgroup
  */
@@ -161,31 +205,15 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
 ${
       wq
         ? `  // b quantized to q8 blocks by the workgroup: vec4 k of pair p at k * pairs + p (lanes read consecutive vec4)
-  for (var blk = lid; blk < ${K / 32}u; blk += ${32 * warps}u) {
-    var x: array<vec4<f32>, 8>;
-    var amax = 0.0;
-    for (var i = 0u; i < 8u; i++) {
-      x[i] = bf[blk * 8u + i];
-      let m = abs(x[i]);
-      amax = max(amax, max(max(m.x, m.y), max(m.z, m.w)));
-    }
-    let d = amax / 127.0;
-    let id = select(0.0, 1.0 / d, d > 0.0);
-    var sum = 0i;
-    var w: array<u32, 8>;
-    for (var i = 0u; i < 8u; i++) {
-      let v = x[i] * id;
-      let q = vec4<i32>(trunc(v + select(vec4<f32>(-0.5), vec4<f32>(0.5), v >= vec4<f32>(0.0))));
-      sum += q.x + q.y + q.z + q.w;
-      w[i] = pack4xI8(q);
-    }
-    let p = blk / 2u;
+${
+          roundB(
+            32 * warps,
+            `    let p = blk / 2u;
     let h = (blk % 2u) * 2u;
     ys[h * ${K / 64}u + p] = vec4<u32>(w[0], w[1], w[2], w[3]);
-    ys[(h + 1u) * ${K / 64}u + p] = vec4<u32>(w[4], w[5], w[6], w[7]);
-    es[blk] = vec2<f32>(d, d * f32(sum));
-  }
-  workgroupBarrier();`
+    ys[(h + 1u) * ${K / 64}u + p] = vec4<u32>(w[4], w[5], w[6], w[7]);`
+          )
+        }`
         : ""
     }
   for (var p0 = 0u; p0 < ${K / 64}u; p0 += 32u) {
@@ -223,20 +251,7 @@ ${
     }
     }
   }
-${
-      sg32
-        ? `  for (var r = 0u; r < ${R}u; r++) {
-    let t = subgroupAdd(acc[r]);
-    if (lane == 0u && row0 + r < ${M}u) { out[row0 + r] = t; }
-  }`
-        : `  for (var r = 0u; r < ${R}u; r++) { part[(warp * ${R}u + r) * 32u + lane] = acc[r]; }
-  workgroupBarrier();
-  if (lane < ${R}u && row0 + lane < ${M}u) {
-    var t = 0.0;
-    for (var i = 0u; i < 32u; i++) { t += part[(warp * ${R}u + lane) * 32u + i]; }
-    out[row0 + lane] = t;
-  }`
-    }
+${writeRows(R, sg32)}
 }`
   }
 }
@@ -309,44 +324,12 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   var acc: array<f32, ${R}>;
 ${
       wq
-        ? `  for (var blk = lid; blk < ${NB}u; blk += ${32 * warps}u) {
-    var x: array<vec4<f32>, 8>;
-    var amax = 0.0;
-    for (var i = 0u; i < 8u; i++) {
-      x[i] = bf[blk * 8u + i];
-      let m = abs(x[i]);
-      amax = max(amax, max(max(m.x, m.y), max(m.z, m.w)));
-    }
-    let d = amax / 127.0;
-    let id = select(0.0, 1.0 / d, d > 0.0);
-    var sum = 0i;
-    for (var i = 0u; i < 8u; i++) {
-      let v = x[i] * id;
-      let q = vec4<i32>(trunc(v + select(vec4<f32>(-0.5), vec4<f32>(0.5), v >= vec4<f32>(0.0))));
-      sum += q.x + q.y + q.z + q.w;
-      ys[blk * 8u + i] = pack4xI8(q);
-    }
-    es[blk] = vec2<f32>(d, d * f32(sum));
-  }
-  workgroupBarrier();`
+        ? roundB(32 * warps, "    for (var i = 0u; i < 8u; i++) { ys[blk * 8u + i] = w[i]; }")
         : ""
     }
   for (var blk0 = 0u; blk0 < ${NB}u; blk0 += ${U * BPI}u) {${Array.from({ length: U }, (_, u) => step(u)).join("")}
   }
-${
-      sg32
-        ? `  for (var r = 0u; r < ${R}u; r++) {
-    let t = subgroupAdd(acc[r]);
-    if (lane == 0u && row0 + r < ${M}u) { out[row0 + r] = t; }
-  }`
-        : `  for (var r = 0u; r < ${R}u; r++) { part[(warp * ${R}u + r) * 32u + lane] = acc[r]; }
-  workgroupBarrier();
-  if (lane < ${R}u && row0 + lane < ${M}u) {
-    var t = 0.0;
-    for (var i = 0u; i < 32u; i++) { t += part[(warp * ${R}u + lane) * 32u + i]; }
-    out[row0 + lane] = t;
-  }`
-    }
+${writeRows(R, sg32)}
 }`
   }
 }

@@ -56,7 +56,7 @@ export interface Options {
   readonly attentionDecode?: WebGpuDevice.Options["attentionDecode"]
   /** @internal short fixed loops written out (the GPU form) or not, for tests */
   readonly writeOut?: WebGpuDevice.Options["writeOut"]
-  /** @internal the invocations of a row kernel's workgroup on GPUs, for tuning */
+  /** @internal the invocations of a row kernel's workgroup, for tests and tuning */
   readonly rowThreads?: WebGpuDevice.Options["rowThreads"]
   /** @internal a prompt's activations in f16 for products on subgroup matrices (default on), for measuring */
   readonly halfActivations?: WebGpuDevice.Options["halfActivations"]

@@ -71,7 +71,8 @@ export interface Options {
    */
   readonly writeOut?: boolean | undefined
   /**
-   * the invocations of a row kernel's workgroup on GPUs (norms, soft_max; for tuning); default 256
+   * the invocations of a row kernel's workgroup (norms, soft_max; tests and tuning); default: 256 on GPUs,
+   * a thread per 4 values up to the adapter's limit for fewer than 64 rows, fewer on software adapters
    *
    * @internal
    */

@@ -79,9 +79,9 @@ const bindOperands = (ctx: Context, kernel: Kernel, resolve: Resolve) => {
   // operands of one type whose bindings would overlap once their starts are aligned down (two views of one
   // result, e.g. a stack's parts) share a binding too: bindings are writable in the result's buffer, and
   // WebGPU rejects overlapping writable bindings
-  const lo = (i: number) => Math.floor(Math.min(...members(i).map((m) => m.start)) / align) * align
-  const hi = (i: number) => Math.max(...members(i).map((m) => m.end))
   const members = (root: number) => ranges.filter((_, k) => find(k) === root)
+  const lo = (root: number) => Math.floor(Math.min(...members(root).map((m) => m.start)) / align) * align
+  const hi = (root: number) => Math.max(...members(root).map((m) => m.end))
   for (let merged = true; merged;) {
     merged = false
     const groups = [...new Set(ranges.map((_, i) => find(i)))]

@@ -170,7 +170,7 @@ export interface KernelTarget {
   readonly quantizedDecode?: QuantizedDecode
   /** overrides flash attention's decode form (tests and benchmarks) */
   readonly attentionDecode?: AttentionDecode
-  /** overrides the invocations of a row kernel's workgroup on GPUs (benchmarks try several) */
+  /** overrides the invocations of a row kernel's workgroup (tests and benchmarks) */
   readonly rowThreads?: number
   /**
    * overrides whether short fixed loops are written out (the GPU form) or kept as loops (the software
