@@ -1,0 +1,237 @@
+/**
+ * The matrix-vector kernels models decode with, on the adapter at hand, each form forced once and matched
+ * against the CPU: quantized blocks read in place (the GPU shapes, a's rows staged), the int8 form of q4_0
+ * and q8_0, a gated FFN's products with their swiglu, and products stacked over shared activations.
+ */
+import type { Tensor } from "@effect-gpu/core"
+import { Cpu, Fusion, Graph, Ops, Quant } from "@effect-gpu/core"
+import { Generators } from "@effect-gpu/testing"
+import { WebGpu, WebGpuDevice } from "@effect-gpu/webgpu"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { adapterAvailable, nmse } from "./utils.js"
+
+describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
+  // the quantized decode kernels in the shapes GPUs get (2 rows per lane group, several columns, b staged
+  // several chunks at a time, the last stage and chunk partly past K; a's rows staged by 16-byte loads),
+  // which a software adapter runs only when forced: a 32-value block type and a 256-value one, batches
+  // broadcast
+  const decodeForms = [
+    { family: "mvq", decode: { rows: 2, columns: 2, stage: 2, staged: false }, K: { q4_0: 2560, q6_K: 2560 } },
+    // 2048 q6_K values are the fewest whose rows are whole 16-byte words; one row per lane group, so that
+    // q6_K's two chunks of a (8 x 1680 bytes) and of b fit lavapipe's 32 KiB
+    { family: "mvqs", decode: { rows: 1, columns: 2, staged: true }, K: { q4_0: 2560, q6_K: 2048 } }
+  ] as const
+  for (const form of decodeForms) {
+    it.scoped(
+      `quantized matrix-vector products in the GPU shape (${form.family}) match the CPU`,
+      () =>
+        Effect.gen(function*() {
+          const [d] = yield* WebGpu.make({ devices: 1, quantizedDecode: form.decode })
+          for (const dtype of ["q4_0", "q6_K"] as const) {
+            const K = form.K[dtype]
+            const g = Graph.make()
+            const a = yield* g.param("a", dtype, [K, 37, 2])
+            const b = yield* g.input("b", "f32", [K, 2, 4])
+            const y = yield* g.output(Ops.mulMat(a, b))
+            const results: Array<Array<number>> = []
+            for (const dev of [d, Cpu.make()]) {
+              const backend = yield* dev.makeBackend()
+              const plan = yield* backend.allocate(g.build())
+              yield* plan.set(a, Quant.unsafeQuantize(dtype, Generators.values(3, K * 37 * 2)))
+              yield* plan.set(b, Generators.values(4, K * 2 * 4))
+              const trace = yield* backend.captureNext
+              yield* backend.compute(plan)
+              const [entry] = (yield* trace).entries
+              if (dev === d) {
+                assert.deepInclude(
+                  entry.variant,
+                  { family: form.family, rows: form.decode.rows, columns: 2 },
+                  entry.kernel
+                )
+              }
+              results.push(Array.from(yield* plan.get(y)))
+            }
+            // the CPU rounds activations to q8_0 / q8_K blocks as ggml's CPU does; these kernels keep them f32
+            assert.isBelow(nmse(results[0], results[1]), 5e-5, dtype)
+          }
+        }),
+      120_000
+    )
+  }
+
+  // the int8 form of q4_0 and q8_0 decode: b rounded to q8_0 in workgroup memory as the CPU rounds it, so
+  // the two agree to f32 summation order; odd rows (a subgroup's second row past the end), batches
+  // broadcast, a bias, and a's rows viewed one row in (bytes off 16) falling back to the f32 form
+  it.scoped(
+    "quantized matrix-vector products in the int8 form (mvq8) match the CPU, or fall back",
+    () =>
+      Effect.gen(function*() {
+        const [d] = yield* WebGpu.make({ devices: 1 })
+        if (!WebGpuDevice.hasInt8Dot(d)) {
+          console.log(`no dot4I8Packed on ${d.description}: the int8 form is not offered`)
+          return
+        }
+        for (const dtype of ["q4_0", "q8_0"] as const) {
+          // [K, a viewed one row in, b's batches K + 1 apart (read a value at a time), the kernel]
+          const cases = [[2560, false, false, "mvq8"], [2624, true, false, "mvq"], [640, false, true, "mvq8"]] as const
+          for (const [K, viewed, strided, family] of cases) {
+            const g = Graph.make()
+            const a = yield* g.param("a", dtype, [K, 38, 2])
+            const a1 = Ops.view(a, [K, 37, 2], [a.nb[1], a.nb[2]], viewed ? a.nb[1] : 0)
+            const bs = yield* g.input("b", "f32", [(K + 1) * 4])
+            const b = Ops.view(bs, [K, 1, 4], [4 * K, 4 * (strided ? K + 1 : K)], 0)
+            const c = yield* g.param("c", "f32", [37, 1, 4])
+            const y = yield* g.output(Ops.add(Ops.mulMat(a1, b), c))
+            const results: Array<Array<number>> = []
+            for (const dev of [d, Cpu.make()]) {
+              const backend = yield* dev.makeBackend()
+              const plan = yield* backend.allocate(g.build())
+              yield* plan.set(a, Quant.unsafeQuantize(dtype, Generators.values(3, K * 38 * 2)))
+              yield* plan.set(bs, Generators.values(4, (K + 1) * 4))
+              yield* plan.set(c, Generators.values(5, 37 * 4))
+              const trace = yield* backend.captureNext
+              yield* backend.compute(plan)
+              const entries = (yield* trace).entries
+              if (dev === d) {
+                assert.deepInclude(entries[0].variant, { family, dtype }, `${dtype} K ${K}`)
+                if (family === "mvq8") assert.strictEqual(entries[0].variant?.fours, !strided)
+              }
+              results.push(Array.from(yield* plan.get(y)))
+            }
+            assert.isBelow(nmse(results[0], results[1]), family === "mvq8" ? 1e-9 : 5e-5, `${dtype} K ${K}`)
+          }
+        }
+      }),
+    120_000
+  )
+
+  // a gated FFN's two products and swiglu in one node: the int8 form (both weights, b rounded once) where it
+  // applies, f16 weights by subgroups (16-byte loads), the vec4 matrix-vector form for f32 weights with K of
+  // 1024 and more, and a workgroup per result elsewhere (forced here with any weight type), batches broadcast
+  it.scoped(
+    "a gated FFN's products fused (mul_mat_swiglu) match the CPU's unfused graph",
+    () =>
+      Effect.gen(function*() {
+        const [d] = yield* WebGpu.make({ devices: 1 })
+        const int8 = WebGpuDevice.hasInt8Dot(d)
+        // f16 weights by subgroups where the device has them (lavapipe and GPUs), else the vec4 form
+        const half = d.description.includes("subgroups") ? "mvh_swiglu" : "mv_swiglu"
+        const rowsForm = "mul_mat_swiglu_rows"
+        // [weights, K, the kernel]: the device fuses where it is not the row form
+        const cases = [
+          ["q4_0", 640, int8 ? "mvq8_swiglu" : rowsForm],
+          ["q8_0", 2560, int8 ? "mvq8_swiglu" : rowsForm],
+          ["q4_K", 512, rowsForm],
+          ["f32", 100, rowsForm],
+          ["f16", 1024, half],
+          ["f16", 40, half === "mvh_swiglu" ? half : rowsForm],
+          ["f32", 1028, "mv_swiglu"]
+        ] as const
+        for (const [dtype, K, family] of cases) {
+          const fast = family !== rowsForm
+          const g = Graph.make()
+          const gate = yield* g.param("gate", dtype, [K, 37])
+          const up = yield* g.param("up", dtype, [K, 37])
+          const x = yield* g.input("x", "f32", [K, 1, 3])
+          const y = yield* g.output(Ops.swiglu(Ops.mulMat(gate, x), Ops.mulMat(up, x)))
+          const graph = g.build()
+          const backend = yield* d.makeBackend()
+          // the device asks for the fusion exactly where the int8 form computes it
+          assert.strictEqual(backend.optimize(graph).nodes.some((n) => n.op._tag === "MulMatSwiglu"), fast, dtype)
+          const fused = Fusion.optimize(graph, { mulMatSwiglu: () => true })
+          const results: Array<Array<number>> = []
+          for (const [dev, h] of [[d, fused], [Cpu.make(), graph]] as const) {
+            const b = yield* dev.makeBackend()
+            const plan = yield* b.allocate(h)
+            for (const [t, seed] of [[gate, 3], [up, 4]] as const) {
+              const v = Generators.values(seed, K * 37)
+              yield* plan.set(t, dtype === "f32" || dtype === "f16" ? v : Quant.unsafeQuantize(dtype, v))
+            }
+            yield* plan.set(x, Generators.values(5, K * 3))
+            const trace = yield* b.captureNext
+            yield* b.compute(plan)
+            const entries = (yield* trace).entries
+            if (dev === d) {
+              assert.strictEqual(entries.length, 1, dtype)
+              assert.strictEqual(entries[0].variant?.family, family, `${dtype} K ${K}`)
+            }
+            results.push(Array.from(yield* plan.get(y)))
+          }
+          // the int8 form rounds b as the CPU does; the other forms keep b in f32
+          assert.isBelow(nmse(results[0], results[1]), family === "mvq8_swiglu" ? 1e-9 : 5e-5, `${dtype} K ${K}`)
+        }
+      }),
+    120_000
+  )
+
+  // products sharing their activations stacked (attention's q, k, v): the int8 form with a part per row range
+  // (parts of 40, 8 and 9 rows: a lane group's two rows straddle a boundary; parts of 48, 16 and 32 rows,
+  // whole workgroups of 16, each workgroup reading its part alone) where it applies, f16 weights by
+  // subgroups (a subgroup's two rows straddling parts too; K a multiple of 8), the vec4 matrix-vector form
+  // for f32 weights with K of 1024 and more, and a workgroup per result elsewhere; each product read back
+  // through its view
+  it.scoped(
+    "products stacked over shared activations (mul_mat_stack) match the CPU's separate products",
+    () =>
+      Effect.gen(function*() {
+        const [d] = yield* WebGpu.make({ devices: 1 })
+        const int8 = WebGpuDevice.hasInt8Dot(d)
+        const half = d.description.includes("subgroups") ? "mvh_stack" : "mv_stack"
+        const rowsForm = "mul_mat_stack_rows"
+        // [weights, K, the kernel]: the device stacks where it is not the row form
+        const straddling = [40, 8, 9] as const
+        const whole = [48, 16, 32] as const
+        const cases = [
+          ["q4_0", 640, int8 ? "mvq8_stack" : rowsForm, straddling],
+          ["q8_0", 2560, int8 ? "mvq8_stack" : rowsForm, straddling],
+          ["q4_0", 640, int8 ? "mvq8_stack" : rowsForm, whole],
+          ["q8_0", 2560, int8 ? "mvq8_stack" : rowsForm, whole],
+          ["q6_K", 512, rowsForm, straddling],
+          ["f16", 98, rowsForm, straddling],
+          ["f16", 96, half === "mvh_stack" ? half : rowsForm, straddling],
+          ["f16", 1024, half, straddling],
+          ["f32", 1028, "mv_stack", straddling]
+        ] as const
+        for (const [dtype, K, family, rows] of cases) {
+          const fast = family !== rowsForm
+          const g = Graph.make()
+          const ws = [
+            yield* g.param("wq", dtype, [K, rows[0]]),
+            yield* g.param("wk", dtype, [K, rows[1]]),
+            yield* g.param("wv", dtype, [K, rows[2]])
+          ]
+          const x = yield* g.input("x", "f32", [K, 1])
+          const ys: Array<Tensor.Tensor> = []
+          for (const w of ws) ys.push(yield* g.output(Ops.scale(Ops.mulMat(w, x), 1)))
+          const graph = g.build()
+          const backend = yield* d.makeBackend()
+          assert.strictEqual(backend.optimize(graph).nodes.some((n) => n.op._tag === "MulMatStack"), fast, dtype)
+          const fused = Fusion.optimize(graph, { mulMatStack: () => true })
+          const results: Array<Array<number>> = []
+          for (const [dev, h] of [[d, fused], [Cpu.make(), graph]] as const) {
+            const b = yield* dev.makeBackend()
+            const plan = yield* b.allocate(h)
+            for (const [i, w] of ws.entries()) {
+              const v = Generators.values(3 + i, K * w.ne[1])
+              yield* plan.set(w, dtype === "f16" || dtype === "f32" ? v : Quant.unsafeQuantize(dtype, v))
+            }
+            yield* plan.set(x, Generators.values(9, K))
+            const trace = yield* b.captureNext
+            yield* b.compute(plan)
+            if (dev === d) {
+              const entries = (yield* trace).entries
+              assert.include(entries.map((e) => e.variant?.family), family, `${dtype} K ${K}`)
+              const stack = entries.find((e) => e.variant?.family === "mvq8_stack")
+              if (stack) assert.strictEqual(stack.variant?.uniform, rows === whole ? true : undefined, stack.kernel)
+            }
+            const out: Array<number> = []
+            for (const y of ys) out.push(...(yield* plan.get(y)))
+            results.push(out)
+          }
+          assert.isBelow(nmse(results[0], results[1]), family === "mvq8_stack" ? 1e-9 : 5e-5, `${dtype} K ${K} ${rows}`)
+        }
+      }),
+    120_000
+  )
+})
