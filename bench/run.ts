@@ -30,7 +30,7 @@ import type { Case, Work } from "./case.js"
 import { prepare } from "./case.js"
 import { openDawn } from "./dawn.js"
 import { modelCases } from "./models.js"
-import { parseAttention, parseDecode, parseRegs, parseTile } from "./tilings.js"
+import { parseAttention, parseDecode, parsePrefillAttention, parseRegs, parseTile } from "./tilings.js"
 
 /** the usage: this file's header */
 const usage = () => {
@@ -70,6 +70,8 @@ const parsed = (() => {
         qdecode: { type: "string" },
         /** flash attention's decode form, "SPLITS:BLOCK:SUBGROUPS[:keys|dims]" (0 keeps a default) */
         fa: { type: "string" },
+        /** flash attention's matrix form for prompts, "one-pass|two-pass[:SUBGROUPS]" */
+        "fa-prefill": { type: "string" },
         /** Dawn toggles to enable besides the defaults, comma-separated (e.g. disable_robustness) */
         toggles: { type: "string" },
         /**
@@ -416,7 +418,8 @@ const main = Effect.gen(function*() {
     ...(args.tile ? { matrixTile: checked(() => parseTile(args.tile!)) } : {}),
     ...(args.regs ? { registerTile: checked(() => parseRegs(args.regs!)) } : {}),
     ...(args.qdecode ? { quantizedDecode: checked(() => parseDecode(args.qdecode!)) } : {}),
-    ...(args.fa ? { attentionDecode: checked(() => parseAttention(args.fa!)) } : {})
+    ...(args.fa ? { attentionDecode: checked(() => parseAttention(args.fa!)) } : {}),
+    ...(args["fa-prefill"] ? { attentionPrefill: checked(() => parsePrefillAttention(args["fa-prefill"]!)) } : {})
   })
   const backend = yield* device.makeBackend()
   const adapter = device.description

@@ -61,3 +61,14 @@ export const parseAttention = (s: string) => {
     ...(m[4] !== undefined ? { across: m[4] as "keys" | "dims" } : {})
   }
 }
+
+/** flash attention's matrix form for prompts: "one-pass|two-pass[:SUBGROUPS][:no-prefetch]" */
+export const parsePrefillAttention = (s: string) => {
+  const m = /^(one-pass|two-pass)(?::(\d+))?(:no-prefetch)?$/.exec(s)
+  if (m === null) throw new Error(`a prompt attention form is one-pass|two-pass[:SUBGROUPS][:no-prefetch], got ${s}`)
+  return {
+    form: m[1] as "one-pass" | "two-pass",
+    ...(m[2] !== undefined ? { subgroups: Number(m[2]) } : {}),
+    ...(m[3] !== undefined ? { prefetch: false } : {})
+  }
+}

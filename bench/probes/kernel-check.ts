@@ -13,6 +13,7 @@ import type * as Device from "@effect-gpu/core/Device"
 import type { Quantized } from "@effect-gpu/core/DType"
 import * as Quant from "@effect-gpu/core/Quant"
 import type * as Tensor from "@effect-gpu/core/Tensor"
+import { Forward } from "@effect-gpu/llm"
 import { nmse } from "@effect-gpu/testing/Compare"
 import * as Generators from "@effect-gpu/testing/Generators"
 import { WebGpu } from "@effect-gpu/webgpu"
@@ -166,6 +167,86 @@ const program = Effect.gen(function*() {
     console.log(
       JSON.stringify({ attention: { D, keys, splits, across, heads }, kernels, nmse: error, bound: 1e-6, ok })
     )
+  }
+  // prompt attention on subgroup matrices: the one-pass form (64 or 128 query rows a workgroup; a causal
+  // mask whose later blocks it skips; q scaled up so that rows' maxima grow block after block and O is
+  // rescaled; sinks; K and V loaded a block ahead or not), and the two-pass form where the mask's rows do
+  // not load 8 f16 at a time (300 keys)
+  const tiles = "flash_attn_tiles"
+  const prefillCases = [
+    {
+      D: 128,
+      nQ: 100,
+      keys: 304,
+      subgroups: 4,
+      mask: "random",
+      sinks: false,
+      qScale: 1,
+      prefetch: true,
+      family: tiles
+    },
+    { D: 64, nQ: 200, keys: 512, subgroups: 8, mask: "causal", sinks: true, qScale: 1, prefetch: true, family: tiles },
+    {
+      D: 128,
+      nQ: 64,
+      keys: 296,
+      subgroups: 0,
+      mask: "random",
+      sinks: false,
+      qScale: 12,
+      prefetch: true,
+      family: tiles
+    },
+    {
+      D: 64,
+      nQ: 100,
+      keys: 304,
+      subgroups: 4,
+      mask: "causal",
+      sinks: false,
+      qScale: 4,
+      prefetch: false,
+      family: tiles
+    },
+    {
+      D: 64,
+      nQ: 100,
+      keys: 300,
+      subgroups: 0,
+      mask: "random",
+      sinks: false,
+      qScale: 1,
+      prefetch: true,
+      family: "flash_attn_mma"
+    }
+  ] as const
+  for (const c of prefillCases) {
+    const [dev] = yield* WebGpu.make({
+      devices: 1,
+      attentionPrefill: { ...(c.subgroups > 0 ? { subgroups: c.subgroups } : {}), prefetch: c.prefetch }
+    })
+    const g = Graph.make()
+    const q = yield* g.input("q", "f32", [c.D, c.nQ, 32])
+    const k = yield* g.input("k", "f16", [c.D, c.keys, 8])
+    const v = yield* g.input("v", "f16", [c.D, c.keys, 8])
+    const mask = yield* g.input("mask", "f16", [c.keys, c.nQ])
+    const sinks = c.sinks ? yield* g.input("sinks", "f32", [32]) : undefined
+    const y = yield* g.output(Ops.flashAttnExt(q, k, v, { scale: 1 / Math.sqrt(c.D), mask, sinks }))
+    // causal: the prompt's rows follow 100 cached positions
+    const maskValues = c.mask === "causal"
+      ? Forward.causalMask(c.nQ, 100, c.keys)
+      : Generators.values(13, c.keys * c.nQ).map((x, j) => j % 7 === 0 ? -Infinity : x)
+    const { error, kernels } = yield* against(dev, g, y, [
+      [q, Generators.values(10, c.D * c.nQ * 32).map((x) => x * c.qScale)],
+      ...[k, v].map((t, i) => [t, Generators.values(11 + i, t.ne[0] * t.ne[1] * t.ne[2])] as const),
+      [mask, maskValues],
+      ...(sinks ? [[sinks, Generators.values(14, 32)] as const] : [])
+    ])
+    const ok = error <= 1e-5 && kernels.startsWith(c.family) &&
+      (c.subgroups === 0 || kernels.includes(`subgroups=${c.subgroups}`)) &&
+      (c.family !== tiles || kernels.includes(`prefetch=${c.prefetch}`))
+    if (!ok) failed++
+    console.log(JSON.stringify({ prefillAttention: c, kernels, nmse: error, bound: 1e-5, ok }))
   }
   // q, k and v stacked in the int8 form at 32 lanes: parts of whole workgroups (a model's: each workgroup
   // reads its part alone), and parts that straddle them

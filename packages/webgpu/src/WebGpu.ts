@@ -54,6 +54,8 @@ export interface Options {
   readonly quantizedDecode?: WebGpuDevice.Options["quantizedDecode"]
   /** @internal flash attention's decode form (splits, block, subgroups), for tests and tuning */
   readonly attentionDecode?: WebGpuDevice.Options["attentionDecode"]
+  /** @internal flash attention's matrix form for prompts (one pass or two, subgroups), for tests and tuning */
+  readonly attentionPrefill?: WebGpuDevice.Options["attentionPrefill"]
   /** @internal short fixed loops written out (the GPU form) or not, for tests */
   readonly writeOut?: WebGpuDevice.Options["writeOut"]
   /** @internal the invocations of a row kernel's workgroup, for tests and tuning */
@@ -166,6 +168,7 @@ const wrapDevice = (
       registerTile: options.registerTile,
       quantizedDecode: options.quantizedDecode,
       attentionDecode: options.attentionDecode,
+      attentionPrefill: options.attentionPrefill,
       writeOut: options.writeOut,
       rowThreads: options.rowThreads,
       halfActivations: options.halfActivations

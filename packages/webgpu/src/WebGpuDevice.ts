@@ -14,7 +14,13 @@ import * as Option from "effect/Option"
 import * as GpuContext from "./internal/context.js"
 import * as Interpreter from "./internal/interpreter.js"
 import * as Attention from "./internal/kernels/attention.js"
-import type { AttentionDecode, MatrixTile, QuantizedDecode, RegisterTile } from "./internal/kernels/kernel.js"
+import type {
+  AttentionDecode,
+  AttentionPrefill,
+  MatrixTile,
+  QuantizedDecode,
+  RegisterTile
+} from "./internal/kernels/kernel.js"
 import * as MatMul from "./internal/kernels/matmul.js"
 import * as Memory from "./internal/memory.js"
 import * as Program from "./internal/program.js"
@@ -63,6 +69,13 @@ export interface Options {
    * @internal
    */
   readonly attentionDecode?: AttentionDecode | undefined
+  /**
+   * flash attention's matrix form for prompts: one pass or two, subgroups per workgroup (tests and tuning);
+   * default: one pass where K and V load 8 f16 at a time, subgroups by the workgroups they give
+   *
+   * @internal
+   */
+  readonly attentionPrefill?: AttentionPrefill | undefined
   /**
    * short fixed loops written out, as on GPUs, or kept as loops, as on software adapters (tests);
    * default: written out on GPUs
@@ -211,6 +224,7 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
     ...(options.registerTile ? { registerTile: options.registerTile } : {}),
     ...(options.quantizedDecode ? { quantizedDecode: options.quantizedDecode } : {}),
     ...(options.attentionDecode ? { attentionDecode: options.attentionDecode } : {}),
+    ...(options.attentionPrefill ? { attentionPrefill: options.attentionPrefill } : {}),
     ...(options.writeOut !== undefined ? { writeOut: options.writeOut } : {}),
     ...(options.rowThreads !== undefined ? { rowThreads: options.rowThreads } : {})
   })

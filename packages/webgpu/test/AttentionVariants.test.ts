@@ -117,6 +117,18 @@ describe.skipIf(!adapterAvailable)("WebGPU attention kernel variants", () => {
       maskHeads: 1,
       across: undefined
     },
+    // 304 keys: the mask's rows load 8 f16 at a time, so the one-pass form runs (300 above: the two-pass one)
+    {
+      nQ: 70,
+      D: 64,
+      keys: 304,
+      splits: 1,
+      sinks: true,
+      families: ["flash_attn_tiles"],
+      wide: undefined,
+      maskHeads: 1,
+      across: undefined
+    },
     {
       nQ: 9,
       D: 62,
@@ -143,12 +155,13 @@ describe.skipIf(!adapterAvailable)("WebGPU attention kernel variants", () => {
           }
           const [d] = yield* WebGpu.make({ devices: 1, attentionDecode: forced })
           // without subgroups the decode form is not offered: the row form runs
-          const offered = form.families[0] === "flash_attn_mma"
+          const matrices = form.families[0] === "flash_attn_mma" || form.families[0] === "flash_attn_tiles"
+          const offered = matrices
             ? WebGpuDevice.hasSubgroupMatrices(d)
             : d.description.includes("subgroups")
           const families = offered ? [...form.families] : ["flash_attn"]
           const { D, nQ } = form
-          const nKv = 300
+          const nKv = "keys" in form ? form.keys : 300
           const g = Graph.make()
           const q = yield* g.input("q", "f32", [D, nQ, 4])
           const k = yield* g.input("k", "f16", [D, nKv, 2])
@@ -181,7 +194,7 @@ describe.skipIf(!adapterAvailable)("WebGPU attention kernel variants", () => {
             results.push(Array.from(yield* plan.get(y)))
           }
           // the matrix form rounds Q and P to f16, as ggml's GPU kernels do
-          assert.isBelow(nmse(results[0], results[1]), families[0] === "flash_attn_mma" ? 1e-5 : 1e-6)
+          assert.isBelow(nmse(results[0], results[1]), matrices && offered ? 1e-5 : 1e-6)
         }),
       60_000
     )

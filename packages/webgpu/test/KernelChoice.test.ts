@@ -342,14 +342,27 @@ describe("mul_mat kernel choice", () => {
       assert.strictEqual(scratchBytes(short, h200), 0)
       // the subgroup size must be known, else the matrix form takes any rows; without either, the row form
       const { subgroupSize: _, ...sizeUnknown } = h200
-      assert.strictEqual(chosen(decode, sizeUnknown), "flash_attn_mma")
+      assert.strictEqual(chosen(decode, sizeUnknown), "flash_attn_tiles")
       assert.strictEqual(chosen(decode, { ...h200, subgroups: false, subgroupMatrix: false }), "flash_attn")
+      // prompts: the one-pass form with the two-pass one to fall back on (bindings not aligned for 8-f16
+      // loads), 128 query rows a workgroup where that gives 256 workgroups, else 64; the two-pass form alone
+      // where K, V or the mask's rows do not load 8 f16 at a time
       const prefill = yield* attention(512)
-      assert.strictEqual(chosen(prefill, h200), "flash_attn_mma")
+      assert.strictEqual(chosen(prefill, h200), "flash_attn_tiles")
+      assert.strictEqual(kernelFor(prefill, h200)!.fallback?.variant.family, "flash_attn_mma")
+      assert.strictEqual(kernelFor(prefill, h200)!.variant.subgroups, 4)
+      assert.strictEqual(kernelFor(yield* attention(2048), h200)!.variant.subgroups, 8)
+      assert.strictEqual(kernelFor(prefill, { ...h200, attentionPrefill: { subgroups: 8 } })!.variant.subgroups, 8)
+      assert.strictEqual(chosen(prefill, { ...h200, attentionPrefill: { form: "two-pass" } }), "flash_attn_mma")
+      assert.strictEqual(chosen(yield* attention(512, 300), h200), "flash_attn_mma")
       assert.strictEqual(scratchBytes(prefill, h200), 0)
       assert.strictEqual(chosen(prefill, { ...h200, subgroupMatrix: false }), "flash_attn")
       // heads past 128 (or memory short of the tiles) take the row form
       assert.strictEqual(chosen(yield* attention(512, 4096, 256), h200), "flash_attn")
-      assert.strictEqual(chosen(prefill, { ...h200, workgroupStorage: 32768 }), "flash_attn")
+      assert.strictEqual(chosen(prefill, { ...h200, workgroupStorage: 24576 }), "flash_attn")
+      // the one-pass form's tiles fit where the two-pass form's do not: the row form is its fallback
+      const small = kernelFor(prefill, { ...h200, workgroupStorage: 32768 })!
+      assert.strictEqual(small.variant.family, "flash_attn_tiles")
+      assert.strictEqual(small.fallback?.variant.family, "flash_attn")
     }))
 })

@@ -12,6 +12,7 @@ import { fold } from "../wgsl.js"
 import type { AttentionOp } from "./attentionDecode.js"
 import { decodeKernel, decodePlan, queryOf, shared, widens } from "./attentionDecode.js"
 import * as Matrix from "./attentionMatrix.js"
+import * as Tiles from "./attentionTiles.js"
 import type { Kernel, KernelTarget, Operand } from "./kernel.js"
 import * as KernelSpec from "./kernel.js"
 import { entry } from "./kernel.js"
@@ -30,7 +31,7 @@ export const flashAttnExt = (
   const rows = rowsKernel(node, op, target)
   if (plan === undefined) {
     // the matrix form reads q as it is: a rotated q takes the row form
-    if (op._tag !== "FlashAttnExt" || !Matrix.applies(node, target)) return rows
+    if (op._tag !== "FlashAttnExt" || !Matrix.offered(node, target)) return rows
     const { k, mask, params, q, sinks, v } = shared(node, op)
     const operands: Array<Operand> = [{ name: "q", tensor: q }, { name: "k", tensor: k }, { name: "v", tensor: v }, {
       name: "d",
@@ -38,7 +39,12 @@ export const flashAttnExt = (
     }]
     if (mask) operands.push({ name: "m", tensor: mask })
     if (sinks) operands.push({ name: "s", tensor: sinks })
-    return Matrix.flashAttnMatrix(node, op, operands, params)
+    // the two-pass form where the one-pass one does not apply or its bindings turn out unaligned, the row
+    // form where the two-pass one's tiles do not fit
+    const twoPass = Matrix.fits(node, target) ? Matrix.flashAttnMatrix(node, op, operands, params) : rows
+    return Tiles.applies(node, op, target)
+      ? Tiles.flashAttnTiles(node, op, operands, params, target, twoPass)
+      : twoPass
   }
   const scalar = decodeKernel(node, op, { ...plan, across: "dims" }, target, rows, false)
   return widens(node.src[1]) && widens(node.src[2]) ? decodeKernel(node, op, plan, target, scalar, true) : scalar

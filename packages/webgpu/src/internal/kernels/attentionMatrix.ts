@@ -27,17 +27,20 @@ const sharedBytes = (D: number, Dv: number) =>
   ROWS * D * 2 + KEYS * D * 2 + KEYS * Dv * 2 + 4 * 16 * KEYS * 4 + 4 * 16 * KEYS * 2
 
 /**
- * @internal: whether the matrix form takes a flash_attn_ext node: subgroup matrices, f16 K and V, head
- * sizes multiples of 16 up to 128, within the workgroup memory
+ * @internal: whether a matrix form (this one or the one-pass form) may take a flash_attn_ext node:
+ * subgroup matrices, f16 K and V, head sizes multiples of 16 up to 128
  */
-export const applies = (node: Tensor.Tensor, target: KernelTarget): boolean => {
+export const offered = (node: Tensor.Tensor, target: KernelTarget): boolean => {
   const [q, k, v] = node.src
   const D = q.ne[0]
   const Dv = v.ne[0]
   return target.subgroupMatrix === true && target.f16 && k.dtype === "f16" && v.dtype === "f16" &&
-    D % 16 === 0 && Dv % 16 === 0 && D <= 128 && Dv <= 128 &&
-    sharedBytes(D, Dv) <= (target.workgroupStorage ?? 16384)
+    D % 16 === 0 && Dv % 16 === 0 && D <= 128 && Dv <= 128
 }
+
+/** @internal: whether this form's tiles fit the device's workgroup memory */
+export const fits = (node: Tensor.Tensor, target: KernelTarget): boolean =>
+  sharedBytes(node.src[0].ne[0], node.src[2].ne[0]) <= (target.workgroupStorage ?? 16384)
 
 /** @internal */
 export const flashAttnMatrix = (

@@ -138,6 +138,16 @@ export interface AttentionDecode {
   readonly heads?: number
 }
 
+/** @internal: flash attention's matrix form for prompts, each field overriding the default */
+export interface AttentionPrefill {
+  /** one pass over the keys with O rescaled where a row's max grows, or two passes that never rescale */
+  readonly form?: "one-pass" | "two-pass"
+  /** subgroups (16 query rows each) a workgroup of the one-pass form takes */
+  readonly subgroups?: number
+  /** K and V of the next block loaded into registers under the current block's products (default: on) */
+  readonly prefetch?: boolean
+}
+
 /** @internal: what the device offers the kernels, which they are chosen and generated for */
 export interface KernelTarget {
   readonly f16: boolean
@@ -170,6 +180,8 @@ export interface KernelTarget {
   readonly quantizedDecode?: QuantizedDecode
   /** overrides flash attention's decode form (tests and benchmarks) */
   readonly attentionDecode?: AttentionDecode
+  /** overrides flash attention's matrix form for prompts (tests and benchmarks) */
+  readonly attentionPrefill?: AttentionPrefill
   /** overrides the invocations of a row kernel's workgroup (tests and benchmarks) */
   readonly rowThreads?: number
   /**

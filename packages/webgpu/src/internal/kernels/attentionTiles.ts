@@ -1,0 +1,324 @@
+/**
+ * Fused attention for prompts on subgroup matrices in one pass over the keys. A workgroup takes 16 query
+ * rows of one head per subgroup; blocks of 32 keys go by, K and V staged in workgroup memory 8 f16 a load
+ * and shared by the subgroups. Per block: S = Q K^T on the fragments, the lanes' scores (two lanes a row)
+ * into P = exp(S - m) as f16, then O += P V on the fragments, which stay in registers.
+ *
+ * Subgroup matrices give no access to a row, so O is rescaled only when a row's max grows by more than
+ * RESCALE_AT over the max its P was taken against (P is then at most e^RESCALE_AT, well inside f16): the
+ * fragments go through workgroup memory once for that block, which after the first few blocks is rare.
+ * The two-pass form (attentionMatrix.ts), which never rescales but computes S twice, is the fallback.
+ * Where a mask hides a whole block from every row of a workgroup (a causal prompt's later keys), the block
+ * is skipped before its K and V are staged. On the H200 (n_q = n_kv = 2048, 32 / 8 heads, D 128) it took
+ * 2.17 ms against the two-pass form's 17.5 (benchmarks/RESULTS.md).
+ *
+ * @internal
+ */
+import type { Op } from "@effect-gpu/core/Op"
+import type * as Tensor from "@effect-gpu/core/Tensor"
+import { fold } from "../wgsl.js"
+import type { Kernel, KernelTarget, Operand, Param } from "./kernel.js"
+import * as KernelSpec from "./kernel.js"
+import { entry, range, SUBGROUP_LANES } from "./kernel.js"
+import { alibiSlope } from "./reduce.js"
+
+/** keys per block: two fragments of S a subgroup, 16 keys a lane */
+const KEYS = 32
+/** how far (natural log) a row's max may pass the one its P is taken against before O is rescaled */
+const RESCALE_AT = 8
+
+/** the workgroup memory the kernel takes for head sizes D and Dv and `subgroups` */
+const sharedBytes = (D: number, Dv: number, subgroups: number) =>
+  KEYS * (D + Dv) * 2 + subgroups * 16 * KEYS * (4 + 2) + subgroups * 16 * 4 + 256
+
+/**
+ * @internal: subgroups a workgroup of the one-pass form takes: the asked number, else 8 (128 query rows,
+ * K and V staged once for more of them: 2.17 against 2.70 ms at 2048 queries on the H200) where that still
+ * gives the GPU two workgroups an SM, else 4
+ */
+export const subgroupsFor = (node: Tensor.Tensor, target: KernelTarget): number => {
+  const asked = target.attentionPrefill?.subgroups
+  if (asked !== undefined) return asked
+  const [q] = node.src
+  const heads = q.ne[2] * q.ne[3]
+  return Math.ceil(q.ne[1] / 128) * heads >= 256 ? 8 : 4
+}
+
+/** strides past the first a multiple of 16 bytes, the first one element of f16: rows load 8 f16 at a time */
+const loadsEight = (t: Tensor.Tensor) => t.nb[0] === 2 && t.nb.slice(1).every((n) => n % 16 === 0)
+
+/**
+ * @internal: whether the one-pass form takes a flash_attn_ext node that the two-pass form takes: K and V
+ * rows (and the mask's) load 8 f16 at a time, within the workgroup memory. Its bindings' offsets are
+ * checked as they are bound (else the two-pass form runs).
+ */
+export const applies = (node: Tensor.Tensor, op: Extract<Op, { _tag: "FlashAttnExt" }>, target: KernelTarget) => {
+  if (target.attentionPrefill?.form === "two-pass") return false
+  const [q, k, v] = node.src
+  const mask = op.hasMask ? node.src[3] : undefined
+  return loadsEight(k) && loadsEight(v) && (mask === undefined || loadsEight(mask)) &&
+    sharedBytes(q.ne[0], v.ne[0], subgroupsFor(node, target)) <= (target.workgroupStorage ?? 16384)
+}
+
+/** @internal: the one-pass kernel, `fallback` (the two-pass one) where the bindings do not allow 8-f16 loads */
+export const flashAttnTiles = (
+  node: Tensor.Tensor,
+  op: Extract<Op, { _tag: "FlashAttnExt" }>,
+  operands: ReadonlyArray<Operand>,
+  params: ReadonlyArray<Param>,
+  target: KernelTarget,
+  fallback: Kernel
+): Kernel => {
+  const [q, , v] = node.src
+  const D = q.ne[0]
+  const Dv = v.ne[0]
+  const SG = subgroupsFor(node, target)
+  const prefetch = target.attentionPrefill?.prefetch !== false
+  const ROWS = 16 * SG
+  const THREADS = 32 * SG
+  const HALF = KEYS / 2
+  const mask = op.hasMask
+  const sinks = op.hasSinks
+  const softcap = op.logitSoftcap !== 0
+  const left = "subgroup_matrix_left<f16, 16, 16>, row_major"
+  const rightT = "subgroup_matrix_right<f16, 16, 16>, col_major"
+  const rightV = "subgroup_matrix_right<f16, 16, 16>, row_major"
+  const result = "subgroup_matrix_result<f32, 16, 16>"
+  // the subgroup's region of Ss: its S, or fragments of O on their way through workgroup memory
+  const region = `sg * ${16 * KEYS}u`
+  // O's fragments through the subgroup's region, PER at a time (each 256 floats): `body` runs on each
+  // element e (0..255) of fragment f, lane-strided, between the stores and (with `reload`) the loads back
+  const PER = (16 * KEYS) / 256
+  const rounds = (body: string, reload: boolean) =>
+    range(Math.ceil(Dv / 16 / PER)).map((r) => {
+      const frags = range(PER).map((f) => r * PER + f).filter((n) => n < Dv / 16)
+      return `    workgroupBarrier();
+${frags.map((n, f) => `    subgroupMatrixStore<row_major>(&Ss, ${region} + ${f * 256}u, o${n}, 16u);`).join("\n")}
+    workgroupBarrier();
+    for (var x = sgl; x < ${frags.length * 256}u; x += 32u) {
+      let f = x / 256u;
+      let e = x % 256u;
+      let r = e / 16u;
+      let n = ${r * PER}u + f;
+${body}
+    }${
+        reload
+          ? `\n    workgroupBarrier();\n${
+            frags.map((n, f) =>
+              `    o${n} = subgroupMatrixLoad<${result}, row_major>(&Ss, ${region} + ${f * 256}u, 16u);`
+            ).join("\n")
+          }`
+          : ""
+      }`
+    }).join("\n")
+  // K and V 8 f16 a load, each thread's loads of a block held in registers (kr, vr): loaded a block ahead
+  // where `prefetch` (so that they are in flight under the block's products), staged as two vec4<f16> each
+  const loadsOf = (width: number) => Math.ceil((KEYS * width) / 8 / THREADS)
+  const fetch = (regs: string, width: number, op: "k" | "v", b3: string, at: string) =>
+    range(loadsOf(width)).map((e) =>
+      `    {
+      let x = lid + ${e * THREADS}u;
+      let j = ${at} + x / ${width / 8}u;
+      ${regs}[${e}] = vec4<u32>();
+      if (x < ${(KEYS * width) / 8}u && j < nkv) { ${regs}[${e}] = ldw_${op}(ix_${op}((x % ${
+        width / 8
+      }u) * 8u, j, g, ${b3}) >> 3u); }
+    }`
+    ).join("\n")
+  const stash = (tile: string, regs: string, width: number) =>
+    range(loadsOf(width)).map((e) =>
+      `    {
+      let x = lid + ${e * THREADS}u;
+      if (x < ${(KEYS * width) / 8}u) {
+        ${tile}[2u * x] = bitcast<vec4<f16>>(${regs}[${e}].xy);
+        ${tile}[2u * x + 1u] = bitcast<vec4<f16>>(${regs}[${e}].zw);
+      }
+    }`
+    ).join("\n")
+  const fetchBoth = (at: string) => `${fetch("kr", D, "k", "kb3", at)}\n${fetch("vr", Dv, "v", "vb3", at)}`
+  // the lane's mask values: HALF keys of its row, 8 a load
+  const maskValue = (c: number) => `f32(bitcast<vec4<f16>>(mk[${c >> 3}].${(c & 7) < 4 ? "xy" : "zw"})[${c & 3}])`
+  const maskLoads = `    var mk: array<vec4<u32>, ${HALF / 8}>;
+    var seen = false;
+    if (i < nq) {
+${
+    range(HALF / 8).map((u) =>
+      `      {
+        let jb = j0 + hc * ${HALF}u + ${u * 8}u;
+        if (jb < nkv) {
+          mk[${u}] = ldw_m(ix_m(jb, i, h % P.m_ne2, b % P.m_ne3) >> 3u);
+          seen = seen || any(bitcast<vec4<f16>>(mk[${u}].xy) >= vec4<f16>(-65504.0h)) ||
+            any(bitcast<vec4<f16>>(mk[${u}].zw) >= vec4<f16>(-65504.0h));
+        }
+      }`
+    ).join("\n")
+  }
+    }
+    if (seen) { flags[1] = 1u; }
+    let go = workgroupUniformLoad(&flags[1]);
+    if (lid == 0u) { flags[1] = 0u; }
+    if (go == 0u) {${prefetch ? `\n${fetchBoth(`j0 + ${KEYS}u`)}` : ""}
+      continue;
+    }`
+  const scores = range(HALF).map((c) =>
+    `    {
+      let jj = hc * ${HALF}u + ${c}u;
+      var x = Ss[(${region}) + row * ${KEYS}u + jj] * P.scale;${
+      softcap ? "\n      x = P.softcap * tanh_s(x / P.softcap);" : ""
+    }
+      if (j0 + jj >= nkv) { x = neg_inf(); }${mask ? `\n      else if (i < nq) { x += slope * ${maskValue(c)}; }` : ""}
+      sv[${c}] = x;
+      bm = max(bm, x);
+    }`
+  ).join("\n")
+  const loop = `
+  for (var j0 = 0u; j0 < nkv; j0 += ${KEYS}u) {
+${mask ? maskLoads : "    workgroupBarrier();"}
+${prefetch ? "" : fetchBoth("j0")}
+${stash("Ks", "kr", D)}
+${stash("Vs", "vr", Dv)}
+    workgroupBarrier();
+${prefetch ? fetchBoth(`j0 + ${KEYS}u`) : ""}
+${
+    range(KEYS / 16).map((t) =>
+      `    {
+      var s = zero;
+${
+        range(D / 16).map((s) =>
+          `      s = subgroupMatrixMultiplyAccumulate(q${s}, subgroupMatrixLoad<${rightT}>(&Ks, ${
+            (t * 16 * D + s * 16) / 4
+          }u, ${D / 4}u), s);`
+        ).join("\n")
+      }
+      subgroupMatrixStore<row_major>(&Ss, ${region} + ${t * 16}u, s, ${KEYS}u);
+    }`
+    ).join("\n")
+  }
+    workgroupBarrier();
+    var sv: array<f32, ${HALF}>;
+    var bm = neg_inf();
+${scores}
+    bm = max(bm, subgroupShuffleXor(bm, 1u));
+    // m's rows move together: a subgroup rescales when any of its rows passes its max by RESCALE_AT
+    let grows = subgroupAny(bm > m + ${RESCALE_AT.toFixed(1)});
+    var alpha = 1.0;
+    if (grows) {
+      let mn = max(m, bm);
+      alpha = select(0.0, exp(m - mn), m > neg_inf());
+      m = mn;
+      l = l * alpha;
+      flags[0] = 1u;
+    }
+    var ps = 0.0;
+${
+    range(HALF).map((c) =>
+      `    {
+      let p = select(0.0, exp(sv[${c}] - m), sv[${c}] > neg_inf());
+      ps += p;
+      Ps[(${region}) + row * ${KEYS}u + hc * ${HALF}u + ${c}u] = f16(p);
+    }`
+    ).join("\n")
+  }
+    l += ps + subgroupShuffleXor(ps, 1u);
+    if (hc == 0u) { Ls[sg * 16u + row] = alpha; }
+    let rescaling = workgroupUniformLoad(&flags[0]);
+    if (lid == 0u) { flags[0] = 0u; }
+    // O is zero until a block has been multiplied in: nothing to rescale
+    if (rescaling != 0u && started) {
+${rounds("      Ss[(" + region + ") + x] *= Ls[sg * 16u + r];", true)}
+    }
+${
+    range(KEYS / 16).map((kk) =>
+      `    {
+      let p = subgroupMatrixLoad<${left}>(&Ps, ${region} + ${kk * 16}u, ${KEYS}u);
+${
+        range(Dv / 16).map((n) =>
+          `      o${n} = subgroupMatrixMultiplyAccumulate(p, subgroupMatrixLoad<${rightV}>(&Vs, ${
+            (kk * 16 * Dv + n * 16) / 4
+          }u, ${Dv / 4}u), o${n});`
+        ).join("\n")
+      }
+    }`
+    ).join("\n")
+  }
+    started = true;
+  }`
+  const kernel = KernelSpec.make({
+    variant: { family: "flash_attn_tiles", D, Dv, mask, sinks, softcap, subgroups: SG, prefetch },
+    enables: ["f16", "subgroups", "chromium_experimental_subgroup_matrix"],
+    // per-subgroup offsets (lid / 32), the lane pairs' shuffles and the subgroup's rescale are uniform
+    // within each subgroup, which Tint cannot prove
+    diagnosticsOff: ["chromium.subgroup_matrix_uniformity", "subgroup_uniformity"],
+    operands,
+    params,
+    workgroups: fold(Math.ceil(q.ne[1] / ROWS) * q.ne[2] * q.ne[3], 65535),
+    main: `
+var<workgroup> Ks: array<vec4<f16>, ${(KEYS * D) / 4}>;
+var<workgroup> Vs: array<vec4<f16>, ${(KEYS * Dv) / 4}>;
+var<workgroup> Ss: array<f32, ${SG * 16 * KEYS}>;
+var<workgroup> Ps: array<f16, ${SG * 16 * KEYS}>;
+var<workgroup> Ls: array<f32, ${ROWS}>;
+// [0]: a subgroup rescales this block, [1]: a row sees a key of it. An array of 256 bytes: beside a scalar
+// workgroup variable the subgroup-matrix loads read garbage on the H200 (a 4-byte variable misaligning the
+// tiles, by the look of it), so every workgroup variable here is a multiple of 256 bytes
+var<workgroup> flags: array<u32, 64>;
+${SUBGROUP_LANES}
+fn slope_of(h: u32) -> f32 {${alibiSlope("h")}
+  return slope;
+}
+${entry(THREADS, true)}
+  let nq = P.q_ne1;
+  let nkv = P.k_ne1;
+  let tiles = (nq + ${ROWS - 1}u) / ${ROWS}u;
+  let t = wg_linear(wid, nwg);
+  if (t >= tiles * P.q_ne2 * P.q_ne3) { return; }
+  let h = (t / tiles) % P.q_ne2;
+  let b = t / (tiles * P.q_ne2);
+  let i0 = (t % tiles) * ${ROWS}u;
+  // grouped-query attention: heads share KV heads in runs of H / H_kv
+  let g = h / (P.q_ne2 / P.k_ne2);
+  let kb3 = b % P.k_ne3;
+  let vb3 = b % P.v_ne3;
+  let sg = lid / 32u;
+  let row = sgl / 2u;
+  let hc = sgl % 2u;
+  let i = i0 + sg * 16u + row;
+  let slope = slope_of(h);
+  // Q as D / 16 left fragments, staged 16 columns at a time through Ps
+${
+      range(D / 16).map((s) =>
+        `  for (var x = lid; x < ${ROWS * 16}u; x += ${THREADS}u) {
+    let ii = i0 + x / 16u;
+    var val = 0.0;
+    if (ii < nq) { val = ld_q(ix_q(${s * 16}u + x % 16u, ii, h, b)); }
+    Ps[x] = f16(val);
+  }
+  workgroupBarrier();
+  let q${s} = subgroupMatrixLoad<${left}>(&Ps, sg * 256u, 16u);
+  workgroupBarrier();`
+      ).join("\n")
+    }
+  var zero: ${result};
+${range(Dv / 16).map((n) => `  var o${n}: ${result};`).join("\n")}
+  var m = ${sinks ? "ld_s(ix_s(h, 0u, 0u, 0u))" : "neg_inf()"};
+  var l = ${sinks ? "1.0" : "0.0"};
+  var started = false;
+  var kr: array<vec4<u32>, ${loadsOf(D)}>;
+  var vr: array<vec4<u32>, ${loadsOf(Dv)}>;
+  {
+    let j0 = 0u;
+${prefetch ? fetchBoth("j0") : ""}
+  }
+${loop}
+  if (hc == 0u) { Ls[sg * 16u + row] = select(0.0, 1.0 / l, l > 0.0); }
+${
+      rounds(
+        `      let ii = i0 + sg * 16u + r;
+      if (ii < nq) { st_d(ix_d(n * 16u + e % 16u, h, ii, b), Ss[(${region}) + x] * Ls[sg * 16u + r]); }`,
+        false
+      )
+    }
+}`
+  })
+  return { ...kernel, vec4: true, wide: true, fallback }
+}
