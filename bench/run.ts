@@ -14,6 +14,7 @@
  *   pnpm bench --cases matmul --toggles disable_robustness        # extra Dawn toggles for a run
  *   pnpm bench --cases matmul,transformer_block --own-params      # weights in buffers of their own
  *   pnpm bench --cases matmul,transformer_block --no-leaf-buffer  # inputs and weights in the compute buffer
+ *   pnpm bench --cases flash_attn_prefill --no-peer --fa-prefill one-pass:4:no-prefetch   # a prompt attention form
  *
  * Each case warms up until its speed settles: the H200's SM clock idles low and climbs over seconds.
  */
