@@ -17,6 +17,15 @@ import * as KernelSpec from "./kernel.js"
 import { entry, range, SUBGROUP_LANES } from "./kernel.js"
 import { alibiSlope } from "./reduce.js"
 
+/** @internal: the fragment types both matrix forms load */
+export const LEFT = "subgroup_matrix_left<f16, 16, 16>, row_major"
+/** @internal */
+export const RIGHT_COLUMNS = "subgroup_matrix_right<f16, 16, 16>, col_major"
+/** @internal */
+export const RIGHT_ROWS = "subgroup_matrix_right<f16, 16, 16>, row_major"
+/** @internal */
+export const RESULT = "subgroup_matrix_result<f32, 16, 16>"
+
 /** query rows per workgroup (16 per subgroup), keys per block */
 const ROWS = 64
 const KEYS = 32
@@ -42,6 +51,74 @@ export const offered = (node: Tensor.Tensor, target: KernelTarget): boolean => {
 export const fits = (node: Tensor.Tensor, target: KernelTarget): boolean =>
   sharedBytes(node.src[0].ne[0], node.src[2].ne[0]) <= (target.workgroupStorage ?? 16384)
 
+/**
+ * @internal: the entry of both matrix forms, with what each workgroup works out first: its head `h`, batch
+ * `b`, first query row `i0` and KV head `g`; the subgroup `sg`, each lane's row `row` and half `hc` of the
+ * block's keys (two lanes a row), its query row `i`, and the head's ALiBi `slope`
+ */
+export const tileEntry = (rows: number, threads: number): string =>
+  `${SUBGROUP_LANES}
+fn slope_of(h: u32) -> f32 {${alibiSlope("h")}
+  return slope;
+}
+${entry(threads, true)}
+  let nq = P.q_ne1;
+  let nkv = P.k_ne1;
+  let tiles = (nq + ${rows - 1}u) / ${rows}u;
+  let t = wg_linear(wid, nwg);
+  if (t >= tiles * P.q_ne2 * P.q_ne3) { return; }
+  let h = (t / tiles) % P.q_ne2;
+  let b = t / (tiles * P.q_ne2);
+  let i0 = (t % tiles) * ${rows}u;
+  // grouped-query attention: heads share KV heads in runs of H / H_kv
+  let g = h / (P.q_ne2 / P.k_ne2);
+  let kb3 = b % P.k_ne3;
+  let vb3 = b % P.v_ne3;
+  let sg = lid / 32u;
+  let row = sgl / 2u;
+  let hc = sgl % 2u;
+  let i = i0 + sg * 16u + row;
+  let slope = slope_of(h);`
+
+/**
+ * @internal: O += P V for a block of `keys` keys: P (f16, the subgroup's rows of Ps) by V's staged rows of
+ * `dv` values (Vs, whose elements hold `unit` f16 each), into the result fragments o0, o1, ...
+ */
+export const multiplyPV = (keys: number, dv: number, unit: 1 | 4): string =>
+  range(keys / 16).map((kk) =>
+    `    {
+      let p = subgroupMatrixLoad<${LEFT}>(&Ps, sg * ${16 * keys}u + ${kk * 16}u, ${keys}u);
+${
+      range(dv / 16).map((n) =>
+        `      o${n} = subgroupMatrixMultiplyAccumulate(p, subgroupMatrixLoad<${RIGHT_ROWS}>(&Vs, ${
+          (kk * 16 * dv + n * 16) / unit
+        }u, ${dv / unit}u), o${n});`
+      ).join("\n")
+    }
+    }`
+  ).join("\n")
+
+/** @internal: a matrix form's kernel from its variant and WGSL: the extensions, waivers and grid both share */
+export const matrixKernel = (
+  variant: Kernel["variant"],
+  operands: ReadonlyArray<Operand>,
+  params: ReadonlyArray<Param>,
+  q: Tensor.Tensor,
+  rows: number,
+  main: string
+): Kernel =>
+  KernelSpec.make({
+    variant,
+    enables: ["f16", "subgroups", "chromium_experimental_subgroup_matrix"],
+    // per-subgroup offsets (lid / 32), the lane pairs' shuffles and the one-pass form's rescale are uniform
+    // within each subgroup, which Tint cannot prove
+    diagnosticsOff: ["chromium.subgroup_matrix_uniformity", "subgroup_uniformity"],
+    operands,
+    params,
+    workgroups: fold(Math.ceil(q.ne[1] / rows) * q.ne[2] * q.ne[3], 65535),
+    main
+  })
+
 /** @internal */
 export const flashAttnMatrix = (
   node: Tensor.Tensor,
@@ -55,10 +132,6 @@ export const flashAttnMatrix = (
   const mask = op.hasMask
   const sinks = op.hasSinks
   const softcap = op.logitSoftcap !== 0
-  const left = "subgroup_matrix_left<f16, 16, 16>, row_major"
-  const rightT = "subgroup_matrix_right<f16, 16, 16>, col_major"
-  const rightV = "subgroup_matrix_right<f16, 16, 16>, row_major"
-  const result = "subgroup_matrix_result<f32, 16, 16>"
   const stage = (tile: string, width: number, load: string) =>
     `for (var x = lid; x < ${KEYS * width}u; x += ${THREADS}u) {
       let j = j0 + x / ${width}u;
@@ -74,8 +147,12 @@ export const flashAttnMatrix = (
     var s1 = zero;
 ${
     range(D / 16).map((s) =>
-      `    s0 = subgroupMatrixMultiplyAccumulate(q${s}, subgroupMatrixLoad<${rightT}>(&Ks, ${s * 16}u, ${D}u), s0);
-    s1 = subgroupMatrixMultiplyAccumulate(q${s}, subgroupMatrixLoad<${rightT}>(&Ks, ${16 * D + s * 16}u, ${D}u), s1);`
+      `    s0 = subgroupMatrixMultiplyAccumulate(q${s}, subgroupMatrixLoad<${RIGHT_COLUMNS}>(&Ks, ${
+        s * 16
+      }u, ${D}u), s0);
+    s1 = subgroupMatrixMultiplyAccumulate(q${s}, subgroupMatrixLoad<${RIGHT_COLUMNS}>(&Ks, ${
+        16 * D + s * 16
+      }u, ${D}u), s1);`
     ).join("\n")
   }
     subgroupMatrixStore<row_major>(&Ss, sg * ${16 * KEYS}u, s0, ${KEYS}u);
@@ -126,20 +203,7 @@ ${
     ).join("\n")
   }
     workgroupBarrier();
-${
-    range(KEYS / 16).map((kk) =>
-      `    {
-      let p = subgroupMatrixLoad<${left}>(&Ps, sg * ${16 * KEYS}u + ${kk * 16}u, ${KEYS}u);
-${
-        range(Dv / 16).map((n) =>
-          `      o${n} = subgroupMatrixMultiplyAccumulate(p, subgroupMatrixLoad<${rightV}>(&Vs, ${
-            kk * 16 * Dv + n * 16
-          }u, ${Dv}u), o${n});`
-        ).join("\n")
-      }
-    }`
-    ).join("\n")
-  }
+${multiplyPV(KEYS, Dv, 1)}
   }`
   const store = range(Dv / 16).map((n) =>
     `  workgroupBarrier();
@@ -150,43 +214,19 @@ ${
     if (ii < nq) { st_d(ix_d(${n * 16}u + x % 16u, h, ii, b), Ss[sg * ${16 * KEYS}u + x]); }
   }`
   ).join("\n")
-  return KernelSpec.make({
-    variant: { family: "flash_attn_mma", D, Dv, mask, sinks, softcap },
-    enables: ["f16", "subgroups", "chromium_experimental_subgroup_matrix"],
-    // per-subgroup offsets (lid / 32) and the lane pairs' shuffles are uniform within each subgroup, which
-    // Tint cannot prove
-    diagnosticsOff: ["chromium.subgroup_matrix_uniformity", "subgroup_uniformity"],
+  return matrixKernel(
+    { family: "flash_attn_mma", D, Dv, mask, sinks, softcap },
     operands,
     params,
-    workgroups: fold(Math.ceil(q.ne[1] / ROWS) * q.ne[2] * q.ne[3], 65535),
-    main: `
+    q,
+    ROWS,
+    `
 var<workgroup> Qs: array<f16, ${ROWS * D}>;
 var<workgroup> Ks: array<f16, ${KEYS * D}>;
 var<workgroup> Vs: array<f16, ${KEYS * Dv}>;
 var<workgroup> Ss: array<f32, ${4 * 16 * KEYS}>;
 var<workgroup> Ps: array<f16, ${4 * 16 * KEYS}>;
-${SUBGROUP_LANES}
-fn slope_of(h: u32) -> f32 {${alibiSlope("h")}
-  return slope;
-}
-${entry(THREADS, true)}
-  let nq = P.q_ne1;
-  let nkv = P.k_ne1;
-  let tiles = (nq + ${ROWS - 1}u) / ${ROWS}u;
-  let t = wg_linear(wid, nwg);
-  if (t >= tiles * P.q_ne2 * P.q_ne3) { return; }
-  let h = (t / tiles) % P.q_ne2;
-  let b = t / (tiles * P.q_ne2);
-  let i0 = (t % tiles) * ${ROWS}u;
-  // grouped-query attention: heads share KV heads in runs of H / H_kv
-  let g = h / (P.q_ne2 / P.k_ne2);
-  let kb3 = b % P.k_ne3;
-  let vb3 = b % P.v_ne3;
-  let sg = lid / 32u;
-  let row = sgl / 2u;
-  let hc = sgl % 2u;
-  let i = i0 + sg * 16u + row;
-  let slope = slope_of(h);
+${tileEntry(ROWS, THREADS)}
   for (var x = lid; x < ${ROWS * D}u; x += ${THREADS}u) {
     let ii = i0 + x / ${D}u;
     var val = 0.0;
@@ -195,16 +235,16 @@ ${entry(THREADS, true)}
   }
   workgroupBarrier();
 ${
-      range(D / 16).map((s) => `  let q${s} = subgroupMatrixLoad<${left}>(&Qs, sg * ${16 * D}u + ${s * 16}u, ${D}u);`)
+      range(D / 16).map((s) => `  let q${s} = subgroupMatrixLoad<${LEFT}>(&Qs, sg * ${16 * D}u + ${s * 16}u, ${D}u);`)
         .join("\n")
     }
-  var zero: ${result};
+  var zero: ${RESULT};
   var m = ${sinks ? "ld_s(ix_s(h, 0u, 0u, 0u))" : "neg_inf()"};
   var l = ${sinks ? "1.0" : "0.0"};
 ${passMax}
-${range(Dv / 16).map((n) => `  var o${n}: ${result};`).join("\n")}
+${range(Dv / 16).map((n) => `  var o${n}: ${RESULT};`).join("\n")}
 ${passOut}
 ${store}
 }`
-  })
+  )
 }

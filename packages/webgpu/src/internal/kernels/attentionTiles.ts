@@ -9,18 +9,16 @@
  * fragments go through workgroup memory once for that block, which after the first few blocks is rare.
  * The two-pass form (attentionMatrix.ts), which never rescales but computes S twice, is the fallback.
  * Where a mask hides a whole block from every row of a workgroup (a causal prompt's later keys), the block
- * is skipped before its K and V are staged. On the H200 (n_q = n_kv = 2048, 32 / 8 heads, D 128) it took
- * 2.17 ms against the two-pass form's 17.5 (benchmarks/RESULTS.md).
+ * is skipped before its K and V are staged. On the H200 it runs 8x faster than the two-pass form
+ * (benchmarks/RESULTS.md).
  *
  * @internal
  */
 import type { Op } from "@effect-gpu/core/Op"
 import type * as Tensor from "@effect-gpu/core/Tensor"
-import { fold } from "../wgsl.js"
+import { LEFT, matrixKernel, multiplyPV, RESULT, RIGHT_COLUMNS, tileEntry } from "./attentionMatrix.js"
 import type { Kernel, KernelTarget, Operand, Param } from "./kernel.js"
-import * as KernelSpec from "./kernel.js"
-import { entry, range, SUBGROUP_LANES } from "./kernel.js"
-import { alibiSlope } from "./reduce.js"
+import { range } from "./kernel.js"
 
 /** keys per block: two fragments of S a subgroup, 16 keys a lane */
 const KEYS = 32
@@ -33,8 +31,8 @@ const sharedBytes = (D: number, Dv: number, subgroups: number) =>
 
 /**
  * @internal: subgroups a workgroup of the one-pass form takes: the asked number, else 8 (128 query rows,
- * K and V staged once for more of them: 2.17 against 2.70 ms at 2048 queries on the H200) where that still
- * gives the GPU two workgroups an SM, else 4
+ * K and V staged once for more of them: faster on the H200, benchmarks/RESULTS.md) where that still gives
+ * the GPU two workgroups an SM, else 4
  */
 export const subgroupsFor = (node: Tensor.Tensor, target: KernelTarget): number => {
   const asked = target.attentionPrefill?.subgroups
@@ -80,10 +78,6 @@ export const flashAttnTiles = (
   const mask = op.hasMask
   const sinks = op.hasSinks
   const softcap = op.logitSoftcap !== 0
-  const left = "subgroup_matrix_left<f16, 16, 16>, row_major"
-  const rightT = "subgroup_matrix_right<f16, 16, 16>, col_major"
-  const rightV = "subgroup_matrix_right<f16, 16, 16>, row_major"
-  const result = "subgroup_matrix_result<f32, 16, 16>"
   // the subgroup's region of Ss: its S, or fragments of O on their way through workgroup memory
   const region = `sg * ${16 * KEYS}u`
   // O's fragments through the subgroup's region, PER at a time (each 256 floats): `body` runs on each
@@ -105,7 +99,7 @@ ${body}
         reload
           ? `\n    workgroupBarrier();\n${
             frags.map((n, f) =>
-              `    o${n} = subgroupMatrixLoad<${result}, row_major>(&Ss, ${region} + ${f * 256}u, 16u);`
+              `    o${n} = subgroupMatrixLoad<${RESULT}, row_major>(&Ss, ${region} + ${f * 256}u, 16u);`
             ).join("\n")
           }`
           : ""
@@ -185,7 +179,7 @@ ${
       var s = zero;
 ${
         range(D / 16).map((s) =>
-          `      s = subgroupMatrixMultiplyAccumulate(q${s}, subgroupMatrixLoad<${rightT}>(&Ks, ${
+          `      s = subgroupMatrixMultiplyAccumulate(q${s}, subgroupMatrixLoad<${RIGHT_COLUMNS}>(&Ks, ${
             (t * 16 * D + s * 16) / 4
           }u, ${D / 4}u), s);`
         ).join("\n")
@@ -227,32 +221,17 @@ ${
     if (rescaling != 0u && started) {
 ${rounds("      Ss[(" + region + ") + x] *= Ls[sg * 16u + r];", true)}
     }
-${
-    range(KEYS / 16).map((kk) =>
-      `    {
-      let p = subgroupMatrixLoad<${left}>(&Ps, ${region} + ${kk * 16}u, ${KEYS}u);
-${
-        range(Dv / 16).map((n) =>
-          `      o${n} = subgroupMatrixMultiplyAccumulate(p, subgroupMatrixLoad<${rightV}>(&Vs, ${
-            (kk * 16 * Dv + n * 16) / 4
-          }u, ${Dv / 4}u), o${n});`
-        ).join("\n")
-      }
-    }`
-    ).join("\n")
-  }
+${multiplyPV(KEYS, Dv, 4)}
     started = true;
   }`
-  const kernel = KernelSpec.make({
-    variant: { family: "flash_attn_tiles", D, Dv, mask, sinks, softcap, subgroups: SG, prefetch },
-    enables: ["f16", "subgroups", "chromium_experimental_subgroup_matrix"],
-    // per-subgroup offsets (lid / 32), the lane pairs' shuffles and the subgroup's rescale are uniform
-    // within each subgroup, which Tint cannot prove
-    diagnosticsOff: ["chromium.subgroup_matrix_uniformity", "subgroup_uniformity"],
+  const variant = { family: "flash_attn_tiles", D, Dv, mask, sinks, softcap, subgroups: SG, prefetch }
+  const kernel = matrixKernel(
+    variant,
     operands,
     params,
-    workgroups: fold(Math.ceil(q.ne[1] / ROWS) * q.ne[2] * q.ne[3], 65535),
-    main: `
+    q,
+    ROWS,
+    `
 var<workgroup> Ks: array<vec4<f16>, ${(KEYS * D) / 4}>;
 var<workgroup> Vs: array<vec4<f16>, ${(KEYS * Dv) / 4}>;
 var<workgroup> Ss: array<f32, ${SG * 16 * KEYS}>;
@@ -262,28 +241,7 @@ var<workgroup> Ls: array<f32, ${ROWS}>;
 // workgroup variable the subgroup-matrix loads read garbage on the H200 (a 4-byte variable misaligning the
 // tiles, by the look of it), so every workgroup variable here is a multiple of 256 bytes
 var<workgroup> flags: array<u32, 64>;
-${SUBGROUP_LANES}
-fn slope_of(h: u32) -> f32 {${alibiSlope("h")}
-  return slope;
-}
-${entry(THREADS, true)}
-  let nq = P.q_ne1;
-  let nkv = P.k_ne1;
-  let tiles = (nq + ${ROWS - 1}u) / ${ROWS}u;
-  let t = wg_linear(wid, nwg);
-  if (t >= tiles * P.q_ne2 * P.q_ne3) { return; }
-  let h = (t / tiles) % P.q_ne2;
-  let b = t / (tiles * P.q_ne2);
-  let i0 = (t % tiles) * ${ROWS}u;
-  // grouped-query attention: heads share KV heads in runs of H / H_kv
-  let g = h / (P.q_ne2 / P.k_ne2);
-  let kb3 = b % P.k_ne3;
-  let vb3 = b % P.v_ne3;
-  let sg = lid / 32u;
-  let row = sgl / 2u;
-  let hc = sgl % 2u;
-  let i = i0 + sg * 16u + row;
-  let slope = slope_of(h);
+${tileEntry(ROWS, THREADS)}
   // Q as D / 16 left fragments, staged 16 columns at a time through Ps
 ${
       range(D / 16).map((s) =>
@@ -294,12 +252,12 @@ ${
     Ps[x] = f16(val);
   }
   workgroupBarrier();
-  let q${s} = subgroupMatrixLoad<${left}>(&Ps, sg * 256u, 16u);
+  let q${s} = subgroupMatrixLoad<${LEFT}>(&Ps, sg * 256u, 16u);
   workgroupBarrier();`
       ).join("\n")
     }
-  var zero: ${result};
-${range(Dv / 16).map((n) => `  var o${n}: ${result};`).join("\n")}
+  var zero: ${RESULT};
+${range(Dv / 16).map((n) => `  var o${n}: ${RESULT};`).join("\n")}
   var m = ${sinks ? "ld_s(ix_s(h, 0u, 0u, 0u))" : "neg_inf()"};
   var l = ${sinks ? "1.0" : "0.0"};
   var started = false;
@@ -319,6 +277,6 @@ ${
       )
     }
 }`
-  })
+  )
   return { ...kernel, vec4: true, wide: true, fallback }
 }
