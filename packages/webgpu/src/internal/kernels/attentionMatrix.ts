@@ -5,7 +5,8 @@
  * the keys: the first computes S = Q K^T per block and keeps each row's max and sum (online), the second
  * computes S again and multiplies P = exp(S - max) / sum with V into result matrices that stay in
  * registers: subgroup matrices offer no per-row access, so the output is never rescaled (S costs twice).
- * Lanes work on S through workgroup memory, two lanes per row.
+ * Lanes work on S through workgroup memory, two lanes per row. The one-pass form (attentionTiles.ts) runs
+ * where K, V and the mask load 8 f16 at a time, with this one as its fallback; both share the pieces below.
  *
  * @internal
  */
