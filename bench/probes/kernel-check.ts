@@ -170,57 +170,20 @@ const program = Effect.gen(function*() {
   }
   // prompt attention on subgroup matrices: the one-pass form (64 or 128 query rows a workgroup; a causal
   // mask whose later blocks it skips; q scaled up so that rows' maxima grow block after block and O is
-  // rescaled; sinks; K and V loaded a block ahead or not), and the two-pass form where the mask's rows do
-  // not load 8 f16 at a time (300 keys)
+  // rescaled; sinks; ALiBi and a soft cap; K and V loaded a block ahead or not), and the two-pass form where
+  // the mask's rows do not load 8 f16 at a time (300 keys). Each: D, n_q, keys, subgroups (0: the default),
+  // mask, sinks, q's scale, prefetch, ALiBi and soft cap, the kernel expected
   const tiles = "flash_attn_tiles"
   const prefillCases = [
-    {
-      D: 128,
-      nQ: 100,
-      keys: 304,
-      subgroups: 4,
-      mask: "random",
-      sinks: false,
-      qScale: 1,
-      prefetch: true,
-      family: tiles
-    },
-    { D: 64, nQ: 200, keys: 512, subgroups: 8, mask: "causal", sinks: true, qScale: 1, prefetch: true, family: tiles },
-    {
-      D: 128,
-      nQ: 64,
-      keys: 296,
-      subgroups: 0,
-      mask: "random",
-      sinks: false,
-      qScale: 12,
-      prefetch: true,
-      family: tiles
-    },
-    {
-      D: 64,
-      nQ: 100,
-      keys: 304,
-      subgroups: 4,
-      mask: "causal",
-      sinks: false,
-      qScale: 4,
-      prefetch: false,
-      family: tiles
-    },
-    {
-      D: 64,
-      nQ: 100,
-      keys: 300,
-      subgroups: 0,
-      mask: "random",
-      sinks: false,
-      qScale: 1,
-      prefetch: true,
-      family: "flash_attn_mma"
-    }
+    [128, 100, 304, 4, "random", false, 1, true, false, tiles],
+    [64, 200, 512, 8, "causal", true, 1, true, false, tiles],
+    [128, 64, 296, 0, "random", false, 12, true, false, tiles],
+    [64, 100, 304, 4, "causal", false, 4, false, false, tiles],
+    [64, 70, 304, 4, "random", true, 2, true, true, tiles],
+    [64, 100, 300, 0, "random", false, 1, true, false, "flash_attn_mma"]
   ] as const
-  for (const c of prefillCases) {
+  for (const [D, nQ, keys, subgroups, maskKind, withSinks, qScale, prefetch, capped, family] of prefillCases) {
+    const c = { D, nQ, keys, subgroups, mask: maskKind, sinks: withSinks, qScale, prefetch, capped, family }
     const [dev] = yield* WebGpu.make({
       devices: 1,
       attentionPrefill: { ...(c.subgroups > 0 ? { subgroups: c.subgroups } : {}), prefetch: c.prefetch }
@@ -231,7 +194,8 @@ const program = Effect.gen(function*() {
     const v = yield* g.input("v", "f16", [c.D, c.keys, 8])
     const mask = yield* g.input("mask", "f16", [c.keys, c.nQ])
     const sinks = c.sinks ? yield* g.input("sinks", "f32", [32]) : undefined
-    const y = yield* g.output(Ops.flashAttnExt(q, k, v, { scale: 1 / Math.sqrt(c.D), mask, sinks }))
+    const bias = c.capped ? { maxBias: 8, logitSoftcap: 30 } : {}
+    const y = yield* g.output(Ops.flashAttnExt(q, k, v, { scale: 1 / Math.sqrt(c.D), mask, sinks, ...bias }))
     // causal: the prompt's rows follow 100 cached positions
     const maskValues = c.mask === "causal"
       ? Forward.causalMask(c.nQ, 100, c.keys)
