@@ -56,6 +56,8 @@ export interface Options {
   readonly attentionDecode?: WebGpuDevice.Options["attentionDecode"]
   /** @internal flash attention's matrix form for prompts (one pass or two, subgroups), for tests and tuning */
   readonly attentionPrefill?: WebGpuDevice.Options["attentionPrefill"]
+  /** @internal a quantized prompt product's weights dequantized in its tiles or copied into f16 first, for tests and tuning */
+  readonly quantizedPrefill?: WebGpuDevice.Options["quantizedPrefill"]
   /** @internal short fixed loops written out (the GPU form) or not, for tests */
   readonly writeOut?: WebGpuDevice.Options["writeOut"]
   /** @internal the invocations of a row kernel's workgroup, for tests and tuning */
@@ -169,6 +171,7 @@ const wrapDevice = (
       quantizedDecode: options.quantizedDecode,
       attentionDecode: options.attentionDecode,
       attentionPrefill: options.attentionPrefill,
+      quantizedPrefill: options.quantizedPrefill,
       writeOut: options.writeOut,
       rowThreads: options.rowThreads,
       halfActivations: options.halfActivations

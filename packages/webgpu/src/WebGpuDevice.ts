@@ -77,6 +77,14 @@ export interface Options {
    */
   readonly attentionPrefill?: AttentionPrefill | undefined
   /**
+   * how a quantized product past the matrix-vector kernel's columns reads its weights: dequantized into
+   * its tiles as they are staged, or copied into f16 first (tests and tuning); default: the copy from
+   * 256 columns on subgroup matrices
+   *
+   * @internal
+   */
+  readonly quantizedPrefill?: "tiles" | "copy" | undefined
+  /**
    * short fixed loops written out, as on GPUs, or kept as loops, as on software adapters (tests);
    * default: written out on GPUs
    *
@@ -225,6 +233,7 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
     ...(options.quantizedDecode ? { quantizedDecode: options.quantizedDecode } : {}),
     ...(options.attentionDecode ? { attentionDecode: options.attentionDecode } : {}),
     ...(options.attentionPrefill ? { attentionPrefill: options.attentionPrefill } : {}),
+    ...(options.quantizedPrefill ? { quantizedPrefill: options.quantizedPrefill } : {}),
     ...(options.writeOut !== undefined ? { writeOut: options.writeOut } : {}),
     ...(options.rowThreads !== undefined ? { rowThreads: options.rowThreads } : {})
   })

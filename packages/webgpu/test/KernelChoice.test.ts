@@ -44,6 +44,56 @@ describe("mul_mat kernel choice", () => {
       assert.strictEqual(chosen({ subgroupMatrix: false, workgroupStorage: 49152 }), "mm4")
     }))
 
+  it.effect("q8_0 weights past 256 columns on subgroup matrices are copied into f16 first; the copy sits past the split partials", () =>
+    Effect.gen(function*() {
+      const target = { ...gpu, workgroupStorage: 49152, workgroupInvocations: 1024 }
+      const product = (dtype: "q8_0" | "q4_0", M: number, N: number) =>
+        Effect.gen(function*() {
+          const g = Graph.make()
+          const a = yield* g.param("a", dtype, [2048, M])
+          return yield* g.output(Ops.mulMat(a, yield* g.input("b", "f16", [2048, N])))
+        })
+      const families = (k: ReturnType<typeof mulMat>) => {
+        const out = [k.variant.family]
+        for (let n = k.next; n !== undefined; n = n.next) out.push(n.variant.family)
+        return out.join(" + ")
+      }
+      // [type, M, N, the kernels]: a grid short of workgroups splits K, a merge after the product
+      const table = [
+        ["q8_0", 2048, 512, "half_copy + mmsg + mmsg_merge"],
+        ["q8_0", 14336, 256, "half_copy + mmsg"],
+        ["q8_0", 2048, 255, "mmsg + mmsg_merge"],
+        ["q4_0", 2048, 512, "mmsg + mmsg_merge"]
+      ] as const
+      for (const [dtype, M, N, kernels] of table) {
+        const y = yield* product(dtype, M, N)
+        const k = mulMat(y, target, undefined)
+        assert.strictEqual(families(k), kernels, `${dtype} ${M}x${N}`)
+        if (k.variant.family !== "half_copy") continue
+        // the copy, bound in the result's scratch at a 256-byte boundary past the result and any partials
+        const copy = k.operands.find((o) => o.name === "d")!
+        const merge = k.next!.next
+        const partials = merge === undefined ? 0 : Number(merge.variant.splits) * 4 * M * N
+        assert.strictEqual(copy.within?.tensor, y)
+        assert.strictEqual(copy.within!.at, Math.ceil((4 * M * N + partials) / 256) * 256)
+        assert.strictEqual(nodeScratch(y, target), copy.within!.at + 2 * 2048 * M - 4 * M * N)
+        // where the scratch does not fit, the tiles that dequantize as they stage
+        assert.strictEqual(k.fallback?.fallback?.variant.family, "mmsg")
+        assert.strictEqual(k.fallback?.fallback?.variant.dtype, dtype)
+      }
+      // forced either way
+      const y = yield* product("q4_0", 2048, 512)
+      assert.strictEqual(
+        families(mulMat(y, { ...target, quantizedPrefill: "copy" }, undefined)).split(" + ")[0],
+        "half_copy"
+      )
+      const q8 = yield* product("q8_0", 2048, 512)
+      assert.strictEqual(mulMat(q8, { ...target, quantizedPrefill: "tiles" }, undefined).variant.family, "mmsg")
+      // a vocabulary's head under every position (1 GB of f16) is not copied
+      const head = yield* product("q8_0", 128256, 512)
+      assert.notStrictEqual(mulMat(head, target, undefined).variant.family, "half_copy")
+    }))
+
   it.effect("products whose 128 x 128 grid is short of workgroups split K over 4 or more, else take 64 x 64 tiles", () =>
     Effect.gen(function*() {
       const target = (extra: Partial<KernelTarget>): KernelTarget => ({

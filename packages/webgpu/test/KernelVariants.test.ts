@@ -4,7 +4,7 @@
  * a row per subgroup, a residual sum kept beside its norm), and what the device supports. The decode
  * products' forms are in DecodeVariants.test.ts, attention's in AttentionVariants.test.ts.
  */
-import { Cpu, Float16, Graph, Ops, Registry } from "@effect-gpu/core"
+import { Cpu, Float16, Graph, Ops, Quant, Registry } from "@effect-gpu/core"
 import { Generators } from "@effect-gpu/testing"
 import { WebGpu, WebGpuDevice } from "@effect-gpu/webgpu"
 import { assert, describe, it } from "@effect/vitest"
@@ -288,6 +288,61 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
         }
       }), 60_000)
   }
+
+  // a quantized prompt product's weights copied into f16 first (half_copy into the scratch after the result,
+  // then the f16 product over the copy): forced on any adapter with f16, for a 32-value block type and a
+  // 256-value one, a's batches broadcast over b's, a view of a a row in (the copy's offset then takes its
+  // scalar stores only where vec4 ones cannot), a bias; forced off, the tiles take it
+  it.scoped(
+    "a quantized product over an f16 copy of its weights (half_copy, then the f16 product) matches the CPU",
+    () =>
+      Effect.gen(function*() {
+        for (const form of ["copy", "tiles"] as const) {
+          const [d] = yield* WebGpu.make({ devices: 1, quantizedPrefill: form })
+          if (!d.description.includes("shader-f16")) return console.log("no shader-f16 here: no f16 copy")
+          for (
+            const [dtype, K, M, N, shifted, withBias] of [
+              ["q4_0", 96, 37, 19, false, true],
+              ["q8_0", 64, 50, 33, true, false],
+              ["q4_K", 256, 21, 12, false, false]
+            ] as const
+          ) {
+            const g = Graph.make()
+            const a = yield* g.param("a", dtype, [K, M + 1, 2])
+            const b = yield* g.input("b", "f32", [K, N, 4])
+            const c = yield* g.param("c", "f32", [M])
+            const w = Ops.view(a, [K, M, 2], [a.nb[1], a.nb[2]], shifted ? a.nb[1] : 0)
+            const p = Ops.mulMat(w, b)
+            const y = yield* g.output(withBias ? Ops.add(p, c) : p)
+            const results: Array<Array<number>> = []
+            for (const dev of [d, Cpu.make()]) {
+              const backend = yield* dev.makeBackend()
+              const plan = yield* backend.allocate(backend.optimize(g.build()))
+              yield* plan.set(a, Quant.unsafeQuantize(dtype, Generators.values(1, K * (M + 1) * 2)))
+              yield* plan.set(b, Generators.values(2, K * N * 4))
+              if (withBias) yield* plan.set(c, Generators.values(3, M))
+              const trace = yield* backend.captureNext
+              yield* backend.compute(plan)
+              if (dev === d) {
+                const entries = (yield* trace).entries.filter((e) => e.op.startsWith("mul_mat"))
+                const what = `${form} ${dtype}: ${entries.map((e) => e.kernel).join(", ")}`
+                assert.strictEqual(entries[0].variant?.family === "half_copy", form === "copy", what)
+                if (form === "copy") {
+                  assert.isAbove(entries.length, 1, what)
+                  // a's view a row in starts off a 16-byte boundary: the copy's one-value-at-a-time form
+                  assert.strictEqual(entries[0].variant?.vec, !shifted, what)
+                  // q4_0 and q8_0 a vec4 a thread, other types a 32-value piece a thread
+                  assert.strictEqual(entries[0].variant?.lanes, dtype !== "q4_K", what)
+                }
+              }
+              results.push(Array.from(yield* plan.get(y)))
+            }
+            assert.isBelow(nmse(results[0], results[1]), 1e-4, `${form} ${dtype} ${K}x${M}x${N}`)
+          }
+        }
+      }),
+    120_000
+  )
 
   // a one-row residual sum kept beside its norm (add_rms_norm_keep): rows short enough to stay in registers
   // and longer ones, the sum read back through its view as well as the norm; with the adapter's threads and

@@ -62,9 +62,10 @@ const unit = (dtype: DType.DType) => (DType.isQuantized(dtype) ? 1 : DType.typeS
 const bindOperands = (ctx: Context, kernel: Kernel, resolve: Resolve) => {
   const align = ctx.limits.minStorageBufferOffsetAlignment
   const ranges = kernel.operands.map((o) => {
-    const loc = resolve(o.tensor)
-    if (loc === undefined) throw new Error(`operand ${o.name} of ${Op.name(o.tensor.op)} has no GPU memory`)
-    return { o, buffer: loc.buffer, start: loc.offset, end: loc.offset + (o.extent ?? Tensor.nbytes(o.tensor)) }
+    const home = resolve(o.within?.tensor ?? o.tensor)
+    if (home === undefined) throw new Error(`operand ${o.name} of ${Op.name(o.tensor.op)} has no GPU memory`)
+    const start = home.offset + (o.within?.at ?? 0)
+    return { o, buffer: home.buffer, start, end: start + (o.extent ?? Tensor.nbytes(o.tensor)) }
   })
   // an operand that reaches past its tensor (scratch after a result) must stay inside its buffer
   const extentOk = ranges.every((r) => r.end <= r.buffer.size)
@@ -246,7 +247,12 @@ export const build = (
         // a kernel and the dispatches that follow it for the same node (a reduction of partial results)
         const first = prepare(node, kernel)
         const rest: Array<ReturnType<typeof prepare>> = []
-        for (let next = first.kernel.next; next !== undefined; next = next.next) rest.push(prepare(node, next))
+        // each next as the kernel before it ran (a fallback brings its own: a split product's merge or none)
+        for (let next = first.kernel.next; next !== undefined;) {
+          const p = prepare(node, next)
+          rest.push(p)
+          next = p.kernel.next
+        }
         return [first, ...rest]
       } catch (e) {
         return [

@@ -35,6 +35,11 @@ export interface Operand {
    * its result, which the device's buffer type counts in the result's allocSize
    */
   readonly extent?: number
+  /**
+   * bound inside another tensor's memory, `at` bytes past its start, instead of at `tensor`'s own (which
+   * then gives only its type and shape): a copy a kernel keeps in the scratch after its result
+   */
+  readonly within?: { readonly tensor: Tensor; readonly at: number }
 }
 
 /** @internal */
@@ -182,6 +187,11 @@ export interface KernelTarget {
   readonly attentionDecode?: AttentionDecode
   /** overrides flash attention's matrix form for prompts (tests and benchmarks) */
   readonly attentionPrefill?: AttentionPrefill
+  /**
+   * overrides how a quantized product past the matrix-vector kernel's columns reads its weights: blocks
+   * dequantized into its tiles as they are staged, or an f16 copy of them made first (tests and benchmarks)
+   */
+  readonly quantizedPrefill?: "tiles" | "copy"
   /** overrides the invocations of a row kernel's workgroup (tests and benchmarks) */
   readonly rowThreads?: number
   /**

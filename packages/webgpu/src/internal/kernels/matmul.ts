@@ -6,6 +6,7 @@
  * @internal
  */
 import * as DType from "@effect-gpu/core/DType"
+import * as Op from "@effect-gpu/core/Op"
 import * as Tensor from "@effect-gpu/core/Tensor"
 import { fold } from "../wgsl.js"
 import type { Kernel, KernelTarget, MatrixTile, RegisterTile } from "./kernel.js"
@@ -13,6 +14,7 @@ import * as KernelSpec from "./kernel.js"
 import { entry, range, u32, WG } from "./kernel.js"
 import { halfApplies, halfMatVec, matVec } from "./matvec.js"
 import * as Product from "./product.js"
+import * as Quantized from "./quantized.js"
 import * as Decode from "./quantizedMatVec.js"
 import {
   gridOf,
@@ -94,18 +96,78 @@ const matrixTiling = (product: Product.Product, a: Tensor.Tensor, b: Tensor.Tens
 export const takesHalfActivations = (target: KernelTarget) => (node: Tensor.Tensor): boolean =>
   matrixTiling(Product.of(node, undefined), node.src[0], node.src[1], target) !== undefined
 
-/** @internal: bytes of scratch a mul_mat node's kernel keeps after its result: a split-K product's partials */
+/**
+ * @internal: a quantized product on subgroup matrices of this many columns or more copies its weights into
+ * f16 first and multiplies the copy as f16 weights, where its type is among COPY_TYPES: q8_0's tiles, which
+ * stage twice q4_0's bytes, lost more to their decoding than the copy's pass over the weights costs in a
+ * model's prompts; q4_0's did not (benchmarks/RESULTS.md, quantized weights)
+ */
+export const COPY_COLUMNS = 256
+const COPY_TYPES: ReadonlySet<DType.DType> = new Set(["q8_0"])
+
+/**
+ * the largest copy made by default (bytes of f16): a layer's weights (an 8B model's FFN matrices, 117 MB)
+ * but not a large vocabulary's head under every prompt position (1 GB at 128256 x 4096)
+ */
+const COPY_BYTES = 256 * 2 ** 20
+
+/**
+ * a quantized product whose weights are copied into f16 first: the copy (f16, a's shape, in the scratch
+ * after the result and the f16 product's split partials, at a 256-byte boundary so that its binding starts
+ * past theirs) and the f16 product over it; undefined where the tiles dequantize the blocks themselves
+ */
+const weightCopy = (node: Tensor.Tensor, target: KernelTarget) => {
+  const [a, b] = node.src
+  const product = Product.of(node, node.op._tag === "MulMatAdd" ? node.src[2] : undefined)
+  if (!product.quantized || target.f16 !== true || product.N <= 8 || decodes(product, target)) return undefined
+  const asked = target.quantizedPrefill
+  const wanted = asked === "copy" ||
+    (asked === undefined && COPY_TYPES.has(a.dtype) && product.N >= COPY_COLUMNS &&
+      2 * Tensor.nelements(a) <= COPY_BYTES && matrixTiling(product, a, b, target) !== undefined)
+  if (!wanted) return undefined
+  const copy = Tensor.unsafeMake(`${node.name} (f16 weights)`, "f16", a.ne, Op.Op.None(), [])
+  const half: Product.Product = {
+    ...product,
+    quantized: false,
+    operands: product.operands.map((o) => o.name === "a" ? { name: "a", tensor: copy } : o)
+  }
+  const tile = matrixTiling(half, copy, b, target)
+  const at = Math.ceil((Tensor.nbytes(node) + (tile === undefined ? 0 : splitScratch(half, tile))) / 256) * 256
+  const within = { tensor: node, at }
+  return {
+    copy: { name: "a", tensor: copy, within },
+    half: { ...half, operands: half.operands.map((o) => o.name === "a" ? { ...o, within } : o) },
+    scratch: at + Tensor.nbytes(copy) - Tensor.nbytes(node)
+  }
+}
+
+/**
+ * @internal: bytes of scratch a mul_mat node's kernel keeps after its result: a split-K product's partials,
+ * and a weight copy's f16 weights after them
+ */
 export const scratchBytes = (node: Tensor.Tensor, target: KernelTarget): number => {
+  const copied = weightCopy(node, target)
+  if (copied !== undefined) return copied.scratch
   const product = Product.of(node, node.op._tag === "MulMatAdd" ? node.src[2] : undefined)
   const tile = matrixTiling(product, node.src[0], node.src[1], target)
   return tile === undefined ? 0 : splitScratch(product, tile)
+}
+
+/** the kernel of an f16 or f32 product past the matrix-vector kernel's columns */
+const plainProduct = (product: Product.Product, a: Tensor.Tensor, b: Tensor.Tensor, target: KernelTarget) => {
+  const matrixTile = matrixTiling(product, a, b, target)
+  // f16 weights on subgroup matrices, against f16 or f32 b (a prompt's activations: a 1B f16 prompt spent 38
+  // of its 41 ms in the f32 register-tiled kernel; benchmarks/RESULTS.md)
+  if (matrixTile !== undefined) return subgroupMatrix(product, a, b, matrixTile)
+  return Product.fourAligned(product, a, b)
+    ? registerTiled(product, target.registerTile ?? registersFor(product, target.software === true))
+    : tiled(product)
 }
 
 /** @internal: the kernel of mul_mat (`bias` undefined) or of mul_mat_add */
 export const mulMat = (node: Tensor.Tensor, target: KernelTarget, bias: Tensor.Tensor | undefined): Kernel => {
   const [a, b] = node.src
   const product = Product.of(node, bias)
-  const matrixTile = matrixTiling(product, a, b, target)
   if (product.quantized) {
     // quantized weights, read in place: whole words of blocks for a few columns where b's chunk fits the
     // workgroup memory, else dequantized element by element
@@ -132,7 +194,17 @@ export const mulMat = (node: Tensor.Tensor, target: KernelTarget, bias: Tensor.T
     }
     if (product.N <= 8) return matVec(product, target, false)
     // prefill: blocks dequantized into f16 tiles on subgroup matrices where the device has them
-    return matrixTile ? quantizedSubgroupMatrix(product, a.dtype as DType.Quantized, b, matrixTile) : tiled(product)
+    const matrixTile = matrixTiling(product, a, b, target)
+    const tiles = matrixTile
+      ? quantizedSubgroupMatrix(product, a.dtype as DType.Quantized, b, matrixTile)
+      : tiled(product)
+    // for many columns, the weights copied into f16 first (in the scratch) and multiplied as f16 weights;
+    // the tiles where the scratch does not fit
+    const copied = weightCopy(node, target)
+    if (copied === undefined) return tiles
+    const halfKernel = plainProduct(copied.half, copied.copy.tensor, b, target)
+    const copy = Quantized.halfCopy(a, copied.copy, target)
+    return { ...copy, next: halfKernel, fallback: { ...copy.fallback!, next: halfKernel, fallback: tiles } }
   }
   if (product.N <= 8) {
     // vec4 loads pay once every thread has a vec4 of K to load (on lavapipe, K = 256 ran 6% slower)
@@ -140,12 +212,7 @@ export const mulMat = (node: Tensor.Tensor, target: KernelTarget, bias: Tensor.T
     // f16 weights 16 bytes a load by subgroups, falling back to that where offsets do not allow it
     return halfApplies(product, [a], b, target) ? halfMatVec(product, target, { kind: "plain" }, vec) : vec
   }
-  // f16 weights on subgroup matrices, against f16 or f32 b (a prompt's activations: a 1B f16 prompt spent 38
-  // of its 41 ms in the f32 register-tiled kernel; benchmarks/RESULTS.md)
-  if (matrixTile !== undefined) return subgroupMatrix(product, a, b, matrixTile)
-  return Product.fourAligned(product, a, b)
-    ? registerTiled(product, target.registerTile ?? registersFor(product, target.software === true))
-    : tiled(product)
+  return plainProduct(product, a, b, target)
 }
 
 /** WGSL: the value at k of row `m` of weight operand `n` (blocks dequantized where quantized) */

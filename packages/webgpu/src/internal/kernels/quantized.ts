@@ -1,7 +1,7 @@
 /**
  * Kernels that read and write ggml's quantized blocks in place: rows dequantized (get_rows from a
- * quantized table, copies to f32) and f32 rows quantized into q8_0 or q4_0 blocks as ggml's reference
- * quantizer does.
+ * quantized table, copies to f32, a product's f16 copy of its weights) and f32 rows quantized into q8_0
+ * or q4_0 blocks as ggml's reference quantizer does.
  *
  * @internal
  */
@@ -9,9 +9,11 @@ import type * as DType from "@effect-gpu/core/DType"
 import * as Tensor from "@effect-gpu/core/Tensor"
 import { fold } from "../wgsl.js"
 import { elementwise } from "./elementwise.js"
-import type { Kernel, KernelTarget } from "./kernel.js"
+import type { Kernel, KernelTarget, Operand } from "./kernel.js"
 import * as KernelSpec from "./kernel.js"
-import { entry, u32, WG } from "./kernel.js"
+import { entry, range, u32, WG } from "./kernel.js"
+import { pieces } from "./quantizedMatVec.js"
+import { RAW_BLOCKS } from "./subgroupMatrix.js"
 
 /** @internal: get_rows from a quantized table: the picked rows dequantized (zeros outside the table) */
 export const getRows = (node: Tensor.Tensor, target: KernelTarget): Kernel =>
@@ -36,6 +38,58 @@ export const dequantize = (node: Tensor.Tensor, target: KernelTarget): Kernel =>
     [],
     target
   )
+
+/**
+ * @internal: quantized weights `a` dequantized into `copy` (f16, contiguous, a's shape; an operand bound
+ * in a product's scratch), rounded to f16 as the tiles that dequantize while they stage round them. q4_0
+ * and q8_0: a thread a vec4 of a block (its scale and one quants' word), so that a subgroup's stores are
+ * one run of 256 bytes; other types: a thread a 32-value piece of a row. Stored as vec4 where the offsets
+ * allow a vec4 binding (a's at 16 bytes), else one value at a time.
+ */
+export const halfCopy = (a: Tensor.Tensor, copy: Operand, target: KernelTarget, vec = true): Kernel => {
+  const dtype = a.dtype as DType.Quantized
+  const raw = RAW_BLOCKS[dtype]
+  const blocks = (a.ne[0] / 32) * a.ne[1] * a.ne[2] * a.ne[3]
+  const threads = raw === undefined ? blocks : 8 * blocks
+  const put = (at: string, v: string) =>
+    vec ? `st4_d(${at}, ${v});` : `{ let x = ${v}; for (var i = 0u; i < 4u; i++) { st_d(4u * (${at}) + i, x[i]); } }`
+  // the piece's first value in the copy: its row's first, then 32 a piece
+  const place = `  let p = t % per;
+  let r = t / per;
+  let i1 = r % P.a_ne1;
+  let i2 = (r / P.a_ne1) % P.a_ne2;
+  let i3 = r / (P.a_ne1 * P.a_ne2);
+  let o = P.d_o + r * P.a_ne0 + p * 32u;`
+  const body = raw === undefined
+    ? `  let t = wg_linear(wid, nwg) * ${WG}u + lid;
+  if (t >= per * P.a_ne1 * P.a_ne2 * P.a_ne3) { return; }
+${place}
+  let v = piece(ix_a(0u, i1, i2, i3), p);
+${range(8).map((i) => `  ${put(`(o >> 2u) + ${i}u`, `v[${i}]`)}`).join("\n")}`
+    : `  let u = wg_linear(wid, nwg) * ${WG}u + lid;
+  if (u >= 8u * per * P.a_ne1 * P.a_ne2 * P.a_ne3) { return; }
+  let j = u % 8u;
+  let t = u / 8u;
+${place}
+  let b = ix_a(0u, i1, i2, i3) + p * ${raw.bytes}u;
+  let d = half_lo(wat(b));
+  let q = wat(b + 2u + 4u * ${raw.wordOf("j")});
+  ${put("(o >> 2u) + j", raw.vec4Of("d", "q", "j"))}`
+  const kernel = KernelSpec.make({
+    variant: { family: "half_copy", dtype, vec, lanes: raw !== undefined },
+    operands: [{ name: "a", tensor: a }, { ...copy, name: "d" }],
+    params: [],
+    workgroups: fold(Math.ceil(threads / WG), target.maxWorkgroups),
+    main: `
+${pieces(dtype)}
+${entry()}
+  let per = P.a_ne0 / 32u;
+${body}
+}`
+  })
+  // a read a word at a time; vec4 bindings need both offsets aligned (the program checks)
+  return vec ? { ...kernel, vec4: true, scalar: ["a"], fallback: halfCopy(a, copy, target, false) } : kernel
+}
 
 /** WGSL: the bytes of one block of values x (32 f32) appended to the words `w` from byte `at` */
 const blockCode = (type: "q8_0" | "q4_0") =>

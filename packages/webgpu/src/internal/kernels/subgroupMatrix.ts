@@ -36,11 +36,11 @@ export const MATRIX_TILES: ReadonlyArray<MatrixTile> = [
 ]
 
 /**
- * a block type whose prefetch keeps raw words: its bytes, the 32-bit words from its first byte that hold
+ * @internal: a block type whose prefetch keeps raw words: its bytes, the 32-bit words from its first byte that hold
  * its scale and quants, and its 32 values (8 vec4) from the scale `d` and the quants' word `q(i)` at byte
  * 2 + 4i
  */
-interface RawBlock {
+export interface RawBlock {
   readonly bytes: number
   readonly words: number
   readonly decode: (d: string, q: (i: number) => string) => ReadonlyArray<string>
@@ -50,7 +50,8 @@ interface RawBlock {
   readonly vec4Of: (d: string, q: string, j: string) => string
 }
 
-const RAW_BLOCKS: Partial<Record<DType.Quantized, RawBlock>> = {
+/** @internal: the block types whose raw words kernels decode a vec4 at a time */
+export const RAW_BLOCKS: Partial<Record<DType.Quantized, RawBlock>> = {
   q4_0: {
     bytes: 18,
     words: 5,
