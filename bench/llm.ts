@@ -19,6 +19,8 @@
  *   tsx llm.ts run DIR NAME --toggles skip_validation   extra Dawn toggles (after the defaults)
  *   tsx llm.ts run DIR NAME --f32-activations      a prompt's activations kept f32 (f16 for products on subgroup
  *                                                 matrices by default)
+ *   tsx llm.ts run DIR NAME --q-prefill tiles|copy   a quantized prompt product's weights dequantized in its
+ *                                                 tiles or copied into f16 first (default: the copy from 256 columns)
  */
 import { Registry } from "@effect-gpu/core"
 import { Fixture, Llm } from "@effect-gpu/llm"
@@ -56,7 +58,8 @@ const valued = [
   "--attention-lanes",
   "--attention-subgroups",
   "--attention-heads",
-  "--row-threads"
+  "--row-threads",
+  "--q-prefill"
 ]
 const names = rest.filter((n, i) => !n.startsWith("--") && !valued.includes(rest[i - 1]))
 const attentionAt = rest.indexOf("--attention")
@@ -93,6 +96,9 @@ const gpuOptions = {
   ...(rest.includes("--f32-decode") ? { quantizedDecode: { rows: 2, columns: 8, int8: false } } : {}),
   ...(rest.includes("--f32-activations") ? { halfActivations: false } : {}),
   ...(rowThreadsAt >= 0 ? { rowThreads: Number(rest[rowThreadsAt + 1]) } : {}),
+  ...(rest.includes("--q-prefill")
+    ? { quantizedPrefill: rest[rest.indexOf("--q-prefill") + 1] as "tiles" | "copy" }
+    : {}),
   ...(rest.includes("--toggles")
     ? { toggles: [...WebGpu.defaultToggles, ...rest[rest.indexOf("--toggles") + 1].split(",")] }
     : {})

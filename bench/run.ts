@@ -15,6 +15,7 @@
  *   pnpm bench --cases matmul,transformer_block --own-params      # weights in buffers of their own
  *   pnpm bench --cases matmul,transformer_block --no-leaf-buffer  # inputs and weights in the compute buffer
  *   pnpm bench --cases flash_attn_prefill --no-peer --fa-prefill one-pass:4:no-prefetch   # a prompt attention form
+ *   pnpm bench --cases prefill_q4_0 --no-peer --q-prefill tiles   # quantized weights dequantized in the tiles (or: copy)
  *
  * Each case warms up until its speed settles: the H200's SM clock idles low and climbs over seconds.
  */
@@ -31,7 +32,14 @@ import type { Case, Work } from "./case.js"
 import { prepare } from "./case.js"
 import { openDawn } from "./dawn.js"
 import { modelCases } from "./models.js"
-import { parseAttention, parseDecode, parsePrefillAttention, parseRegs, parseTile } from "./tilings.js"
+import {
+  parseAttention,
+  parseDecode,
+  parsePrefillAttention,
+  parseQuantizedPrefill,
+  parseRegs,
+  parseTile
+} from "./tilings.js"
 
 /** the usage: this file's header */
 const usage = () => {
@@ -73,6 +81,8 @@ const parsed = (() => {
         fa: { type: "string" },
         /** flash attention's matrix form for prompts, "one-pass|two-pass[:SUBGROUPS]" */
         "fa-prefill": { type: "string" },
+        /** a quantized prompt product's weights: "tiles" (dequantized as staged) or "copy" (into f16 first) */
+        "q-prefill": { type: "string" },
         /** Dawn toggles to enable besides the defaults, comma-separated (e.g. disable_robustness) */
         toggles: { type: "string" },
         /**
@@ -420,7 +430,8 @@ const main = Effect.gen(function*() {
     ...(args.regs ? { registerTile: checked(() => parseRegs(args.regs!)) } : {}),
     ...(args.qdecode ? { quantizedDecode: checked(() => parseDecode(args.qdecode!)) } : {}),
     ...(args.fa ? { attentionDecode: checked(() => parseAttention(args.fa!)) } : {}),
-    ...(args["fa-prefill"] ? { attentionPrefill: checked(() => parsePrefillAttention(args["fa-prefill"]!)) } : {})
+    ...(args["fa-prefill"] ? { attentionPrefill: checked(() => parsePrefillAttention(args["fa-prefill"]!)) } : {}),
+    ...(args["q-prefill"] ? { quantizedPrefill: checked(() => parseQuantizedPrefill(args["q-prefill"]!)) } : {})
   })
   const backend = yield* device.makeBackend()
   const adapter = device.description

@@ -72,3 +72,9 @@ export const parsePrefillAttention = (s: string) => {
     ...(m[3] !== undefined ? { prefetch: false } : {})
   }
 }
+
+/** a quantized prompt product's weights: dequantized in its tiles, or copied into f16 first */
+export const parseQuantizedPrefill = (s: string): "tiles" | "copy" => {
+  if (s !== "tiles" && s !== "copy") throw new Error(`a quantized prompt product's form is tiles|copy, got ${s}`)
+  return s
+}

@@ -74,38 +74,52 @@ const against = (
 
 const program = Effect.gen(function*() {
   const [gpu] = yield* WebGpu.make({ devices: 1 })
+  // quantized weights past 256 columns: copied into f16 first (q8_0's default) and dequantized by the tiles
+  // as they stage (the others'), each forced
+  const [copyGpu] = yield* WebGpu.make({ devices: 1, quantizedPrefill: "copy" })
+  const [tilesGpu] = yield* WebGpu.make({ devices: 1, quantizedPrefill: "tiles" })
   let failed = 0
   for (const [at, bt, K, M, N, bound] of cases) {
-    const g = Graph.make()
-    const a = yield* g.param("a", at, [K, M])
-    const b = yield* g.input("b", bt, [K, N])
-    const y = yield* g.output(Ops.mulMat(a, b))
-    const weights = Generators.values(1, K * M)
-    const { error, kernels } = yield* against(gpu, g, y, [
-      [a, at === "f16" ? weights : Quant.unsafeQuantize(at, weights)],
-      [b, Generators.values(2, K * N)]
-    ])
-    const ok = error <= bound
-    if (!ok) failed++
-    console.log(JSON.stringify({ a: at, b: bt, K, M, N, kernels, nmse: error, bound, ok }))
+    for (const form of at !== "f16" && N >= 256 ? ["copy", "tiles"] as const : [undefined]) {
+      const g = Graph.make()
+      const a = yield* g.param("a", at, [K, M])
+      const b = yield* g.input("b", bt, [K, N])
+      const y = yield* g.output(Ops.mulMat(a, b))
+      const weights = Generators.values(1, K * M)
+      const { error, kernels } = yield* against(form === "tiles" ? tilesGpu : form === "copy" ? copyGpu : gpu, g, y, [
+        [a, at === "f16" ? weights : Quant.unsafeQuantize(at, weights)],
+        [b, Generators.values(2, K * N)]
+      ])
+      const ok = error <= bound && kernels.startsWith("half_copy") === (form === "copy")
+      if (!ok) failed++
+      console.log(JSON.stringify({ a: at, b: bt, K, M, N, form, kernels, nmse: error, bound, ok }))
+    }
   }
   // split-K (a block's K range over several workgroups, their partials added by a second dispatch) in
   // forced tilings: K past whole steps, a batch broadcast (a's 2 batches under b's 4), a's types; with a
-  // row bias (mul_mat_add) the product is not split
+  // row bias (mul_mat_add) the product is not split. Copied: quantized weights copied into f16 first, the
+  // copy placed after the split's partials
   const splitCases = [
-    ["f16", "2x2:4x4:32/3", 1000, 200, 100, false],
-    ["f16", "2x2:4x4:32/3", 1000, 200, 100, true],
-    ["f16", "1x1:4x4:16/4", 1024, 130, 70, false],
-    ["q4_0", "2x2:4x4:32/5", 2048, 256, 130, false],
-    ["q4_0", "2x2:4x4:32/5", 2048, 256, 130, true],
-    ["q8_0", "2x1:2x4:32/2", 992, 96, 40, false],
+    ["f16", "2x2:4x4:32/3", 1000, 200, 100, false, false],
+    ["f16", "2x2:4x4:32/3", 1000, 200, 100, true, false],
+    ["f16", "1x1:4x4:16/4", 1024, 130, 70, false, false],
+    ["q4_0", "2x2:4x4:32/5", 2048, 256, 130, false, false],
+    ["q4_0", "2x2:4x4:32/5", 2048, 256, 130, true, false],
+    ["q8_0", "2x1:2x4:32/2", 992, 96, 40, false, false],
     // splits of 1: the unsplit kernel, no merge; w: blocks loaded a row a lane
-    ["q4_0", "2x2:4x4:32/1", 2048, 256, 130, false],
-    ["q4_0", "2x2:4x4:32/3w", 2048, 256, 130, false],
-    ["q8_0", "2x1:2x4:32/1w", 992, 96, 40, true]
+    ["q4_0", "2x2:4x4:32/1", 2048, 256, 130, false, false],
+    ["q4_0", "2x2:4x4:32/3w", 2048, 256, 130, false, false],
+    ["q8_0", "2x1:2x4:32/1w", 992, 96, 40, true, false],
+    ["q4_0", "2x2:4x4:32/5", 2048, 256, 130, false, true],
+    ["q8_0", "2x1:2x4:32/2", 992, 96, 40, false, true],
+    ["q4_0", "2x2:4x4:32/3", 2048, 256, 130, true, true]
   ] as const
-  for (const [at, tiling, K, M, N, bias] of splitCases) {
-    const [dev] = yield* WebGpu.make({ devices: 1, matrixTile: parseTile(tiling) })
+  for (const [at, tiling, K, M, N, bias, copied] of splitCases) {
+    const [dev] = yield* WebGpu.make({
+      devices: 1,
+      matrixTile: parseTile(tiling),
+      quantizedPrefill: copied ? "copy" : "tiles"
+    })
     const g = Graph.make()
     const a = yield* g.param("a", at, [K, M, 2])
     const b = yield* g.input("b", "f32", [K, N, 4])
@@ -120,11 +134,14 @@ const program = Effect.gen(function*() {
     ])
     const bound = at === "f16" ? 1e-5 : 1e-4
     const split = !tiling.includes("/1") && !bias
-    const lanes = at !== "f16" && !tiling.endsWith("w")
+    const lanes = at !== "f16" && !tiling.endsWith("w") && !copied
     const ok = error <= bound && kernels.includes("splits=") === split && kernels.includes("mmsg_merge") === split &&
-      kernels.includes("prefetch=lanes") === lanes && kernels.includes("bias=true") === bias
+      kernels.includes("prefetch=lanes") === lanes && kernels.includes("bias=true") === bias &&
+      kernels.startsWith("half_copy") === copied
     if (!ok) failed++
-    console.log(JSON.stringify({ a: at, tiling, K, M, N, batches: "2/4", bias, kernels, nmse: error, bound, ok }))
+    console.log(
+      JSON.stringify({ a: at, tiling, K, M, N, batches: "2/4", bias, copied, kernels, nmse: error, bound, ok })
+    )
   }
   // attention's products at a prompt, batched over heads: q k^T (K 64: the blocks stored straight from
   // their registers, as every block inside a product without a bias is) and p v (64 rows: the small tiles;
