@@ -4,12 +4,12 @@
  * a row per subgroup, a residual sum kept beside its norm), and what the device supports. The decode
  * products' forms are in DecodeVariants.test.ts, attention's in AttentionVariants.test.ts.
  */
-import { Cpu, Float16, Graph, Ops, Quant, Registry } from "@effect-gpu/core"
+import { Cpu, Float16, Graph, Ops, Registry } from "@effect-gpu/core"
 import { Generators } from "@effect-gpu/testing"
 import { WebGpu, WebGpuDevice } from "@effect-gpu/webgpu"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Option } from "effect"
-import { adapterAvailable, nmse } from "./utils.js"
+import { adapterAvailable, nmse, productOnBoth } from "./utils.js"
 
 describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
   it.layer(WebGpu.layer({ devices: 1 }), { timeout: "120 seconds" })("one device", (it) => {
@@ -50,6 +50,31 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
             results.push(Array.from(yield* plan.get(y)))
           }
           assert.isBelow(nmse(results[0], results[1]), 1e-6, `K ${K}`)
+        }
+      }))
+
+    // f16 weights by subgroups (mvh: 16-byte loads of 8 values, a subgroup's two rows, rows past M in the
+    // last workgroup): 1 and 3 columns, a bias (mul_mat_add), b's batches over a's; a view of a one row in
+    // (offsets not 16-byte aligned) falls back to the vec4 form, K not a multiple of 8 never takes it
+    it.scoped("f16 matrix-vector by subgroups (mvh) matches the CPU, and falls back where it cannot load 16 bytes", () =>
+      Effect.gen(function*() {
+        const d = yield* device
+        const subgroups = d.description.includes("subgroups")
+        // [K, rows, columns, a viewed a row in, bias, the kernel on a device with subgroups, its rows a
+        // subgroup]: two rows a subgroup once that gives 256 workgroups or more
+        const table: ReadonlyArray<readonly [number, number, number, boolean, boolean, string, number]> = [
+          [1024, 33, 1, false, false, "mvh", 1],
+          [264, 33, 3, false, true, "mvh", 1],
+          [64, 4111, 1, false, true, "mvh", 2],
+          [1028, 33, 1, true, false, "mv", 0],
+          [100, 33, 2, false, false, "mv", 0]
+        ]
+        for (const [K, M, N, shifted, bias, want, rows] of table) {
+          const spec = { dtype: "f16", K, M, N, batches: [1, 2], shifted, bias, seed: 5 } as const
+          const { cpu, entries: [entry], gpu } = yield* productOnBoth(d, spec)
+          assert.strictEqual(entry.variant?.family, subgroups ? want : "mv", `K ${K}: ${entry.kernel}`)
+          if (subgroups && want === "mvh") assert.strictEqual(entry.variant?.rows, rows, entry.kernel)
+          assert.isBelow(nmse(gpu, cpu), 1e-6, `K ${K}`)
         }
       }))
 
@@ -307,37 +332,18 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
               ["q4_K", 256, 21, 12, false, false]
             ] as const
           ) {
-            const g = Graph.make()
-            const a = yield* g.param("a", dtype, [K, M + 1, 2])
-            const b = yield* g.input("b", "f32", [K, N, 4])
-            const c = yield* g.param("c", "f32", [M])
-            const w = Ops.view(a, [K, M, 2], [a.nb[1], a.nb[2]], shifted ? a.nb[1] : 0)
-            const p = Ops.mulMat(w, b)
-            const y = yield* g.output(withBias ? Ops.add(p, c) : p)
-            const results: Array<Array<number>> = []
-            for (const dev of [d, Cpu.make()]) {
-              const backend = yield* dev.makeBackend()
-              const plan = yield* backend.allocate(backend.optimize(g.build()))
-              yield* plan.set(a, Quant.unsafeQuantize(dtype, Generators.values(1, K * (M + 1) * 2)))
-              yield* plan.set(b, Generators.values(2, K * N * 4))
-              if (withBias) yield* plan.set(c, Generators.values(3, M))
-              const trace = yield* backend.captureNext
-              yield* backend.compute(plan)
-              if (dev === d) {
-                const entries = (yield* trace).entries.filter((e) => e.op.startsWith("mul_mat"))
-                const what = `${form} ${dtype}: ${entries.map((e) => e.kernel).join(", ")}`
-                assert.strictEqual(entries[0].variant?.family === "half_copy", form === "copy", what)
-                if (form === "copy") {
-                  assert.isAbove(entries.length, 1, what)
-                  // a's view a row in starts off a 16-byte boundary: the copy's one-value-at-a-time form
-                  assert.strictEqual(entries[0].variant?.vec, !shifted, what)
-                  // q4_0 and q8_0 a vec4 a thread, other types a 32-value piece a thread
-                  assert.strictEqual(entries[0].variant?.lanes, dtype !== "q4_K", what)
-                }
-              }
-              results.push(Array.from(yield* plan.get(y)))
+            const spec = { dtype, K, M, N, batches: [2, 4], shifted, bias: withBias, seed: 1 } as const
+            const { cpu, entries, gpu } = yield* productOnBoth(d, spec)
+            const what = `${form} ${dtype}: ${entries.map((e) => e.kernel).join(", ")}`
+            assert.strictEqual(entries[0].variant?.family === "half_copy", form === "copy", what)
+            if (form === "copy") {
+              assert.isAbove(entries.length, 1, what)
+              // a's view a row in starts off a 16-byte boundary: the copy's one-value-at-a-time form
+              assert.strictEqual(entries[0].variant?.vec, !shifted, what)
+              // q4_0 and q8_0 a vec4 a thread, other types a 32-value piece a thread
+              assert.strictEqual(entries[0].variant?.lanes, dtype !== "q4_K", what)
             }
-            assert.isBelow(nmse(results[0], results[1]), 1e-4, `${form} ${dtype} ${K}x${M}x${N}`)
+            assert.isBelow(nmse(gpu, cpu), 1e-4, `${form} ${dtype} ${K}x${M}x${N}`)
           }
         }
       }),

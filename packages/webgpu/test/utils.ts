@@ -1,5 +1,6 @@
-import type { Device, Tensor } from "@effect-gpu/core"
-import { Graph, Ops } from "@effect-gpu/core"
+import type { Device, DType, Tensor } from "@effect-gpu/core"
+import { Cpu, Graph, Ops, Quant } from "@effect-gpu/core"
+import type { Trace } from "@effect-gpu/core"
 import { Generators } from "@effect-gpu/testing"
 import { Effect } from "effect"
 import { inject } from "vitest"
@@ -40,3 +41,48 @@ export const nmse = (a: ReadonlyArray<number>, b: ReadonlyArray<number>) => {
   }
   return num / den
 }
+
+/**
+ * a product of a's view (from a's second row where `shifted`: an offset off 16-byte boundaries) and b,
+ * with a row bias where asked, fused as a model's graph is, on `device` and on the CPU with the same
+ * inputs: the device's product dispatches (mul_mat, mul_mat_add) and both results
+ */
+export const productOnBoth = (
+  device: Device.Device,
+  p: {
+    readonly dtype: "f32" | "f16" | DType.Quantized
+    readonly K: number
+    readonly M: number
+    readonly N: number
+    /** a's batches, and b's (a multiple of them) */
+    readonly batches: readonly [number, number]
+    readonly shifted: boolean
+    readonly bias: boolean
+    readonly seed: number
+  }
+) =>
+  Effect.gen(function*() {
+    const [aBatches, bBatches] = p.batches
+    const g = Graph.make()
+    const a = yield* g.param("a", p.dtype, [p.K, p.M + 1, aBatches])
+    const b = yield* g.input("b", "f32", [p.K, p.N, bBatches])
+    const c = yield* g.param("c", "f32", [p.M])
+    const w = Ops.view(a, [p.K, p.M, aBatches], [a.nb[1], a.nb[2]], p.shifted ? a.nb[1] : 0)
+    const product = Ops.mulMat(w, b)
+    const y = yield* g.output(p.bias ? Ops.add(product, c) : product)
+    const weights = Generators.values(p.seed, p.K * (p.M + 1) * aBatches)
+    const results: Array<Array<number>> = []
+    let entries: ReadonlyArray<Trace.Entry> = []
+    for (const dev of [device, Cpu.make()]) {
+      const backend = yield* dev.makeBackend()
+      const plan = yield* backend.allocate(backend.optimize(g.build()))
+      yield* plan.set(a, p.dtype === "f32" || p.dtype === "f16" ? weights : Quant.unsafeQuantize(p.dtype, weights))
+      yield* plan.set(b, Generators.values(p.seed + 1, p.K * p.N * bBatches))
+      if (p.bias) yield* plan.set(c, Generators.values(p.seed + 2, p.M))
+      const trace = yield* backend.captureNext
+      yield* backend.compute(plan)
+      if (dev === device) entries = (yield* trace).entries.filter((e) => e.op === "mul_mat" || e.op === "mul_mat_add")
+      results.push(Array.from(yield* plan.get(y)))
+    }
+    return { entries, gpu: results[0], cpu: results[1] }
+  })
