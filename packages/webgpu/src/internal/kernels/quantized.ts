@@ -41,37 +41,27 @@ export const dequantize = (node: Tensor.Tensor, target: KernelTarget): Kernel =>
 
 /**
  * @internal: quantized weights `a` dequantized into `copy` (f16, contiguous, a's shape; an operand bound
- * in a product's scratch), rounded to f16 as the tiles that dequantize while they stage round them. q4_0
- * and q8_0: a thread a vec4 of a block (its scale and one quants' word), so that a subgroup's stores are
- * one run of 256 bytes; other types: a thread a 32-value piece of a row. Stored as vec4 where the offsets
- * allow a vec4 binding (a's at 16 bytes), else one value at a time.
+ * in a product's scratch), rounded to f16 as the tiles that dequantize while they stage round them. A
+ * workgroup takes a run of one row, so that where the row is (the divisions by a's extents) is the same for
+ * all its threads and reckoned from the workgroup alone. q4_0 and q8_0: a thread a vec4 of a block (its
+ * scale and one quants' word), 32 blocks a workgroup, so that a subgroup's stores are one run of 256 bytes;
+ * other types: a thread a 32-value piece, 256 pieces a workgroup. Stored as vec4 where the offsets allow a
+ * vec4 binding (a's at 16 bytes), else one value at a time.
  */
 export const halfCopy = (a: Tensor.Tensor, copy: Operand, target: KernelTarget, vec = true): Kernel => {
   const dtype = a.dtype as DType.Quantized
   const raw = RAW_BLOCKS[dtype]
-  const blocks = (a.ne[0] / 32) * a.ne[1] * a.ne[2] * a.ne[3]
-  const threads = raw === undefined ? blocks : 8 * blocks
+  // pieces (blocks of 32 values) a workgroup takes, and the threads a piece takes
+  const [run, lanes] = raw === undefined ? [WG, 1] : [WG / 8, 8]
+  const per = a.ne[0] / 32
+  const runs = Math.ceil(per / run) * a.ne[1] * a.ne[2] * a.ne[3]
   const put = (at: string, v: string) =>
     vec ? `st4_d(${at}, ${v});` : `{ let x = ${v}; for (var i = 0u; i < 4u; i++) { st_d(4u * (${at}) + i, x[i]); } }`
-  // the piece's first value in the copy: its row's first, then 32 a piece
-  const place = `  let p = t % per;
-  let r = t / per;
-  let i1 = r % P.a_ne1;
-  let i2 = (r / P.a_ne1) % P.a_ne2;
-  let i3 = r / (P.a_ne1 * P.a_ne2);
-  let o = P.d_o + r * P.a_ne0 + p * 32u;`
-  const body = raw === undefined
-    ? `  let t = wg_linear(wid, nwg) * ${WG}u + lid;
-  if (t >= per * P.a_ne1 * P.a_ne2 * P.a_ne3) { return; }
-${place}
-  let v = piece(ix_a(0u, i1, i2, i3), p);
+  const decode = raw === undefined
+    ? `  let v = piece(row, p);
 ${range(8).map((i) => `  ${put(`(o >> 2u) + ${i}u`, `v[${i}]`)}`).join("\n")}`
-    : `  let u = wg_linear(wid, nwg) * ${WG}u + lid;
-  if (u >= 8u * per * P.a_ne1 * P.a_ne2 * P.a_ne3) { return; }
-  let j = u % 8u;
-  let t = u / 8u;
-${place}
-  let b = ix_a(0u, i1, i2, i3) + p * ${raw.bytes}u;
+    : `  let j = lid % 8u;
+  let b = row + p * ${raw.bytes}u;
   let d = half_lo(wat(b));
   let q = wat(b + 2u + 4u * ${raw.wordOf("j")});
   ${put("(o >> 2u) + j", raw.vec4Of("d", "q", "j"))}`
@@ -79,12 +69,21 @@ ${place}
     variant: { family: "half_copy", dtype, vec, lanes: raw !== undefined },
     operands: [{ name: "a", tensor: a }, { ...copy, name: "d" }],
     params: [],
-    workgroups: fold(Math.ceil(threads / WG), target.maxWorkgroups),
+    workgroups: fold(runs, target.maxWorkgroups),
     main: `
 ${pieces(dtype)}
 ${entry()}
   let per = P.a_ne0 / 32u;
-${body}
+  let runs = (per + ${run - 1}u) / ${run}u;
+  let w = wg_linear(wid, nwg);
+  // the workgroup's row (over a's batches) and its first piece
+  let r = w / runs;
+  if (r >= P.a_ne1 * P.a_ne2 * P.a_ne3) { return; }
+  let p = (w % runs) * ${run}u + lid / ${lanes}u;
+  if (p >= per) { return; }
+  let row = ix_a(0u, r % P.a_ne1, (r / P.a_ne1) % P.a_ne2, r / (P.a_ne1 * P.a_ne2));
+  let o = P.d_o + r * P.a_ne0 + p * 32u;
+${decode}
 }`
   })
   // a read a word at a time; vec4 bindings need both offsets aligned (the program checks)
