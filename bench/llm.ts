@@ -14,6 +14,8 @@
  *   tsx llm.ts run DIR NAME --attention-heads N   its query heads a workgroup
  *   tsx llm.ts run DIR NAME --row-threads N   invocations of a row kernel's workgroup (norms, soft_max)
  *   tsx llm.ts run DIR NAME --attention fused|chain|auto   attention's form (Forward.Options.attention)
+ *   tsx llm.ts run DIR NAME --projections stacked|apart|auto   a prompt's q/k/v as one product or three
+ *                                                 (Forward.Options.projections)
  *   tsx llm.ts run DIR NAME --timeline   a decoding step's host events (writes, submits, waits) untraced
  *   tsx llm.ts run DIR NAME --f32-decode   q4_0 and q8_0 decode without the int8 form (to compare)
  *   tsx llm.ts run DIR NAME --toggles skip_validation   extra Dawn toggles (after the defaults)
@@ -59,11 +61,14 @@ const valued = [
   "--attention-subgroups",
   "--attention-heads",
   "--row-threads",
-  "--q-prefill"
+  "--q-prefill",
+  "--projections"
 ]
 const names = rest.filter((n, i) => !n.startsWith("--") && !valued.includes(rest[i - 1]))
 const attentionAt = rest.indexOf("--attention")
 const attention = attentionAt >= 0 ? rest[attentionAt + 1] as "fused" | "chain" | "auto" : undefined
+const projectionsAt = rest.indexOf("--projections")
+const projections = projectionsAt >= 0 ? rest[projectionsAt + 1] as "stacked" | "apart" | "auto" : undefined
 const chosen = rest.includes("--quick")
   ? ["quick"]
   : names.length > 0
@@ -133,7 +138,8 @@ const measure = (name: string) =>
       device,
       size: PROMPT + DECODE + 64,
       ubatch: PROMPT,
-      ...(attention !== undefined ? { attention } : {})
+      ...(attention !== undefined ? { attention } : {}),
+      ...(projections !== undefined ? { projections } : {})
     })
     const loadS = (performance.now() - loadStart) / 1000
     const prompt = tokens(PROMPT, model.hyperparameters.vocab, 7)

@@ -48,6 +48,8 @@ export interface Options {
   readonly cacheType?: "f16" | "f32"
   /** attention's form (Forward.Options.attention; default auto) */
   readonly attention?: Forward.Options["attention"]
+  /** q, k and v as one product or three (Forward.Options.projections; default auto) */
+  readonly projections?: Forward.Options["projections"]
 }
 
 /**
@@ -182,7 +184,8 @@ export const make = (
           cache: { cache, keys },
           allLogits,
           argmax: read === "next",
-          ...(options.attention !== undefined ? { attention: options.attention } : {})
+          ...(options.attention !== undefined ? { attention: options.attention } : {}),
+          ...(options.projections !== undefined ? { projections: options.projections } : {})
         })
         // the backend's fusions (rms_norm * weight, add + rms_norm, mul_mat + bias, silu * gate): fewer
         // dispatches a token; the plan still answers for the graph's own tensors

@@ -12,7 +12,7 @@
 import type { ShapeError } from "@effect-gpu/core/GpuError"
 import * as Graph from "@effect-gpu/core/Graph"
 import * as Ops from "@effect-gpu/core/Ops"
-import type * as Tensor from "@effect-gpu/core/Tensor"
+import * as Tensor from "@effect-gpu/core/Tensor"
 import * as Effect from "effect/Effect"
 import type { Hyperparameters } from "./Hyperparameters.js"
 import * as KvCache from "./KvCache.js"
@@ -64,10 +64,21 @@ export interface Options {
    * where it runs faster on the GPU (RESULTS.md, run bn)
    */
   readonly attention?: "fused" | "chain" | "auto"
+  /**
+   * q, k and v as one product over their stacked weights (`Weights.stacks`; its result's rows viewed as
+   * the three), or as three products; `auto` (the default) stacks batches of more than 8 tokens. Either
+   * way only where the weights have a stack (a layer whose weights do not lie back to back keeps three);
+   * a decoding step's three products stay apart under `auto`: a backend may stack them itself, as the
+   * WebGPU backend's fusions do
+   */
+  readonly projections?: "stacked" | "apart" | "auto"
 }
 
 /** the batch from which `auto` attention takes the chain */
 const CHAIN_FROM = 64
+
+/** the batch from which `auto` projections take the stack: past the 8 columns of matrix-vector kernels */
+const STACK_FROM = 9
 
 /**
  * The causal mask of `n` tokens from position `start` over `keys` cached positions: [keys, n], a key is
@@ -149,6 +160,7 @@ export const make = (
     const optional = (name: string) => weights.tensors.get(name)
     const kvRow = h.headDim * h.kvHeads
     const attention = options.attention ?? "auto"
+    const projections = options.projections ?? "auto"
     const chain = cache !== undefined && (attention === "chain" || (attention === "auto" && n >= CHAIN_FROM))
     const g = Graph.make()
     const tokens = yield* g.input("tokens", "i32", [n])
@@ -162,16 +174,31 @@ export const make = (
     for (let l = 0; l < h.layers; l++) {
       const b = `blk.${l}`
       const xn = yield* norm(x, yield* tensor(`${b}.attn_norm.weight`))
+      const stack = weights.stacks.get(`${b}.attn_qkv.weight`)
+      // the three products as one: q, k and v are views of its rows ([q; k; v] in each token's column)
+      const stacked = stack !== undefined && projections !== "apart" && (projections === "stacked" || n >= STACK_FROM)
+        ? yield* Ops.mulMat(stack, xn)
+        : undefined
       const project = (which: "q" | "k" | "v", heads: number) =>
         Effect.gen(function*() {
           const bias = optional(`${b}.attn_${which}.bias`)
-          let p = yield* Ops.mulMat(yield* tensor(`${b}.attn_${which}.weight`), xn)
-          if (bias !== undefined) p = yield* Ops.add(p, bias)
-          let r = yield* Ops.reshape(p, [h.headDim, heads, n])
+          let r: Tensor.Tensor
+          if (stacked === undefined) {
+            const p = yield* Ops.mulMat(yield* tensor(`${b}.attn_${which}.weight`), xn)
+            r = yield* Ops.reshape(bias === undefined ? p : yield* Ops.add(p, bias), [h.headDim, heads, n])
+          } else {
+            const row = which === "q" ? 0 : which === "k" ? h.heads : h.heads + h.kvHeads
+            const es = stacked.nb[0]
+            r = yield* Ops.view(stacked, [h.headDim, heads, n], [h.headDim * es, stacked.nb[1]], row * h.headDim * es)
+            if (bias !== undefined) r = yield* Ops.add(r, Ops.reshape(bias, [h.headDim, heads]))
+          }
           const qkNorm = which === "v" ? undefined : optional(`${b}.attn_${which}_norm.weight`)
           if (qkNorm !== undefined) r = yield* norm(r, qkNorm)
           return r
         })
+      // a token's k or v row: a view where the projection is one of the stack's
+      const tokenRows = (x: Tensor.Tensor) =>
+        Tensor.isContiguous(x) ? Ops.reshape(x, [kvRow, n]) : Ops.view(x, [kvRow, n], [x.nb[2]], 0)
       const q = yield* rope(yield* project("q", h.heads))
       const k = yield* rope(yield* project("k", h.kvHeads))
       const v = yield* project("v", h.kvHeads)
@@ -179,8 +206,8 @@ export const make = (
       const [kAll, vAll] = cache === undefined
         ? [Ops.permute(k, [0, 2, 1, 3]), Ops.permute(v, [0, 2, 1, 3])]
         : [
-          KvCache.window(h, yield* Ops.setRows(cache.cache.keys[l], Ops.reshape(k, [kvRow, n]), positions), keys),
-          KvCache.window(h, yield* Ops.setRows(cache.cache.values[l], Ops.reshape(v, [kvRow, n]), positions), keys)
+          KvCache.window(h, yield* Ops.setRows(cache.cache.keys[l], tokenRows(k), positions), keys),
+          KvCache.window(h, yield* Ops.setRows(cache.cache.values[l], tokenRows(v), positions), keys)
         ]
       const o = chain
         ? yield* attentionChain(Ops.permute(q, [0, 2, 1, 3]), kAll, vAll, mask, 1 / Math.sqrt(h.headDim))

@@ -22,7 +22,13 @@ import { ModelError } from "./ModelError.js"
 export interface Weights {
   /** the model's tensors (leafs flagged as params) by their GGUF names */
   readonly tensors: ReadonlyMap<string, Tensor.Tensor>
-  /** where each lives: pass them as `AllocateOptions.bindings` */
+  /**
+   * tensors that join others lying back to back in one buffer, by the name ggml gives a fused weight:
+   * `blk.N.attn_qkv.weight` is layer N's q, k and v weights as one [hidden, q + k + v rows] matrix, so a
+   * prompt's three projections run as one product (no copy: it is bound over their memory)
+   */
+  readonly stacks: ReadonlyMap<string, Tensor.Tensor>
+  /** where each tensor and stack lives: pass them as `AllocateOptions.bindings` */
   readonly bindings: ReadonlyArray<Plan.Binding>
   readonly bytes: number
 }
@@ -81,6 +87,69 @@ export interface LoadOptions {
   readonly map?: boolean
 }
 
+/** the parts of a stack by the stack's name: a layer's attention projections */
+const stackParts = (tensors: ReadonlyMap<string, Tensor.Tensor>) => {
+  const stacks: Array<{ name: string; parts: ReadonlyArray<Tensor.Tensor> }> = []
+  for (const name of tensors.keys()) {
+    const layer = /^blk\.(\d+)\.attn_q\.weight$/.exec(name)?.[1]
+    if (layer === undefined) continue
+    const parts = ["q", "k", "v"].map((w) => tensors.get(`blk.${layer}.attn_${w}.weight`))
+    if (parts.every((t): t is Tensor.Tensor => t !== undefined)) {
+      stacks.push({ name: `blk.${layer}.attn_qkv.weight`, parts })
+    }
+  }
+  return stacks
+}
+
+/** `tensors` with each stack's parts moved together, in their stack's order, where the first of them was */
+const stackOrder = (tensors: ReadonlyArray<Tensor.Tensor>): Array<Tensor.Tensor> => {
+  const byName = new Map(tensors.map((t) => [t.name, t]))
+  const follow = new Map<number, ReadonlyArray<Tensor.Tensor>>()
+  const moved = new Set<number>()
+  for (const { parts } of stackParts(byName)) {
+    follow.set(parts[0].id, parts.slice(1))
+    for (const t of parts.slice(1)) moved.add(t.id)
+  }
+  return tensors.flatMap((t) => (moved.has(t.id) ? [] : [t, ...(follow.get(t.id) ?? [])]))
+}
+
+/**
+ * The weights with their stacks: one where the parts share a type, a row length and a buffer, and each
+ * begins where the one before ends (a tensor whose size is not a multiple of the buffer type's alignment
+ * leaves a gap: no stack there).
+ */
+const withStacks = (
+  tensors: ReadonlyArray<Tensor.Tensor>,
+  bindings: ReadonlyArray<Plan.Binding>,
+  bytes: number
+): Effect.Effect<Weights> =>
+  Effect.gen(function*() {
+    const byName = new Map(tensors.map((t) => [t.name, t]))
+    const at = new Map(bindings.map((b) => [b.tensor.id, b]))
+    const stacks = new Map<string, Tensor.Tensor>()
+    const bound: Array<Plan.Binding> = [...bindings]
+    for (const { name, parts } of stackParts(byName)) {
+      const first = parts[0]
+      const places = parts.map((t) => at.get(t.id))
+      const joined = parts.every((t, i) => {
+        const place = places[i]
+        const before = i === 0 ? undefined : places[i - 1]
+        return place !== undefined && t.dtype === first.dtype && t.ne[0] === first.ne[0] && t.ne[2] === 1 &&
+          t.ne[3] === 1 && Tensor.isContiguous(t) &&
+          (before === undefined ||
+            (place.buffer === before.buffer && place.offset === before.offset + Tensor.nbytes(parts[i - 1])))
+      })
+      if (!joined) continue
+      const rows = parts.reduce((sum, t) => sum + t.ne[1], 0)
+      const stack = yield* Tensor.make(name, first.dtype, [first.ne[0], rows], { flags: Tensor.Flags.param }).pipe(
+        Effect.orDie // the parts' own shapes were valid, and so is their join
+      )
+      stacks.set(name, stack)
+      bound.push({ tensor: stack, buffer: places[0]!.buffer, offset: places[0]!.offset })
+    }
+    return { tensors: byName, stacks, bindings: bound, bytes }
+  })
+
 /**
  * Loads every tensor of `gguf` (whose bytes are `bytes`: the whole file, or a Source) into `device`'s
  * memory, a chunk at a time. A model that does not fit fails with AllocationError before any byte is
@@ -131,7 +200,7 @@ export const load = (
         mapped += info.nbytes
         if (options.onProgress !== undefined) yield* options.onProgress({ bytes: mapped, total, tensor: info.name })
       }
-      return { tensors: new Map(tensors.map((t) => [t.name, t])), bindings, bytes: total }
+      return yield* withStacks(tensors, bindings, total)
     }
     const memory = yield* device.memory
     if (total > memory.free) {
@@ -142,8 +211,9 @@ export const load = (
         reason: `the model's ${gguf.tensors.length} tensors (${total} bytes) do not fit ${device.name}`
       })
     }
-    // over buffers within the device's largest; a tensor past that fails before anything is allocated
-    const bindings = yield* Plan.bind(bufferType, tensors)
+    // over buffers within the device's largest; a tensor past that fails before anything is allocated.
+    // A layer's q, k and v go back to back (as GGUF files order them anyway) so that they can stack
+    const bindings = yield* Plan.bind(bufferType, stackOrder(tensors))
     const chunk = options.chunk ?? 64 * 1024 * 1024
     let copied = 0
     for (const binding of bindings) {
@@ -155,5 +225,5 @@ export const load = (
       copied += info.nbytes
       if (options.onProgress !== undefined) yield* options.onProgress({ bytes: copied, total, tensor: info.name })
     }
-    return { tensors: new Map(tensors.map((t) => [t.name, t])), bindings, bytes: total }
+    return yield* withStacks(tensors, bindings, total)
   }).pipe(Effect.withSpan("Weights.load", { attributes: { device: device.name, tensors: gguf.tensors.length } }))

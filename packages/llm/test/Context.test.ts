@@ -93,6 +93,36 @@ const suite = (gpu: boolean) =>
       )
     }
 
+    it.scoped(
+      "q, k and v as one stacked product give the logits of three (biases, q/k norms, q4_0 rows of 256-byte multiples)",
+      () =>
+        Effect.gen(function*() {
+          const device = yield* pick(gpu)
+          if (device === undefined) {
+            return
+          }
+          for (
+            const options of [{ architecture: "qwen2" }, { architecture: "qwen3", dtype: "q4_0", hidden: 128 }] as const
+          ) {
+            const m = yield* model(options)
+            const weights = yield* Weights.load(device, m.file, m.bytes)
+            assert.strictEqual(weights.stacks.size, shape.layers, `${options.architecture}: a stack a layer`)
+            const logits = (projections: "stacked" | "apart") =>
+              Effect.flatMap(
+                Context.make(device, m.h, weights, { size: 16, ubatch: 8, projections }),
+                (context) => context.evaluate(tokens, { allLogits: true })
+              )
+            const apart = yield* logits("apart")
+            let worst = 0
+            const stacked = yield* logits("stacked")
+            for (let i = 0; i < apart.length; i++) worst = Math.max(worst, Math.abs(stacked[i] - apart[i]))
+            assert.strictEqual(stacked.length, apart.length)
+            assert.isBelow(worst, 1e-4, options.architecture)
+          }
+        }).pipe(Effect.provide(layer)),
+      120_000
+    )
+
     // next: the argmax of the last logits taken with the step, in micro-batches and token by token
     it.scoped("next gives the argmax of the logits evaluate gives", () =>
       Effect.gen(function*() {

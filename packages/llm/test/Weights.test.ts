@@ -17,14 +17,33 @@ const bytes = Fixture.make({
 const file = Effect.runSync(Gguf.parse(bytes))
 const total = file.tensors.reduce((s, t) => s + t.nbytes, 0)
 
-/** every tensor's bytes in device memory equal the file's */
+/** the file's bytes of a tensor, or of a stack's parts one after the other */
+const fileBytes = (name: string): Uint8Array => {
+  if (name.includes(".attn_qkv.")) {
+    const parts = ["q", "k", "v"].map((w) => fileBytes(name.replace(".attn_qkv.", `.attn_${w}.`)))
+    const joined = new Uint8Array(parts.reduce((n, p) => n + p.length, 0))
+    parts.reduce((at, p) => (joined.set(p, at), at + p.length), 0)
+    return joined
+  }
+  const info = file.tensors.find((t) => t.name === name)!
+  return bytes.subarray(info.offset, info.offset + info.nbytes)
+}
+
+/** every tensor's and stack's bytes in device memory equal the file's */
 const sameBytes = (weights: Weights.Weights) =>
   Effect.forEach(weights.bindings, (b) =>
     Effect.gen(function*() {
-      const info = file.tensors.find((t) => t.name === b.tensor.name)!
-      const held = yield* b.buffer.get(b.offset, info.nbytes)
-      assert.deepStrictEqual(held, bytes.subarray(info.offset, info.offset + info.nbytes), info.name)
+      const want = fileBytes(b.tensor.name)
+      assert.deepStrictEqual(yield* b.buffer.get(b.offset, want.length), want, b.tensor.name)
     }))
+
+/** each layer's q, k and v stacked: [hidden, q + k + v rows] */
+const allStacked = (weights: Weights.Weights) => {
+  assert.deepStrictEqual([...weights.stacks.keys()], ["blk.0.attn_qkv.weight", "blk.1.attn_qkv.weight"])
+  for (const stack of weights.stacks.values()) {
+    assert.deepStrictEqual([stack.dtype, ...stack.ne], ["q4_0", 256, 256 + 64 + 64, 1, 1])
+  }
+}
 
 describe("loading weights", () => {
   it.scoped("every tensor lands in device memory as its raw blocks, with progress to the last byte", () =>
@@ -37,6 +56,7 @@ describe("loading weights", () => {
       assert.strictEqual(weights.tensors.size, file.tensors.length)
       assert.strictEqual(weights.bytes, total)
       assert.strictEqual(weights.tensors.get("blk.0.attn_q.weight")?.dtype, "q4_0")
+      allStacked(weights)
       yield* sameBytes(weights)
       assert.strictEqual(seen.length, file.tensors.length)
       assert.isTrue(seen.every((p, i) => p.total === total && (i === 0 || p.bytes > seen[i - 1].bytes)))
@@ -53,9 +73,11 @@ describe("loading weights", () => {
       assert.strictEqual(buffers.size, 1)
       const [buffer] = buffers
       assert.strictEqual(buffer.host?.buffer, bytes.buffer)
+      allStacked(mapped)
       yield* sameBytes(mapped)
       const copied = yield* Weights.load(device, file, bytes, { map: false })
       assert.isTrue(copied.bindings.every((b) => b.buffer.host?.buffer !== bytes.buffer))
+      allStacked(copied)
       yield* sameBytes(copied)
     }).pipe(Effect.provide(Cpu.layer())))
 
@@ -65,6 +87,30 @@ describe("loading weights", () => {
       assert.isAbove(new Set(weights.bindings.map((b) => b.buffer)).size, 1)
       yield* sameBytes(weights)
     }).pipe(Effect.provide(TestGpu.layer({ maxBufferSize: 256 * 1024 }))))
+
+  it.scoped("q, k and v stack only where they lie back to back in one buffer", () =>
+    Effect.gen(function*() {
+      // rows of 18 bytes: q's 576 bytes and k's 288 lie back to back in the file (aligned to 32), not in
+      // buffers aligned to 256
+      const small = Fixture.make({
+        architecture: "llama",
+        dtype: "q4_0",
+        hidden: 32,
+        layers: 1,
+        heads: 2,
+        kvHeads: 1,
+        ffn: 64,
+        vocab: 300
+      })
+      const smallFile = yield* Gguf.parse(small)
+      const gpu = yield* Weights.load(yield* Registry.bestDevice, smallFile, small)
+      assert.strictEqual(gpu.stacks.size, 0)
+      assert.isTrue(gpu.bindings.every((b) => !b.tensor.name.includes("attn_qkv")))
+      const cpu = yield* Effect.flatMap(Registry.bestDevice, (device) => Weights.load(device, smallFile, small)).pipe(
+        Effect.provide(Cpu.layer())
+      )
+      assert.deepStrictEqual(cpu.stacks.get("blk.0.attn_qkv.weight")?.ne, [32, 32 + 16 + 16, 1, 1])
+    }).pipe(Effect.provide(TestGpu.layer())))
 
   it.effect("a model that does not fit fails with AllocationError before anything is allocated", () =>
     Effect.gen(function*() {
