@@ -16,6 +16,7 @@
  *   tsx llm.ts run DIR NAME --attention fused|chain|auto   attention's form (Forward.Options.attention)
  *   tsx llm.ts run DIR NAME --projections stacked|apart|auto   a prompt's q/k/v as one product or three
  *                                                 (Forward.Options.projections)
+ *   tsx llm.ts run DIR NAME --prefill-only   prompts only (no decoding runs: an A/B of a prompt's forms)
  *   tsx llm.ts run DIR NAME --timeline   a decoding step's host events (writes, submits, waits) untraced
  *   tsx llm.ts run DIR NAME --f32-decode   q4_0 and q8_0 decode without the int8 form (to compare)
  *   tsx llm.ts run DIR NAME --toggles skip_validation   extra Dawn toggles (after the defaults)
@@ -156,7 +157,7 @@ const measure = (name: string) =>
     }
     prefill.splice(0, prefill.length - 4)
     const decode: Array<number> = []
-    for (let run = 0; run < 4; run++) {
+    for (let run = 0; run < (rest.includes("--prefill-only") ? 0 : 4); run++) {
       // a different first token each run: the prompt's positions are evaluated again
       const p = [run + 1, ...prompt.slice(1)]
       let first = 0
@@ -168,10 +169,12 @@ const measure = (name: string) =>
       decode.push(DECODE / ((performance.now() - first) / 1000))
     }
     // the first of each is a warm-up (plans, pipelines, clocks)
-    const best = (xs: ReadonlyArray<number>) => Math.max(...xs.slice(1))
+    const best = (xs: ReadonlyArray<number>) => xs.length === 0 ? NaN : Math.max(...xs.slice(1))
     const result = {
       model: name,
       attention: attention ?? "auto",
+      projections: projections ?? "auto",
+      q_prefill: gpuOptions.quantizedPrefill ?? "default",
       device: device.name,
       bytes: model.bytes,
       load_s: Number(loadS.toFixed(2)),

@@ -272,8 +272,9 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
 
   // a quantized prompt product's weights copied into f16 first (half_copy into the scratch after the result,
   // then the f16 product over the copy): forced on any adapter with f16, for 32-value block types and a
-  // 256-value one, a's batches broadcast over b's, rows of more than one workgroup's run (1088 q8_0 values,
-  // 8448 q4_K values) with a short last run, a view of a a row in (the copy's scalar stores), a bias; forced
+  // 256-value one, a's batches broadcast over b's, rows of more than one workgroup's run (2080 q8_0 values,
+  // 8448 q4_K values) with a short last run, q8_0 rows of 2210 bytes (every other one starting at a 2-byte
+  // boundary), a view of a a row in (the copy's scalar stores), a bias; forced
   // off, the tiles take it
   it.scoped(
     "a quantized product over an f16 copy of its weights (half_copy, then the f16 product) matches the CPU",
@@ -285,7 +286,7 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
           for (
             const [dtype, K, M, N, shifted, withBias] of [
               ["q4_0", 96, 37, 19, false, true],
-              ["q8_0", 1088, 50, 33, true, false],
+              ["q8_0", 2080, 50, 33, true, false],
               ["q4_K", 8448, 21, 12, false, false]
             ] as const
           ) {

@@ -39,32 +39,53 @@ export const dequantize = (node: Tensor.Tensor, target: KernelTarget): Kernel =>
     target
   )
 
+/** vec4s a thread of half_copy's raw-block form stores (q4_0, q8_0): its run is WG * RAW_VECS / 8 blocks */
+const RAW_VECS = 2
+
 /**
  * @internal: quantized weights `a` dequantized into `copy` (f16, contiguous, a's shape; an operand bound
  * in a product's scratch), rounded to f16 as the tiles that dequantize while they stage round them. A
  * workgroup takes a run of one row, so that where the row is (the divisions by a's extents) is the same for
- * all its threads and reckoned from the workgroup alone. q4_0 and q8_0: a thread a vec4 of a block (its
- * scale and one quants' word), 32 blocks a workgroup, so that a subgroup's stores are one run of 256 bytes;
- * other types: a thread a 32-value piece, 256 pieces a workgroup. Stored as vec4 where the offsets allow a
- * vec4 binding (a's at 16 bytes), else one value at a time.
+ * all its threads and reckoned from the workgroup alone. q4_0 and q8_0: the run's bytes are loaded into
+ * workgroup memory a word a thread (each word read once, in order), then each thread decodes vec4s of the
+ * run's blocks from there, the workgroup's stores one contiguous run each; other types: a thread a
+ * 32-value piece, 256 pieces a workgroup. Stored as vec4 where the offsets allow a vec4 binding (a's at 16
+ * bytes), else one value at a time.
  */
 export const halfCopy = (a: Tensor.Tensor, copy: Operand, target: KernelTarget, vec = true): Kernel => {
   const dtype = a.dtype as DType.Quantized
   const raw = RAW_BLOCKS[dtype]
-  // pieces (blocks of 32 values) a workgroup takes, and the threads a piece takes
-  const [run, lanes] = raw === undefined ? [WG, 1] : [WG / 8, 8]
+  // pieces (blocks of 32 values) a workgroup takes
+  const run = raw === undefined ? WG : (WG * RAW_VECS) / 8
   const per = a.ne[0] / 32
   const runs = Math.ceil(per / run) * a.ne[1] * a.ne[2] * a.ne[3]
   const put = (at: string, v: string) =>
     vec ? `st4_d(${at}, ${v});` : `{ let x = ${v}; for (var i = 0u; i < 4u; i++) { st_d(4u * (${at}) + i, x[i]); } }`
+  // the run's words, one more for a run that starts at a 2-byte boundary (blocks of 18 and 34 bytes)
+  const words = raw === undefined ? 0 : Math.ceil((2 + run * raw.bytes) / 4)
   const decode = raw === undefined
-    ? `  let v = piece(row, p);
+    ? `  let p = p0 + lid;
+  if (p >= per) { return; }
+  let o = P.d_o + r * P.a_ne0 + p * 32u;
+  let v = piece(row, p);
 ${range(8).map((i) => `  ${put(`(o >> 2u) + ${i}u`, `v[${i}]`)}`).join("\n")}`
-    : `  let j = lid % 8u;
-  let b = row + p * ${raw.bytes}u;
-  let d = half_lo(wat(b));
-  let q = wat(b + 2u + 4u * ${raw.wordOf("j")});
-  ${put("(o >> 2u) + j", raw.vec4Of("d", "q", "j"))}`
+    : `  let start = row + p0 * ${raw.bytes}u;
+  let blocks = min(${run}u, per - p0);
+  let shift = start & 2u;
+  let count = (shift + blocks * ${raw.bytes}u + 3u) / 4u;
+  for (var i = lid; i < count; i += ${WG}u) { S[i] = qwi_a((start >> 2u) + i); }
+  workgroupBarrier();
+  let o = P.d_o + r * P.a_ne0 + p0 * 32u;
+  for (var e = 0u; e < ${RAW_VECS}u; e++) {
+    let k = lid + e * ${WG}u;
+    let j = k % 8u;
+    let b = (k / 8u) * ${raw.bytes}u + shift;
+    if (k / 8u < blocks) {
+      let d = half_lo(swat(b));
+      let q = swat(b + 2u + 4u * ${raw.wordOf("j")});
+      ${put("(o >> 2u) + k", raw.vec4Of("d", "q", "j"))}
+    }
+  }`
   const kernel = KernelSpec.make({
     variant: { family: "half_copy", dtype, vec, lanes: raw !== undefined },
     operands: [{ name: "a", tensor: a }, { ...copy, name: "d" }],
@@ -72,17 +93,23 @@ ${range(8).map((i) => `  ${put(`(o >> 2u) + ${i}u`, `v[${i}]`)}`).join("\n")}`
     workgroups: fold(runs, target.maxWorkgroups),
     main: `
 ${pieces(dtype)}
+${
+      raw === undefined ? "" : `var<workgroup> S: array<u32, ${words}>;
+// the 4 bytes at an even byte o of the staged run
+fn swat(o: u32) -> u32 {
+  let w = o >> 2u;
+  return select(S[w], (S[w] >> 16u) | (S[w + 1u] << 16u), (o & 2u) != 0u);
+}`
+    }
 ${entry()}
   let per = P.a_ne0 / 32u;
   let runs = (per + ${run - 1}u) / ${run}u;
   let w = wg_linear(wid, nwg);
-  // the workgroup's row (over a's batches) and its first piece
+  // the workgroup's row (over a's batches) and its first piece: the same for all its threads
   let r = w / runs;
   if (r >= P.a_ne1 * P.a_ne2 * P.a_ne3) { return; }
-  let p = (w % runs) * ${run}u + lid / ${lanes}u;
-  if (p >= per) { return; }
+  let p0 = (w % runs) * ${run}u;
   let row = ix_a(0u, r % P.a_ne1, (r / P.a_ne1) % P.a_ne2, r / (P.a_ne1 * P.a_ne2));
-  let o = P.d_o + r * P.a_ne0 + p * 32u;
 ${decode}
 }`
   })
