@@ -272,10 +272,11 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
 
   // a quantized prompt product's weights copied into f16 first (half_copy into the scratch after the result,
   // then the f16 product over the copy): forced on any adapter with f16, for 32-value block types and a
-  // 256-value one, a's batches broadcast over b's, rows of more than one workgroup's run (2080 q8_0 values,
-  // 8448 q4_K values) with a short last run, q8_0 rows of 2210 bytes (every other one starting at a 2-byte
-  // boundary), a view of a a row in (the copy's scalar stores), a bias; forced
-  // off, the tiles take it
+  // 256-value one; a contiguous a copied as one run of blocks across its rows (runs that start and end
+  // within rows), and a's batches a row apart (row by row), broadcast over b's; rows of more than one
+  // workgroup's run (2080 q8_0 values, 8448 q4_K values) with a short last run, q8_0 rows of 2210 bytes
+  // (every other one starting at a 2-byte boundary), a view of a a row in (the copy's scalar stores), a
+  // bias; forced off, the tiles take it
   it.scoped(
     "a quantized product over an f16 copy of its weights (half_copy, then the f16 product) matches the CPU",
     () =>
@@ -284,13 +285,15 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
           const [d] = yield* WebGpu.make({ devices: 1, quantizedPrefill: form })
           if (!d.description.includes("shader-f16")) return console.log("no shader-f16 here: no f16 copy")
           for (
-            const [dtype, K, M, N, shifted, withBias] of [
-              ["q4_0", 96, 37, 19, false, true],
-              ["q8_0", 2080, 50, 33, true, false],
-              ["q4_K", 8448, 21, 12, false, false]
+            const [dtype, K, M, N, shifted, withBias, batches] of [
+              ["q4_0", 96, 37, 19, false, true, [2, 4]],
+              ["q4_0", 96, 150, 19, false, false, [1, 2]],
+              ["q8_0", 2080, 50, 33, true, false, [2, 4]],
+              ["q8_0", 2080, 50, 33, true, false, [1, 1]],
+              ["q4_K", 8448, 21, 12, false, false, [2, 4]]
             ] as const
           ) {
-            const spec = { dtype, K, M, N, batches: [2, 4], shifted, bias: withBias, seed: 1 } as const
+            const spec = { dtype, K, M, N, batches, shifted, bias: withBias, seed: 1 } as const
             const { cpu, entries, gpu } = yield* productOnBoth(d, spec)
             const what = `${form} ${dtype}: ${entries.map((e) => e.kernel).join(", ")}`
             assert.strictEqual(entries[0].variant?.family === "half_copy", form === "copy", what)

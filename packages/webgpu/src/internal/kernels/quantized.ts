@@ -40,13 +40,14 @@ export const dequantize = (node: Tensor.Tensor, target: KernelTarget): Kernel =>
   )
 
 /** vec4s a thread of half_copy's raw-block form stores (q4_0, q8_0): its run is WG * RAW_VECS / 8 blocks */
-const RAW_VECS = 2
+const RAW_VECS = 4
 
 /**
  * @internal: quantized weights `a` dequantized into `copy` (f16, contiguous, a's shape; an operand bound
  * in a product's scratch), rounded to f16 as the tiles that dequantize while they stage round them. A
  * workgroup takes a run of one row, so that where the row is (the divisions by a's extents) is the same for
- * all its threads and reckoned from the workgroup alone. q4_0 and q8_0: the run's bytes are loaded into
+ * all its threads and reckoned from the workgroup alone; a contiguous a is one row (a weight matrix's rows
+ * shorter than a run leave no thread idle). q4_0 and q8_0: the run's bytes are loaded into
  * workgroup memory a word a thread (each word read once, in order), then each thread decodes vec4s of the
  * run's blocks from there, the workgroup's stores one contiguous run each; other types: a thread a
  * 32-value piece, 256 pieces a workgroup. Stored as vec4 where the offsets allow a vec4 binding (a's at 16
@@ -57,8 +58,11 @@ export const halfCopy = (a: Tensor.Tensor, copy: Operand, target: KernelTarget, 
   const raw = RAW_BLOCKS[dtype]
   // pieces (blocks of 32 values) a workgroup takes
   const run = raw === undefined ? WG : (WG * RAW_VECS) / 8
-  const per = a.ne[0] / 32
-  const runs = Math.ceil(per / run) * a.ne[1] * a.ne[2] * a.ne[3]
+  // pieces a row, and rows, as the kernel sees them
+  const [per, rows] = Tensor.isContiguous(a)
+    ? [Tensor.nelements(a) / 32, 1]
+    : [a.ne[0] / 32, a.ne[1] * a.ne[2] * a.ne[3]]
+  const runs = Math.ceil(per / run) * rows
   const put = (at: string, v: string) =>
     vec ? `st4_d(${at}, ${v});` : `{ let x = ${v}; for (var i = 0u; i < 4u; i++) { st_d(4u * (${at}) + i, x[i]); } }`
   // the run's words, one more for a run that starts at a 2-byte boundary (blocks of 18 and 34 bytes)
@@ -66,7 +70,7 @@ export const halfCopy = (a: Tensor.Tensor, copy: Operand, target: KernelTarget, 
   const decode = raw === undefined
     ? `  let p = p0 + lid;
   if (p >= per) { return; }
-  let o = P.d_o + r * P.a_ne0 + p * 32u;
+  let o = P.d_o + (r * per + p) * 32u;
   let v = piece(row, p);
 ${range(8).map((i) => `  ${put(`(o >> 2u) + ${i}u`, `v[${i}]`)}`).join("\n")}`
     : `  let start = row + p0 * ${raw.bytes}u;
@@ -75,7 +79,7 @@ ${range(8).map((i) => `  ${put(`(o >> 2u) + ${i}u`, `v[${i}]`)}`).join("\n")}`
   let count = (shift + blocks * ${raw.bytes}u + 3u) / 4u;
   for (var i = lid; i < count; i += ${WG}u) { S[i] = qwi_a((start >> 2u) + i); }
   workgroupBarrier();
-  let o = P.d_o + r * P.a_ne0 + p0 * 32u;
+  let o = P.d_o + (r * per + p0) * 32u;
   for (var e = 0u; e < ${RAW_VECS}u; e++) {
     let k = lid + e * ${WG}u;
     let j = k % 8u;
@@ -89,7 +93,7 @@ ${range(8).map((i) => `  ${put(`(o >> 2u) + ${i}u`, `v[${i}]`)}`).join("\n")}`
   const kernel = KernelSpec.make({
     variant: { family: "half_copy", dtype, vec, lanes: raw !== undefined },
     operands: [{ name: "a", tensor: a }, { ...copy, name: "d" }],
-    params: [],
+    params: [u32("per", per), u32("rows", rows)],
     workgroups: fold(runs, target.maxWorkgroups),
     main: `
 ${pieces(dtype)}
@@ -102,12 +106,12 @@ fn swat(o: u32) -> u32 {
 }`
     }
 ${entry()}
-  let per = P.a_ne0 / 32u;
+  let per = P.per;
   let runs = (per + ${run - 1}u) / ${run}u;
   let w = wg_linear(wid, nwg);
   // the workgroup's row (over a's batches) and its first piece: the same for all its threads
   let r = w / runs;
-  if (r >= P.a_ne1 * P.a_ne2 * P.a_ne3) { return; }
+  if (r >= P.rows) { return; }
   let p0 = (w % runs) * ${run}u;
   let row = ix_a(0u, r % P.a_ne1, (r / P.a_ne1) % P.a_ne2, r / (P.a_ne1 * P.a_ne2));
 ${decode}
