@@ -44,7 +44,7 @@ describe("mul_mat kernel choice", () => {
       assert.strictEqual(chosen({ subgroupMatrix: false, workgroupStorage: 49152 }), "mm4")
     }))
 
-  it.effect("q8_0 weights past 256 columns on subgroup matrices are copied into f16 first; the copy sits past the split partials", () =>
+  it.effect("q8_0 and q4_0 weights past 256 columns on subgroup matrices are copied into f16 first; the copy sits past the split partials", () =>
     Effect.gen(function*() {
       const target = { ...gpu, workgroupStorage: 49152, workgroupInvocations: 1024 }
       const product = (dtype: "q8_0" | "q4_0", M: number, N: number) =>
@@ -63,7 +63,8 @@ describe("mul_mat kernel choice", () => {
         ["q8_0", 2048, 512, "half_copy + mmsg + mmsg_merge"],
         ["q8_0", 14336, 256, "half_copy + mmsg"],
         ["q8_0", 2048, 255, "mmsg + mmsg_merge"],
-        ["q4_0", 2048, 512, "mmsg + mmsg_merge"]
+        ["q4_0", 2048, 512, "half_copy + mmsg + mmsg_merge"],
+        ["q4_0", 4096, 255, "mmsg + mmsg_merge"]
       ] as const
       for (const [dtype, M, N, kernels] of table) {
         const y = yield* product(dtype, M, N)
@@ -82,13 +83,15 @@ describe("mul_mat kernel choice", () => {
         assert.strictEqual(k.fallback?.fallback?.variant.dtype, dtype)
       }
       // forced either way
-      const y = yield* product("q4_0", 2048, 512)
+      const y = yield* product("q4_0", 2048, 128)
       assert.strictEqual(
         families(mulMat(y, { ...target, quantizedPrefill: "copy" }, undefined)).split(" + ")[0],
         "half_copy"
       )
-      const q8 = yield* product("q8_0", 2048, 512)
-      assert.strictEqual(mulMat(q8, { ...target, quantizedPrefill: "tiles" }, undefined).variant.family, "mmsg")
+      for (const dtype of ["q8_0", "q4_0"] as const) {
+        const q = yield* product(dtype, 2048, 512)
+        assert.strictEqual(mulMat(q, { ...target, quantizedPrefill: "tiles" }, undefined).variant.family, "mmsg")
+      }
       // a vocabulary's head under every position (1 GB of f16) is not copied
       const head = yield* product("q8_0", 128256, 512)
       assert.notStrictEqual(mulMat(head, target, undefined).variant.family, "half_copy")
@@ -102,8 +105,10 @@ describe("mul_mat kernel choice", () => {
         workgroupInvocations: 1024,
         ...extra
       })
-      const tiling = (dtype: "f16" | "q4_0", M: number, K = 2048, extra: Partial<KernelTarget> = {}) =>
+      // q4_0 in the tiles that dequantize as they stage (by default its weights are copied into f16 first)
+      const tiling = (dtype: "f16" | "q4_0", M: number, K = 2048, asked: Partial<KernelTarget> = {}) =>
         Effect.gen(function*() {
+          const extra = { ...asked, ...(dtype === "q4_0" ? { quantizedPrefill: "tiles" as const } : {}) }
           const g = Graph.make()
           const a = yield* g.param("a", dtype, [K, M])
           const y = yield* g.output(Ops.mulMat(a, yield* g.input("b", "f32", [K, 512])))

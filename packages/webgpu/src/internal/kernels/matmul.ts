@@ -98,12 +98,13 @@ export const takesHalfActivations = (target: KernelTarget) => (node: Tensor.Tens
 
 /**
  * @internal: a quantized product on subgroup matrices of this many columns or more copies its weights into
- * f16 first and multiplies the copy as f16 weights, where its type is among COPY_TYPES: q8_0's tiles, which
- * stage twice q4_0's bytes, lost more to their decoding than the copy's pass over the weights costs in a
- * model's prompts; q4_0's did not (benchmarks/RESULTS.md, quantized weights)
+ * f16 first and multiplies the copy as f16 weights, where its type is among COPY_TYPES: the tiles that
+ * dequantize as they stage lost more to their decoding than the copy's pass over the weights costs in a
+ * model's prompts, q8_0's since the copy came, q4_0's since the copy staged its runs (benchmarks/RESULTS.md,
+ * quantized weights)
  */
 export const COPY_COLUMNS = 256
-const COPY_TYPES: ReadonlySet<DType.DType> = new Set(["q8_0"])
+const COPY_TYPES: ReadonlySet<DType.DType> = new Set(["q8_0", "q4_0"])
 
 /**
  * the largest copy made by default (bytes of f16): a layer's weights (an 8B model's FFN matrices, 117 MB)
