@@ -113,8 +113,8 @@ const suite = (gpu: boolean) =>
                 (context) => context.evaluate(tokens, { allLogits: true })
               )
             const apart = yield* logits("apart")
-            let worst = 0
             const stacked = yield* logits("stacked")
+            let worst = 0
             for (let i = 0; i < apart.length; i++) worst = Math.max(worst, Math.abs(stacked[i] - apart[i]))
             assert.strictEqual(stacked.length, apart.length)
             assert.isBelow(worst, 1e-4, options.architecture)
