@@ -7,7 +7,7 @@
 #   *.mjs               bench/llm.ts, bench/run.ts (its tfjs peer left out: run it with --no-peer) and the
 #                       probes bundled with esbuild (Dawn left external);
 #                       bench.mjs: tools/llama-oracle/bench.mjs
-#   run.sh              the entry point there (bench/device/run.sh)
+#   run.sh              the entry point there (bench/device/run.sh); table.sh: issue 20's model table
 # After `pnpm install`: `bash bench/device/pack.sh`, then the device tool with carry [".gpu-llm"] and e.g.
 #   bash .gpu-llm/run.sh bash -c 'cd .gpu-llm && node llm.mjs models /tmp/m 1b-q4_0 && node llm.mjs run /tmp/m 1b-q4_0'
 # The parts other than the bundles are kept between runs (delete .gpu-llm to rebuild them).
@@ -57,6 +57,6 @@ bundle bench/probes/split-probe.ts split.mjs
 bundle bench/probes/oracle-check.ts oracle.mjs
 bundle bench/probes/mvq-raw.ts mvqraw.mjs
 bundle bench/run.ts run.mjs
-cp tools/llama-oracle/bench.mjs bench/device/run.sh $out/
+cp tools/llama-oracle/bench.mjs bench/device/run.sh bench/device/table.sh $out/
 du -sh $out/* | sed 's/^/  /'
 echo "total: $(du -sh $out | cut -f1) (a device run carries at most 64 MiB with the working tree)"
