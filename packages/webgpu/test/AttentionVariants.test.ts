@@ -3,12 +3,12 @@
  * rotated as they are stored (rope_set_rows), flash attention's decode, subgroup-matrix and row forms, and
  * q rotated as attention reads it (rope_flash_attn_ext).
  */
-import { Cpu, Fusion, Graph, Ops } from "@effect-gpu/core"
+import { Fusion, Graph, Ops } from "@effect-gpu/core"
 import { Generators } from "@effect-gpu/testing"
 import { WebGpu, WebGpuDevice } from "@effect-gpu/webgpu"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { adapterAvailable, nmse } from "./utils.js"
+import { adapterAvailable, nmse, onDeviceAndCpu } from "./utils.js"
 
 describe.skipIf(!adapterAvailable)("WebGPU attention kernel variants", () => {
   // rope stored by set_rows in one dispatch (rope_set_rows), normal and neox, with frequency factors once:
@@ -31,21 +31,16 @@ describe.skipIf(!adapterAvailable)("WebGPU attention kernel variants", () => {
           const backend = yield* d.makeBackend()
           const fused = backend.optimize(graph)
           assert.include(fused.nodes.map((n) => n.op._tag), "RopeSetRows")
-          const results: Array<Array<number>> = []
-          for (const [dev, h] of [[d, fused], [Cpu.make(), graph]] as const) {
-            const b = yield* dev.makeBackend()
-            const plan = yield* b.allocate(h)
-            yield* plan.set(cache, Generators.values(1, 128 * 9))
-            yield* plan.set(k, Generators.values(2, 64 * 2 * 3))
-            yield* plan.set(pos, Int32Array.from([3, 100, 7]))
-            yield* plan.set(rows, Int32Array.from([8, 2, 5]))
-            if (f) yield* plan.set(f, Generators.values(3, 16).map((x) => 1 + Math.abs(x)))
-            const trace = yield* b.captureNext
-            yield* b.compute(plan)
-            if (dev === d) assert.include((yield* trace).entries.map((e) => e.op), "rope_set_rows")
-            results.push(Array.from(yield* plan.get(y)))
-          }
-          assert.isBelow(nmse(results[0], results[1]), 1e-7, `mode ${mode}`)
+          const { cpu, entries, gpu } = yield* onDeviceAndCpu(d, fused, graph, (plan) =>
+            Effect.gen(function*() {
+              yield* plan.set(cache, Generators.values(1, 128 * 9))
+              yield* plan.set(k, Generators.values(2, 64 * 2 * 3))
+              yield* plan.set(pos, Int32Array.from([3, 100, 7]))
+              yield* plan.set(rows, Int32Array.from([8, 2, 5]))
+              if (f) yield* plan.set(f, Generators.values(3, 16).map((x) => 1 + Math.abs(x)))
+            }), [y])
+          assert.include(entries.map((e) => e.op), "rope_set_rows")
+          assert.isBelow(nmse(gpu, cpu), 1e-7, `mode ${mode}`)
         }
       }),
     120_000
@@ -170,31 +165,38 @@ describe.skipIf(!adapterAvailable)("WebGPU attention kernel variants", () => {
           const sinks = form.sinks ? yield* g.input("sinks", "f32", [4]) : undefined
           const y = yield* g.output(Ops.flashAttnExt(q, k, v, { scale: 1 / Math.sqrt(D), mask, sinks }))
           const inputs = [q, k, v, mask, ...(sinks ? [sinks] : [])]
-          const results: Array<Array<number>> = []
-          for (const dev of [d, Cpu.make()]) {
-            const backend = yield* dev.makeBackend()
-            const plan = yield* backend.allocate(g.build())
-            for (const [i, t] of inputs.entries()) {
-              const values = Generators.values(20 + i, t.ne.reduce((x, n) => x * n, 1))
+          const graph = g.build()
+          const { cpu, entries, gpu } = yield* onDeviceAndCpu(d, graph, graph, (plan) =>
+            Effect.forEach(inputs, (t, i) => {
+              const values = Generators.values(
+                20 + i,
+                t.ne.reduce((x, n) =>
+                  x * n, 1)
+              )
               // the mask hides every fifth key
-              yield* plan.set(t, t === mask ? values.map((x, j) => j % 5 === 0 ? -Infinity : x) : values)
-            }
-            const trace = yield* backend.captureNext
-            yield* backend.compute(plan)
-            if (dev === d) {
-              const entries = (yield* trace).entries
-              assert.deepStrictEqual(entries.map((e) => e.variant?.family), families)
-              if (families[0] === "flash_attn_decode") {
-                assert.strictEqual(entries[0].variant?.wide, form.wide, entries[0].kernel)
-                assert.strictEqual(entries[0].variant?.across, form.across, entries[0].kernel)
-                assert.strictEqual(entries[0].variant?.mask, form.maskHeads === 1 ? "shared" : "per-head")
-                assert.strictEqual(entries[0].variant?.heads, "heads" in form ? form.heads : 2, entries[0].kernel)
-              }
-            }
-            results.push(Array.from(yield* plan.get(y)))
+              return plan.set(
+                t,
+                t === mask
+                  ? values.map((x, j) =>
+                    j % 5 === 0 ? -Infinity : x
+                  )
+                  : values
+              )
+            }, { discard: true }), [y])
+          assert.deepStrictEqual(
+            entries.map((e) =>
+              e.variant?.family
+            ),
+            families
+          )
+          if (families[0] === "flash_attn_decode") {
+            assert.strictEqual(entries[0].variant?.wide, form.wide, entries[0].kernel)
+            assert.strictEqual(entries[0].variant?.across, form.across, entries[0].kernel)
+            assert.strictEqual(entries[0].variant?.mask, form.maskHeads === 1 ? "shared" : "per-head")
+            assert.strictEqual(entries[0].variant?.heads, "heads" in form ? form.heads : 2, entries[0].kernel)
           }
           // the matrix form rounds Q and P to f16, as ggml's GPU kernels do
-          assert.isBelow(nmse(results[0], results[1]), matrices && offered ? 1e-5 : 1e-6)
+          assert.isBelow(nmse(gpu, cpu), matrices && offered ? 1e-5 : 1e-6)
         }),
       60_000
     )
@@ -245,33 +247,25 @@ describe.skipIf(!adapterAvailable)("WebGPU attention kernel variants", () => {
           const fused = form.family === "flash_attn"
             ? Fusion.optimize(graph, { ropeAttention: () => true })
             : backend.optimize(graph)
-          const results: Array<Array<number>> = []
-          for (const [dev, h] of [[d, fused], [Cpu.make(), graph]] as const) {
-            const b = yield* dev.makeBackend()
-            const plan = yield* b.allocate(h)
-            yield* plan.set(qkv, Generators.values(1, (D * 4 + 32) * nQ))
-            yield* plan.set(k, Generators.values(2, D * nKv * 2))
-            yield* plan.set(v, Generators.values(3, D * nKv * 2))
-            yield* plan.set(pos, Int32Array.from({ length: nQ }, (_, i) => 37 * i + 5))
-            yield* plan.set(mask, Generators.values(4, nKv * nQ).map((x, j) => (j % 7 === 0 ? -Infinity : x)))
-            if (f) yield* plan.set(f, Generators.values(5, form.nDims / 2).map((x) => 1 + Math.abs(x)))
-            const trace = yield* b.captureNext
-            yield* b.compute(plan)
-            if (dev === d) {
-              const entries = (yield* trace).entries
-              // without subgroups the decode form is not offered and the device does not fuse
-              const want = subgroups || form.family === "flash_attn" ? "rope_flash_attn_ext" : "flash_attn_ext"
-              assert.include(entries.map((e) => e.op), want)
-              const own = entries.find((e) => e.op === want)!
-              if (want === "rope_flash_attn_ext") {
-                assert.strictEqual(own.variant?.family, subgroups ? form.family : "flash_attn", own.kernel)
-                assert.strictEqual(own.variant?.rope, form.mode, own.kernel)
-                if (subgroups && form.across) assert.strictEqual(own.variant?.across, form.across, own.kernel)
-              }
-            }
-            results.push(Array.from(yield* plan.get(y)))
+          const { cpu, entries, gpu } = yield* onDeviceAndCpu(d, fused, graph, (plan) =>
+            Effect.gen(function*() {
+              yield* plan.set(qkv, Generators.values(1, (D * 4 + 32) * nQ))
+              yield* plan.set(k, Generators.values(2, D * nKv * 2))
+              yield* plan.set(v, Generators.values(3, D * nKv * 2))
+              yield* plan.set(pos, Int32Array.from({ length: nQ }, (_, i) => 37 * i + 5))
+              yield* plan.set(mask, Generators.values(4, nKv * nQ).map((x, j) => (j % 7 === 0 ? -Infinity : x)))
+              if (f) yield* plan.set(f, Generators.values(5, form.nDims / 2).map((x) => 1 + Math.abs(x)))
+            }), [y])
+          // without subgroups the decode form is not offered and the device does not fuse
+          const want = subgroups || form.family === "flash_attn" ? "rope_flash_attn_ext" : "flash_attn_ext"
+          assert.include(entries.map((e) => e.op), want)
+          const own = entries.find((e) => e.op === want)!
+          if (want === "rope_flash_attn_ext") {
+            assert.strictEqual(own.variant?.family, subgroups ? form.family : "flash_attn", own.kernel)
+            assert.strictEqual(own.variant?.rope, form.mode, own.kernel)
+            if (subgroups && form.across) assert.strictEqual(own.variant?.across, form.across, own.kernel)
           }
-          assert.isBelow(nmse(results[0], results[1]), 1e-6)
+          assert.isBelow(nmse(gpu, cpu), 1e-6)
         }),
       60_000
     )

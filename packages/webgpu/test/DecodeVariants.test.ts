@@ -4,12 +4,12 @@
  * and q8_0, a gated FFN's products with their swiglu, and products stacked over shared activations.
  */
 import type { Tensor } from "@effect-gpu/core"
-import { Cpu, Fusion, Graph, Ops, Quant } from "@effect-gpu/core"
+import { Fusion, Graph, Ops, Quant } from "@effect-gpu/core"
 import { Generators } from "@effect-gpu/testing"
 import { WebGpu, WebGpuDevice } from "@effect-gpu/webgpu"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { adapterAvailable, nmse } from "./utils.js"
+import { adapterAvailable, nmse, onDeviceAndCpu } from "./utils.js"
 
 describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
   // the quantized decode kernels in the shapes GPUs get (2 rows per lane group, several columns, b staged
@@ -34,26 +34,15 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
             const a = yield* g.param("a", dtype, [K, 37, 2])
             const b = yield* g.input("b", "f32", [K, 2, 4])
             const y = yield* g.output(Ops.mulMat(a, b))
-            const results: Array<Array<number>> = []
-            for (const dev of [d, Cpu.make()]) {
-              const backend = yield* dev.makeBackend()
-              const plan = yield* backend.allocate(g.build())
-              yield* plan.set(a, Quant.unsafeQuantize(dtype, Generators.values(3, K * 37 * 2)))
-              yield* plan.set(b, Generators.values(4, K * 2 * 4))
-              const trace = yield* backend.captureNext
-              yield* backend.compute(plan)
-              const [entry] = (yield* trace).entries
-              if (dev === d) {
-                assert.deepInclude(
-                  entry.variant,
-                  { family: form.family, rows: form.decode.rows, columns: 2 },
-                  entry.kernel
-                )
-              }
-              results.push(Array.from(yield* plan.get(y)))
-            }
+            const graph = g.build()
+            const { cpu, entries: [entry], gpu } = yield* onDeviceAndCpu(d, graph, graph, (plan) =>
+              Effect.gen(function*() {
+                yield* plan.set(a, Quant.unsafeQuantize(dtype, Generators.values(3, K * 37 * 2)))
+                yield* plan.set(b, Generators.values(4, K * 2 * 4))
+              }), [y])
+            assert.deepInclude(entry.variant, { family: form.family, rows: form.decode.rows, columns: 2 }, entry.kernel)
             // the CPU rounds activations to q8_0 / q8_K blocks as ggml's CPU does; these kernels keep them f32
-            assert.isBelow(nmse(results[0], results[1]), 5e-5, dtype)
+            assert.isBelow(nmse(gpu, cpu), 5e-5, dtype)
           }
         }),
       120_000
@@ -83,23 +72,16 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
             const b = Ops.view(bs, [K, 1, 4], [4 * K, 4 * (strided ? K + 1 : K)], 0)
             const c = yield* g.param("c", "f32", [37, 1, 4])
             const y = yield* g.output(Ops.add(Ops.mulMat(a1, b), c))
-            const results: Array<Array<number>> = []
-            for (const dev of [d, Cpu.make()]) {
-              const backend = yield* dev.makeBackend()
-              const plan = yield* backend.allocate(g.build())
-              yield* plan.set(a, Quant.unsafeQuantize(dtype, Generators.values(3, K * 38 * 2)))
-              yield* plan.set(bs, Generators.values(4, (K + 1) * 4))
-              yield* plan.set(c, Generators.values(5, 37 * 4))
-              const trace = yield* backend.captureNext
-              yield* backend.compute(plan)
-              const entries = (yield* trace).entries
-              if (dev === d) {
-                assert.deepInclude(entries[0].variant, { family, dtype }, `${dtype} K ${K}`)
-                if (family === "mvq8") assert.strictEqual(entries[0].variant?.fours, !strided)
-              }
-              results.push(Array.from(yield* plan.get(y)))
-            }
-            assert.isBelow(nmse(results[0], results[1]), family === "mvq8" ? 1e-9 : 5e-5, `${dtype} K ${K}`)
+            const graph = g.build()
+            const { cpu, entries, gpu } = yield* onDeviceAndCpu(d, graph, graph, (plan) =>
+              Effect.gen(function*() {
+                yield* plan.set(a, Quant.unsafeQuantize(dtype, Generators.values(3, K * 38 * 2)))
+                yield* plan.set(bs, Generators.values(4, (K + 1) * 4))
+                yield* plan.set(c, Generators.values(5, 37 * 4))
+              }), [y])
+            assert.deepInclude(entries[0].variant, { family, dtype }, `${dtype} K ${K}`)
+            if (family === "mvq8") assert.strictEqual(entries[0].variant?.fours, !strided)
+            assert.isBelow(nmse(gpu, cpu), family === "mvq8" ? 1e-9 : 5e-5, `${dtype} K ${K}`)
           }
         }
       }),
@@ -140,26 +122,18 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           // the device asks for the fusion exactly where the int8 form computes it
           assert.strictEqual(backend.optimize(graph).nodes.some((n) => n.op._tag === "MulMatSwiglu"), fast, dtype)
           const fused = Fusion.optimize(graph, { mulMatSwiglu: () => true })
-          const results: Array<Array<number>> = []
-          for (const [dev, h] of [[d, fused], [Cpu.make(), graph]] as const) {
-            const b = yield* dev.makeBackend()
-            const plan = yield* b.allocate(h)
-            for (const [t, seed] of [[gate, 3], [up, 4]] as const) {
-              const v = Generators.values(seed, K * 37)
-              yield* plan.set(t, dtype === "f32" || dtype === "f16" ? v : Quant.unsafeQuantize(dtype, v))
-            }
-            yield* plan.set(x, Generators.values(5, K * 3))
-            const trace = yield* b.captureNext
-            yield* b.compute(plan)
-            const entries = (yield* trace).entries
-            if (dev === d) {
-              assert.strictEqual(entries.length, 1, dtype)
-              assert.strictEqual(entries[0].variant?.family, family, `${dtype} K ${K}`)
-            }
-            results.push(Array.from(yield* plan.get(y)))
-          }
+          const { cpu, entries, gpu } = yield* onDeviceAndCpu(d, fused, graph, (plan) =>
+            Effect.gen(function*() {
+              for (const [t, seed] of [[gate, 3], [up, 4]] as const) {
+                const v = Generators.values(seed, K * 37)
+                yield* plan.set(t, dtype === "f32" || dtype === "f16" ? v : Quant.unsafeQuantize(dtype, v))
+              }
+              yield* plan.set(x, Generators.values(5, K * 3))
+            }), [y])
+          assert.strictEqual(entries.length, 1, dtype)
+          assert.strictEqual(entries[0].variant?.family, family, `${dtype} K ${K}`)
           // the int8 form rounds b as the CPU does; the other forms keep b in f32
-          assert.isBelow(nmse(results[0], results[1]), family === "mvq8_swiglu" ? 1e-9 : 5e-5, `${dtype} K ${K}`)
+          assert.isBelow(nmse(gpu, cpu), family === "mvq8_swiglu" ? 1e-9 : 5e-5, `${dtype} K ${K}`)
         }
       }),
     120_000
@@ -208,28 +182,18 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           const backend = yield* d.makeBackend()
           assert.strictEqual(backend.optimize(graph).nodes.some((n) => n.op._tag === "MulMatStack"), fast, dtype)
           const fused = Fusion.optimize(graph, { mulMatStack: () => true })
-          const results: Array<Array<number>> = []
-          for (const [dev, h] of [[d, fused], [Cpu.make(), graph]] as const) {
-            const b = yield* dev.makeBackend()
-            const plan = yield* b.allocate(h)
-            for (const [i, w] of ws.entries()) {
-              const v = Generators.values(3 + i, K * w.ne[1])
-              yield* plan.set(w, dtype === "f16" || dtype === "f32" ? v : Quant.unsafeQuantize(dtype, v))
-            }
-            yield* plan.set(x, Generators.values(9, K))
-            const trace = yield* b.captureNext
-            yield* b.compute(plan)
-            if (dev === d) {
-              const entries = (yield* trace).entries
-              assert.include(entries.map((e) => e.variant?.family), family, `${dtype} K ${K}`)
-              const stack = entries.find((e) => e.variant?.family === "mvq8_stack")
-              if (stack) assert.strictEqual(stack.variant?.uniform, rows === whole ? true : undefined, stack.kernel)
-            }
-            const out: Array<number> = []
-            for (const y of ys) out.push(...(yield* plan.get(y)))
-            results.push(out)
-          }
-          assert.isBelow(nmse(results[0], results[1]), family === "mvq8_stack" ? 1e-9 : 5e-5, `${dtype} K ${K} ${rows}`)
+          const { cpu, entries, gpu } = yield* onDeviceAndCpu(d, fused, graph, (plan) =>
+            Effect.gen(function*() {
+              for (const [i, w] of ws.entries()) {
+                const v = Generators.values(3 + i, K * w.ne[1])
+                yield* plan.set(w, dtype === "f16" || dtype === "f32" ? v : Quant.unsafeQuantize(dtype, v))
+              }
+              yield* plan.set(x, Generators.values(9, K))
+            }), ys)
+          assert.include(entries.map((e) => e.variant?.family), family, `${dtype} K ${K}`)
+          const stack = entries.find((e) => e.variant?.family === "mvq8_stack")
+          if (stack) assert.strictEqual(stack.variant?.uniform, rows === whole ? true : undefined, stack.kernel)
+          assert.isBelow(nmse(gpu, cpu), family === "mvq8_stack" ? 1e-9 : 5e-5, `${dtype} K ${K} ${rows}`)
         }
       }),
     120_000

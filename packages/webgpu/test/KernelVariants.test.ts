@@ -9,7 +9,7 @@ import { Generators } from "@effect-gpu/testing"
 import { WebGpu, WebGpuDevice } from "@effect-gpu/webgpu"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Option } from "effect"
-import { adapterAvailable, nmse, productOnBoth } from "./utils.js"
+import { adapterAvailable, nmse, onDeviceAndCpu, productOnBoth } from "./utils.js"
 
 describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
   it.layer(WebGpu.layer({ devices: 1 }), { timeout: "120 seconds" })("one device", (it) => {
@@ -35,21 +35,17 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
           const a = yield* g.param("a", "f32", [K, 19])
           const b = yield* g.input("b", "f32", [2 * K + 1])
           const y = yield* g.output(Ops.mulMat(a, Ops.view(b, [K, 2], [4 * K], offset ? 4 : 0)))
-          const results: Array<Array<number>> = []
-          for (const dev of [d, Cpu.make()]) {
-            const backend = yield* dev.makeBackend()
-            const plan = yield* backend.allocate(g.build())
-            yield* plan.set(a, Generators.values(5, 19 * K))
-            yield* plan.set(b, Generators.values(6, 2 * K + 1))
-            const trace = yield* backend.captureNext
-            yield* backend.compute(plan)
-            const entries = (yield* trace).entries.filter((e) => e.op === "mul_mat")
-            const v = entries[0].variant
-            const form = v === undefined ? "" : v.vec4 ? "vec4" : `scalar ${v.threadsPerRow}`
-            if (dev === d) assert.strictEqual(form, kernel, `K ${K}: ${entries[0].kernel}`)
-            results.push(Array.from(yield* plan.get(y)))
-          }
-          assert.isBelow(nmse(results[0], results[1]), 1e-6, `K ${K}`)
+          const graph = g.build()
+          const { cpu, entries, gpu } = yield* onDeviceAndCpu(d, graph, graph, (plan) =>
+            Effect.gen(function*() {
+              yield* plan.set(a, Generators.values(5, 19 * K))
+              yield* plan.set(b, Generators.values(6, 2 * K + 1))
+            }), [y])
+          const [entry] = entries.filter((e) => e.op === "mul_mat")
+          const v = entry.variant
+          const form = v === undefined ? "" : v.vec4 ? "vec4" : `scalar ${v.threadsPerRow}`
+          assert.strictEqual(form, kernel, `K ${K}: ${entry.kernel}`)
+          assert.isBelow(nmse(gpu, cpu), 1e-6, `K ${K}`)
         }
       }))
 
@@ -88,25 +84,21 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
           [160, 136, "mm4 4x4:16", "mm4 8x8:8"],
           [160, 40, "mm4 4x4:16", "mm4 8x4:16"]
         ]
-        for (const [M, N, gpu, cpu] of table) {
+        for (const [M, N, onGpu, onCpu] of table) {
           const g = Graph.make()
           const a = yield* g.param("a", "f32", [64, M])
           const b = yield* g.input("b", "f32", [64, N])
           const y = yield* g.output(Ops.mulMat(a, b))
-          const results: Array<Array<number>> = []
-          for (const dev of [d, Cpu.make()]) {
-            const backend = yield* dev.makeBackend()
-            const plan = yield* backend.allocate(g.build())
-            yield* plan.set(a, Generators.values(7, 64 * M))
-            yield* plan.set(b, Generators.values(8, 64 * N))
-            const trace = yield* backend.captureNext
-            yield* backend.compute(plan)
-            const v = (yield* trace).entries[0].variant
-            const kernel = v === undefined ? "" : `${v.family} ${v.m}x${v.n}:${v.depth}`
-            if (dev === d) assert.strictEqual(kernel, software ? cpu : gpu, `${M}x${N}`)
-            results.push(Array.from(yield* plan.get(y)))
-          }
-          assert.isBelow(nmse(results[0], results[1]), 1e-6, `${M}x${N}`)
+          const graph = g.build()
+          const { cpu, entries, gpu } = yield* onDeviceAndCpu(d, graph, graph, (plan) =>
+            Effect.gen(function*() {
+              yield* plan.set(a, Generators.values(7, 64 * M))
+              yield* plan.set(b, Generators.values(8, 64 * N))
+            }), [y])
+          const v = entries[0].variant
+          const kernel = v === undefined ? "" : `${v.family} ${v.m}x${v.n}:${v.depth}`
+          assert.strictEqual(kernel, software ? onCpu : onGpu, `${M}x${N}`)
+          assert.isBelow(nmse(gpu, cpu), 1e-6, `${M}x${N}`)
         }
       }))
 
@@ -131,22 +123,16 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
           const m = yield* g.input("m", "f32", [n, 3])
           const rows = Ops.view(x, [n, 3], [4 * n], 4 * offset)
           const y = yield* g.output(Ops.softMax(rows, masked ? { mask: m, scale: 0.5 } : { scale: 0.5 }))
-          const results: Array<Array<number>> = []
-          for (const dev of [d, Cpu.make()]) {
-            const backend = yield* dev.makeBackend()
-            const plan = yield* backend.allocate(g.build())
-            yield* plan.set(x, Generators.values(11, n * 3 + 4))
-            if (masked) yield* plan.set(m, Generators.values(12, n * 3))
-            const trace = yield* backend.captureNext
-            yield* backend.compute(plan)
-            const [entry] = (yield* trace).entries.filter((e) => e.op === "soft_max")
-            if (dev === d) {
-              const vec4 = String(entry.variant?.form).startsWith("v4")
-              assert.strictEqual(vec4, software && vec, `${n} ${offset}: ${entry.kernel}`)
-            }
-            results.push(Array.from(yield* plan.get(y)))
-          }
-          assert.isBelow(nmse(results[0], results[1]), 1e-10, `${n} ${offset} ${masked}`)
+          const graph = g.build()
+          const { cpu, entries, gpu } = yield* onDeviceAndCpu(d, graph, graph, (plan) =>
+            Effect.gen(function*() {
+              yield* plan.set(x, Generators.values(11, n * 3 + 4))
+              if (masked) yield* plan.set(m, Generators.values(12, n * 3))
+            }), [y])
+          const [entry] = entries.filter((e) => e.op === "soft_max")
+          const vec4 = String(entry.variant?.form).startsWith("v4")
+          assert.strictEqual(vec4, software && vec, `${n} ${offset}: ${entry.kernel}`)
+          assert.isBelow(nmse(gpu, cpu), 1e-10, `${n} ${offset} ${masked}`)
         }
       }))
 
@@ -245,26 +231,23 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
             const a = yield* g.param("a", dtype, [K, M, 2])
             const b = yield* g.input("b", dtype, [K, N, 4])
             const y = yield* g.output(Ops.mulMat(a, b))
-            const results: Array<Array<number>> = []
-            for (const dev of [d, Cpu.make()]) {
-              const backend = yield* dev.makeBackend()
-              const plan = yield* backend.allocate(g.build())
-              yield* plan.set(a, Generators.values(1, K * M * 2))
-              yield* plan.set(b, Generators.values(2, K * N * 4))
-              const trace = yield* backend.captureNext
-              yield* backend.compute(plan)
-              const [entry] = (yield* trace).entries
-              const v = entry.variant
-              if (dev === d && dtype === "f32") {
-                assert.deepInclude(v, { family: "mm4", whole: loads === "whole" }, entry.kernel)
-              }
-              if (dev === d && dtype === "f16") {
-                assert.strictEqual(v?.family === "mmsg", WebGpuDevice.hasSubgroupMatrices(d), entry.kernel)
-                if (WebGpuDevice.hasSubgroupMatrices(d)) assert.strictEqual(v?.whole, loads === "whole", entry.kernel)
-              }
-              results.push(Array.from(yield* plan.get(y)))
+            const graph = g.build()
+            const { cpu, entries: [entry], gpu } = yield* onDeviceAndCpu(d, graph, graph, (plan) =>
+              Effect.gen(function*() {
+                yield* plan.set(a, Generators.values(1, K * M * 2))
+                yield* plan.set(b, Generators.values(2, K * N * 4))
+              }), [y])
+            const v = entry.variant
+            if (dtype === "f32") {
+              assert.deepInclude(v, { family: "mm4", whole: loads === "whole" }, entry.kernel)
             }
-            assert.isBelow(nmse(results[0], results[1]), 5e-4, `${dtype} ${K}x${M}x${N}`)
+            if (dtype === "f16") {
+              assert.strictEqual(v?.family === "mmsg", WebGpuDevice.hasSubgroupMatrices(d), entry.kernel)
+              if (WebGpuDevice.hasSubgroupMatrices(d)) {
+                assert.strictEqual(v?.whole, loads === "whole", entry.kernel)
+              }
+            }
+            assert.isBelow(nmse(gpu, cpu), 5e-4, `${dtype} ${K}x${M}x${N}`)
           }
         }
       }), 60_000)
@@ -333,23 +316,16 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
           const backend = yield* d.makeBackend()
           const fused = backend.optimize(graph)
           assert.include(fused.nodes.map((n) => n.op._tag), "AddRmsNormKeep")
-          const results: Array<Array<number>> = []
-          for (const [dev, f] of [[d, fused], [Cpu.make(), graph]] as const) {
-            const b = yield* dev.makeBackend()
-            const plan = yield* b.allocate(f)
-            yield* plan.set(x, Generators.values(1, D))
-            yield* plan.set(r, Generators.values(2, D))
-            yield* plan.set(w, Generators.values(3, D))
-            const trace = yield* b.captureNext
-            yield* b.compute(plan)
-            if (dev === d) {
-              const norm = (yield* trace).entries.find((e) => e.op === "add_rms_norm_keep")
-              assert.isDefined(norm)
-              if (threads !== undefined) assert.strictEqual(norm!.variant?.threads, threads)
-            }
-            results.push(Array.from(yield* plan.get(y)))
-          }
-          assert.isBelow(nmse(results[0], results[1]), 1e-10, `${D} ${threads}`)
+          const { cpu, entries, gpu } = yield* onDeviceAndCpu(d, fused, graph, (plan) =>
+            Effect.gen(function*() {
+              yield* plan.set(x, Generators.values(1, D))
+              yield* plan.set(r, Generators.values(2, D))
+              yield* plan.set(w, Generators.values(3, D))
+            }), [y])
+          const norm = entries.find((e) => e.op === "add_rms_norm_keep")
+          assert.isDefined(norm)
+          if (threads !== undefined) assert.strictEqual(norm!.variant?.threads, threads)
+          assert.isBelow(nmse(gpu, cpu), 1e-10, `${D} ${threads}`)
         }
       }),
     120_000
@@ -430,24 +406,18 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
           const y = yield* g.output(
             Ops.softMax(scores, variant === "mask" ? { mask: m, scale: 0.7, maxBias: 8 } : { sinks, scale: 0.3 })
           )
-          const results: Array<Array<number>> = []
-          for (const dev of [d, Cpu.make()]) {
-            const backend = yield* dev.makeBackend()
-            const plan = yield* backend.allocate(g.build())
-            yield* plan.set(x, Generators.values(71, n * 15 + 3))
-            if (variant === "mask") yield* plan.set(m, Generators.values(72, n * 7))
-            else yield* plan.set(sinks, Generators.values(73, 3))
-            const trace = yield* backend.captureNext
-            yield* backend.compute(plan)
-            if (dev === d) {
-              const form = String((yield* trace).entries.find((e) => e.op === "soft_max")?.variant?.form)
-              const R = S > 0 ? Math.ceil(n / S) : Infinity
-              if (R > 32) assert.notMatch(form, /^sg/, `${n} ${variant}`)
-              else assert.strictEqual(form, `sg${R}${n % S === 0 ? "f" : ""}`, `${n} ${variant}`)
-            }
-            results.push(Array.from(yield* plan.get(y)))
-          }
-          assert.isBelow(nmse(results[0], results[1]), 1e-10, `${n} ${variant}`)
+          const graph = g.build()
+          const { cpu, entries, gpu } = yield* onDeviceAndCpu(d, graph, graph, (plan) =>
+            Effect.gen(function*() {
+              yield* plan.set(x, Generators.values(71, n * 15 + 3))
+              if (variant === "mask") yield* plan.set(m, Generators.values(72, n * 7))
+              else yield* plan.set(sinks, Generators.values(73, 3))
+            }), [y])
+          const form = String(entries.find((e) => e.op === "soft_max")?.variant?.form)
+          const R = S > 0 ? Math.ceil(n / S) : Infinity
+          if (R > 32) assert.notMatch(form, /^sg/, `${n} ${variant}`)
+          else assert.strictEqual(form, `sg${R}${n % S === 0 ? "f" : ""}`, `${n} ${variant}`)
+          assert.isBelow(nmse(gpu, cpu), 1e-10, `${n} ${variant}`)
         }
       }
     }), 120_000)
@@ -472,21 +442,17 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
           const a = yield* g.param("a", "f16", [K, 48])
           const b = yield* g.input("b", "f16", [K * 40 + 8])
           const y = yield* g.output(Ops.mulMat(a, Ops.view(b, [K, 40], [2 * K], 2 * offset)))
-          const results: Array<Array<number>> = []
-          for (const dev of [d, Cpu.make()]) {
-            const backend = yield* dev.makeBackend()
-            const plan = yield* backend.allocate(g.build())
-            yield* plan.set(a, Generators.values(7, K * 48))
-            yield* plan.set(b, Generators.values(8, K * 40 + 8))
-            const trace = yield* backend.captureNext
-            yield* backend.compute(plan)
-            const [entry] = (yield* trace).entries.filter((e) => e.op === "mul_mat")
-            if (dev === d && WebGpuDevice.hasSubgroupMatrices(d)) {
-              assert.strictEqual(entry.variant?.load, form, `K ${K}, offset ${offset}: ${entry.kernel}`)
-            }
-            results.push(Array.from(yield* plan.get(y)))
+          const graph = g.build()
+          const { cpu, entries, gpu } = yield* onDeviceAndCpu(d, graph, graph, (plan) =>
+            Effect.gen(function*() {
+              yield* plan.set(a, Generators.values(7, K * 48))
+              yield* plan.set(b, Generators.values(8, K * 40 + 8))
+            }), [y])
+          const [entry] = entries.filter((e) => e.op === "mul_mat")
+          if (WebGpuDevice.hasSubgroupMatrices(d)) {
+            assert.strictEqual(entry.variant?.load, form, `K ${K}, offset ${offset}: ${entry.kernel}`)
           }
-          assert.isBelow(nmse(results[0], results[1]), 5e-4, `K ${K}, offset ${offset}`)
+          assert.isBelow(nmse(gpu, cpu), 5e-4, `K ${K}, offset ${offset}`)
         }
       }),
     60_000

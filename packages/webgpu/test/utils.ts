@@ -1,4 +1,4 @@
-import type { Device, DType, Tensor } from "@effect-gpu/core"
+import type { Device, DType, Plan, Tensor } from "@effect-gpu/core"
 import { Cpu, Graph, Ops, Quant } from "@effect-gpu/core"
 import type { Trace } from "@effect-gpu/core"
 import { Generators } from "@effect-gpu/testing"
@@ -71,18 +71,46 @@ export const productOnBoth = (
     const product = Ops.mulMat(w, b)
     const y = yield* g.output(p.bias ? Ops.add(product, c) : product)
     const weights = Generators.values(p.seed, p.K * (p.M + 1) * aBatches)
+    const graph = g.build()
+    const { cpu, entries, gpu } = yield* onDeviceAndCpu(
+      device,
+      (yield* device.makeBackend()).optimize(graph),
+      graph,
+      (plan) =>
+        Effect.gen(function*() {
+          yield* plan.set(a, p.dtype === "f32" || p.dtype === "f16" ? weights : Quant.unsafeQuantize(p.dtype, weights))
+          yield* plan.set(b, Generators.values(p.seed + 1, p.K * p.N * bBatches))
+          if (p.bias) yield* plan.set(c, Generators.values(p.seed + 2, p.M))
+        }),
+      [y]
+    )
+    return { entries: entries.filter((e) => e.op === "mul_mat" || e.op === "mul_mat_add"), gpu, cpu }
+  })
+
+/**
+ * `fused` (the device's form of `graph`) computed on `device` and `graph` on the CPU, their inputs set
+ * alike by `set`: the device's trace entries, and each side's `outputs` read back one after another
+ */
+export const onDeviceAndCpu = <E, R>(
+  device: Device.Device,
+  fused: Graph.Graph,
+  graph: Graph.Graph,
+  set: (plan: Plan.Plan) => Effect.Effect<void, E, R>,
+  outputs: ReadonlyArray<Tensor.Tensor>
+) =>
+  Effect.gen(function*() {
     const results: Array<Array<number>> = []
     let entries: ReadonlyArray<Trace.Entry> = []
-    for (const dev of [device, Cpu.make()]) {
+    for (const [dev, h] of [[device, fused], [Cpu.make(), graph]] as const) {
       const backend = yield* dev.makeBackend()
-      const plan = yield* backend.allocate(backend.optimize(g.build()))
-      yield* plan.set(a, p.dtype === "f32" || p.dtype === "f16" ? weights : Quant.unsafeQuantize(p.dtype, weights))
-      yield* plan.set(b, Generators.values(p.seed + 1, p.K * p.N * bBatches))
-      if (p.bias) yield* plan.set(c, Generators.values(p.seed + 2, p.M))
+      const plan = yield* backend.allocate(h)
+      yield* set(plan)
       const trace = yield* backend.captureNext
       yield* backend.compute(plan)
-      if (dev === device) entries = (yield* trace).entries.filter((e) => e.op === "mul_mat" || e.op === "mul_mat_add")
-      results.push(Array.from(yield* plan.get(y)))
+      if (dev === device) entries = (yield* trace).entries
+      const out: Array<number> = []
+      for (const y of outputs) for (const v of yield* plan.get(y)) out.push(v)
+      results.push(out)
     }
     return { entries, gpu: results[0], cpu: results[1] }
   })
