@@ -103,6 +103,51 @@ describe.skipIf(!adapterAvailable)("WebGPU computes", () => {
         assert.isBelow(nmse(Array.from(values), Array.from(want)), 1e-10)
       }))
 
+    // a decoding step ahead of its token: computed while the compute before is still in flight, with its
+    // command buffers encoded ahead, it goes to the queue in one submit (each submit has a fixed host cost)
+    it.scoped("a compute encoded ahead while the GPU is busy submits its command buffers at once", () =>
+      Effect.gen(function*() {
+        const d = yield* device
+        const g = Graph.make()
+        const x = yield* g.input("x", "f32", [24, 24])
+        let h: Tensor.Tensor = x
+        for (let i = 0; i < 40; i++) h = yield* Ops.add(h, Ops.scale(x, 0.5))
+        const y = yield* g.output(h)
+        const backend = yield* d.makeBackend()
+        const plan = yield* backend.allocate(g)
+        yield* plan.set(x, Generators.values(4, 24 * 24))
+        // the first compute teaches the pace, the second prepares the third's buffers
+        yield* backend.compute(plan)
+        yield* backend.compute(plan)
+        const queue = (globalThis as unknown as { GPUQueue?: { prototype: Record<string, unknown> } }).GPUQueue
+          ?.prototype
+        if (queue === undefined) return
+        const submit = queue.submit as (...args: Array<unknown>) => void
+        const calls: Array<number> = []
+        queue.submit = function(this: unknown, ...args: Array<unknown>) {
+          calls.push((args[0] as ReadonlyArray<unknown>).length)
+          return submit.apply(this, args)
+        }
+        const [first, second] = yield* Effect.ensuring(
+          Effect.gen(function*() {
+            // the third (encoded ahead, the queue idle: submitted in pieces), then the fourth behind it
+            yield* backend.computeAsync(plan)
+            const first = calls.length
+            yield* backend.computeAsync(plan)
+            const second = calls.slice(first)
+            yield* backend.synchronize
+            return [calls.slice(0, first), second]
+          }),
+          Effect.sync(() => {
+            queue.submit = submit
+          })
+        )
+        assert.isAbove(first.length, 1, `the first compute's submits: ${first}`)
+        assert.deepStrictEqual(second, [first.reduce((a, b) => a + b, 0)])
+        const want = Generators.values(4, 24 * 24).map((v) => v * 21)
+        assert.isBelow(nmse(Array.from(yield* plan.get(y)), Array.from(want)), 1e-10)
+      }))
+
     it.scoped(
       "interrupting a compute stops it, leaks nothing, and the backend still works",
       () =>

@@ -327,10 +327,11 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
     start: number,
     end: number,
     cost: number,
-    encoded?: GPUCommandBuffer,
+    encoded?: GPUCommandBuffer | ReadonlyArray<GPUCommandBuffer>,
     submittedAt = performance.now()
   ): Promise<void> => {
-    const serial = GpuContext.submit(ctx, [encoded ?? encode(program, start, end)])
+    const buffers = encoded === undefined ? [encode(program, start, end)] : Array.isArray(encoded) ? encoded : [encoded]
+    const serial = GpuContext.submit(ctx, buffers)
     return ctx.device.queue.onSubmittedWorkDone().then(() => {
       const now = performance.now()
       GpuContext.finished(ctx, serial)
@@ -380,6 +381,18 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
       if (command.abort.aborted) return GpuContext.checkAlive(ctx)
       const n = program.dispatches.length
       const done = learn(submit(program, 0, n, totalOf(program), ready?.buffers[0]))
+      prepareNext()
+      return command.wait ? await_(ctx, done) : GpuContext.checkAlive(ctx)
+    }
+    if (
+      ready !== undefined && !GpuContext.idle(ctx) &&
+      (totalOf(program) * paceOf(program)) / 1e6 <= 2 * CHUNK_MS
+    ) {
+      // encoded ahead while the GPU still works on what came before (a decoding step ahead of its token):
+      // its command buffers go in one submit, whose fixed cost (~30 us of host time in Dawn, run ci's
+      // timeline) each of them paid, and the GPU has work queued meanwhile, so none waits for the rest
+      if (command.abort.aborted) return GpuContext.checkAlive(ctx)
+      const done = learn(submit(program, 0, program.dispatches.length, totalOf(program), ready.buffers))
       prepareNext()
       return command.wait ? await_(ctx, done) : GpuContext.checkAlive(ctx)
     }
