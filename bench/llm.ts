@@ -22,6 +22,8 @@
  *   tsx llm.ts run DIR NAME --toggles skip_validation   extra Dawn toggles (after the defaults)
  *   tsx llm.ts run DIR NAME --f32-activations      a prompt's activations kept f32 (f16 for products on subgroup
  *                                                 matrices by default)
+ *   tsx llm.ts run DIR NAME --apart-stores   a layer's keys and values stored by two dispatches (default: one,
+ *                                                 rope_set_rows_kv)
  *   tsx llm.ts run DIR NAME --q-prefill tiles|copy   a quantized prompt product's weights dequantized in its
  *                                                 tiles or copied into f16 first (default: the copy from 256 columns)
  */
@@ -101,6 +103,7 @@ const gpuOptions = {
   ...(Object.keys(attentionDecode).length > 0 ? { attentionDecode } : {}),
   ...(rest.includes("--f32-decode") ? { quantizedDecode: { rows: 2, columns: 8, int8: false } } : {}),
   ...(rest.includes("--f32-activations") ? { halfActivations: false } : {}),
+  ...(rest.includes("--apart-stores") ? { storeValuesWithKeys: false } : {}),
   ...(rowThreadsAt >= 0 ? { rowThreads: Number(rest[rowThreadsAt + 1]) } : {}),
   ...(rest.includes("--q-prefill")
     ? { quantizedPrefill: rest[rest.indexOf("--q-prefill") + 1] as "tiles" | "copy" }
@@ -175,6 +178,7 @@ const measure = (name: string) =>
       attention: attention ?? "auto",
       projections: projections ?? "auto",
       q_prefill: gpuOptions.quantizedPrefill ?? "default",
+      stores: gpuOptions.storeValuesWithKeys === false ? "apart" : "kv",
       device: device.name,
       bytes: model.bytes,
       load_s: Number(loadS.toFixed(2)),

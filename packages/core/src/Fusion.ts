@@ -2,8 +2,8 @@
  * Graph rewrites that fuse chains into one kernel, as ggml backends do in graph_optimize: rms_norm * w,
  * (a + b) -> rms_norm [* w], mul_mat + bias, silu(x) * g -> swiglu; and where a backend asks for them (see
  * Options) a gated FFN's products with their swiglu, products sharing their activations stacked, a residual
- * sum kept beside its next norm, rope stored by its set_rows, q's rope read by its attention, and products'
- * activations written in f16. A rewrite is pure: it returns a new
+ * sum kept beside its next norm, rope stored by its set_rows (and a layer's values by the same node), q's rope
+ * read by its attention, and products' activations written in f16. A rewrite is pure: it returns a new
  * graph whose `aliases` map the original tensors to the ones that now compute them, so plans built on it
  * still answer `get(originalOutput)`. A chain fuses only when its inner results have no other user and
  * are not outputs.
@@ -48,6 +48,12 @@ export interface Options {
   /** whether a backend rotates rows as it stores them (rope then set_rows, a key cache's write); default: never */
   readonly ropeSetRows?: boolean
   /**
+   * whether a backend's rope_set_rows also stores the rows of another set_rows at the same indices (a
+   * cache's values beside its keys) as one rope_set_rows_kv node, that set_rows becoming a view of its
+   * table after it; needs `ropeSetRows`; default: never
+   */
+  readonly ropeSetRowsKv?: boolean
+  /**
    * whether a backend rotates q as its attention reads it (rope, permuted, then flash_attn_ext: a decoding
    * step's queries) as one rope_flash_attn_ext node; default: never
    */
@@ -74,6 +80,8 @@ export const optimize = (g: Graph.Graph, options: Options = {}): Graph.Graph => 
   const rowsOk = (t: Tensor.Tensor) => Tensor.hasContiguousRows(t)
 
   const fusions = new Map<number, Fused>()
+  // set_rows stored by a rope_set_rows_kv: the set_rows' id -> the rope_set_rows_kv's root
+  const valueStores = new Map<number, Tensor.Tensor>()
   // sums kept beside their norm: the sum's id -> the norm's Mul node and its weight
   const kept = new Map<number, { norm: Tensor.Tensor; weight: Tensor.Tensor; eps: number }>()
   const absorbed = new Set<number>()
@@ -83,10 +91,43 @@ export const optimize = (g: Graph.Graph, options: Options = {}): Graph.Graph => 
     for (const t of f.absorbed) absorbed.add(t.id)
     return true
   }
+  const order = new Map(g.nodes.map((n, i) => [n.id, i]))
+  /** whether tensor `a` depends on tensor `b` (b is among its sources, theirs, ...) */
+  const dependsOn = (a: Tensor.Tensor, b: Tensor.Tensor): boolean => {
+    const seen = new Set<number>()
+    const stack = [...a.src]
+    while (stack.length > 0) {
+      const t = stack.pop()!
+      if (t === b) return true
+      if (seen.has(t.id)) continue
+      seen.add(t.id)
+      stack.push(...t.src)
+    }
+    return false
+  }
+  /**
+   * the set_rows that stores rows at the indices of set_rows `keys` into another table (a layer's values
+   * beside its keys), each row whole, nothing else fused with it; undefined if none
+   */
+  const valuesBeside = (keys: Tensor.Tensor): Tensor.Tensor | undefined => {
+    const [table, , idx] = keys.src
+    const at = order.get(keys.id)!
+    // neither store may depend on the other (every layer's stores share the positions: a later layer's
+    // values depend on this layer's keys through its attention, an earlier layer's keys on its values)
+    const candidates = g.nodes.filter((z) =>
+      z !== keys && z.op._tag === "SetRows" && z.src[2] === idx && z.src[0] !== table &&
+      z.src[0].viewSrc === undefined && !outputs.has(z.id) && !absorbed.has(z.id) && !fusions.has(z.id) &&
+      !valueStores.has(z.id) && z.src[0].dtype === table.dtype && z.src[1].ne[1] === idx.ne[0] &&
+      z.src[1].ne[2] === 1 && z.src[1].ne[3] === 1 && rowsOk(z.src[1]) && rowsOk(z.src[0]) &&
+      !dependsOn(z, keys) && !dependsOn(keys, z)
+    )
+    // the nearest in the graph's order
+    return candidates.sort((a, b) => Math.abs(order.get(a.id)! - at) - Math.abs(order.get(b.id)! - at))[0]
+  }
   // visit consumers last-first so the longest chain claims its nodes
   for (let i = g.nodes.length - 1; i >= 0; i--) {
     const y = g.nodes[i]
-    if (absorbed.has(y.id) || fusions.has(y.id) || kept.has(y.id)) continue
+    if (absorbed.has(y.id) || fusions.has(y.id) || kept.has(y.id) || valueStores.has(y.id)) continue
     const [s0, s1] = y.src
     if (y.op._tag === "Mul" && s0.op._tag === "RmsNorm" && inner(s0) && rowsOk(s0.src[0])) {
       const x = s0.src[0]
@@ -132,6 +173,13 @@ export const optimize = (g: Graph.Graph, options: Options = {}): Graph.Graph => 
       ) {
         const { _tag, ...rope } = r.op
         const src = [s0, ...r.src, y.src[2]]
+        const values = options.ropeSetRowsKv === true ? valuesBeside(y) : undefined
+        if (values !== undefined) {
+          if (claim(y, { op: Op.RopeSetRowsKv(rope), src: [...src, ...values.src.slice(0, 2)], absorbed: [s1, r] })) {
+            valueStores.set(values.id, y)
+            continue
+          }
+        }
         if (claim(y, { op: Op.RopeSetRows(rope), src, absorbed: [s1, r] })) continue
       }
     }
@@ -214,9 +262,61 @@ export const optimize = (g: Graph.Graph, options: Options = {}): Graph.Graph => 
   if (fusions.size === 0 && stacks.size === 0 && kept.size === 0 && halves.size === 0) return g
 
   const map = new Map<number, Tensor.Tensor>()
-  const get = (t: Tensor.Tensor) => map.get(t.id) ?? t
-  for (const n of g.nodes) {
-    if (absorbed.has(n.id) || map.has(n.id)) continue
+  // nodes are rebuilt in the graph's order, and a node's sources before it where a fusion reads some from
+  // further on (a rope_set_rows_kv built at its values' set_rows, its keys' rope later in the order)
+  const nodes = new Set(g.nodes.map((n) => n.id))
+  const visited = new Set<number>()
+  const get = (t: Tensor.Tensor): Tensor.Tensor => {
+    if (nodes.has(t.id) && !visited.has(t.id)) visit(t)
+    return map.get(t.id) ?? t
+  }
+  /** node n rebuilt over its rebuilt sources (fused where it was claimed), where anything changed */
+  const rebuild = (n: Tensor.Tensor): void => {
+    const f = fusions.get(n.id)
+    const op = f?.op ?? n.op
+    const src = (f?.src ?? n.src).map(get)
+    if (f?.swapFirst === true) {
+      const x = src[0]
+      src[0] = Tensor.unsafeView(
+        x,
+        [x.ne[0], x.ne[2], x.ne[1], x.ne[3]],
+        [x.nb[0], x.nb[2], x.nb[1], x.nb[3]],
+        0,
+        Op.Permute({ axes: [0, 2, 1, 3] }),
+        [x]
+      )
+    }
+    const dtype = halves.has(n.id) ? "f16" : n.dtype
+    if (f === undefined && dtype === n.dtype && src.every((s, k) => s === n.src[k])) return
+    let t: Tensor.Tensor
+    if (n.viewSrc !== undefined) {
+      // at the same offset from its (rebuilt) source as before: a stacked product's view sits inside its stack
+      const base = src[0]
+      t = Tensor.unsafeView(base, n.ne, n.nb, n.viewOffset - n.src[0].viewOffset, op, src, n.dtype)
+      Tensor.setFlag(t, n.flags)
+    } else {
+      t = Tensor.unsafeMake(n.name, dtype, n.ne, op, src, n.flags)
+    }
+    ;(t as { name: string }).name = n.name
+    map.set(n.id, t)
+  }
+  /** node n rebuilt (once) */
+  function visit(n: Tensor.Tensor): void {
+    if (visited.has(n.id)) return
+    visited.add(n.id)
+    if (absorbed.has(n.id) || map.has(n.id)) return
+    const keysStore = valueStores.get(n.id)
+    if (keysStore !== undefined) {
+      // a set_rows a rope_set_rows_kv stores: its table after that node (a view listing it as a source, so
+      // the table's readers come after the store)
+      visit(keysStore)
+      const table = get(n.src[0])
+      const v = Tensor.unsafeView(table, n.ne, n.nb, 0, Op.View(), [table, get(keysStore)])
+      ;(v as { name: string }).name = n.name
+      Tensor.setFlag(v, n.flags)
+      map.set(n.id, v)
+      return
+    }
     const keep = kept.get(n.id)
     if (keep !== undefined) {
       // at the sum: the fused node, the sum a view of each row's first half and the norm of its second
@@ -234,13 +334,13 @@ export const optimize = (g: Graph.Graph, options: Options = {}): Graph.Graph => 
         Tensor.setFlag(v, t.flags)
         map.set(t.id, v)
       }
-      continue
+      return
     }
     const stack = stacks.get(n.id)
     if (stack !== undefined) {
       // at the first product of a stack (its weights and activations are known by then): the stacked node,
       // and every product as a view of its rows
-      if (map.has(n.id)) continue
+      if (map.has(n.id)) return
       const b = get(n.src[1])
       const rows = stack.reduce((m, p) => m + p.ne[0], 0)
       const fused = Tensor.unsafeMake(
@@ -258,36 +358,11 @@ export const optimize = (g: Graph.Graph, options: Options = {}): Graph.Graph => 
         map.set(p.id, v)
         row += p.ne[0]
       }
-      continue
+      return
     }
-    const f = fusions.get(n.id)
-    const op = f?.op ?? n.op
-    const src = (f?.src ?? n.src).map(get)
-    if (f?.swapFirst === true) {
-      const x = src[0]
-      src[0] = Tensor.unsafeView(
-        x,
-        [x.ne[0], x.ne[2], x.ne[1], x.ne[3]],
-        [x.nb[0], x.nb[2], x.nb[1], x.nb[3]],
-        0,
-        Op.Permute({ axes: [0, 2, 1, 3] }),
-        [x]
-      )
-    }
-    const dtype = halves.has(n.id) ? "f16" : n.dtype
-    if (f === undefined && dtype === n.dtype && src.every((s, k) => s === n.src[k])) continue
-    let t: Tensor.Tensor
-    if (n.viewSrc !== undefined) {
-      // at the same offset from its (rebuilt) source as before: a stacked product's view sits inside its stack
-      const base = src[0]
-      t = Tensor.unsafeView(base, n.ne, n.nb, n.viewOffset - n.src[0].viewOffset, op, src, n.dtype)
-      Tensor.setFlag(t, n.flags)
-    } else {
-      t = Tensor.unsafeMake(n.name, dtype, n.ne, op, src, n.flags)
-    }
-    ;(t as { name: string }).name = n.name
-    map.set(n.id, t)
+    rebuild(n)
   }
+  for (const n of g.nodes) visit(n)
   const aliases = new Map<number, Tensor.Tensor>(g.aliases ?? [])
   for (const [id, t] of aliases) aliases.set(id, get(t))
   for (const [id, t] of map) aliases.set(id, t)

@@ -140,6 +140,12 @@ export type Op = Data.TaggedEnum<{
    */
   RopeSetRows: RopeParams
   /**
+   * fused by an optimizer: rope_set_rows (its sources first), then the set_rows beside it that stores a
+   * layer's values at the same indices: the values' table and rows are the last two sources. The result
+   * is a view of src0 (the keys' table); the values' table is written too (a cache's two stores in one)
+   */
+  RopeSetRowsKv: RopeParams
+  /**
    * fused by an optimizer: flash_attn_ext with q rotated first: src as flash_attn_ext's (q [D, n_q, H], k,
    * v, the mask, the sinks), then rope's positions [n_q] and its frequency factors when
    * `rope.hasFreqFactors`; q's row i is turned by positions[i] (a query's rope and its attention in one)
@@ -216,6 +222,7 @@ const names: Record<Tag, string> = {
   MulMatStack: "mul_mat_stack",
   AddRmsNormKeep: "add_rms_norm_keep",
   RopeSetRows: "rope_set_rows",
+  RopeSetRowsKv: "rope_set_rows_kv",
   RopeFlashAttnExt: "rope_flash_attn_ext"
 }
 

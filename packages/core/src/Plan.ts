@@ -134,6 +134,12 @@ const indexBounds = (graph: Graph): Map<number, number> => {
   for (const n of graph.nodes) {
     if (n.op._tag === "GetRows") add(n.src[1], n.src[0].ne[1])
     else if (n.op._tag === "SetRows") add(n.src[2], n.src[0].ne[1])
+    else if (n.op._tag === "RopeSetRows" || n.op._tag === "RopeSetRowsKv") {
+      // fused stores (rope_set_rows[_kv]): the indices after rope's sources, the values' table after them
+      const at = n.op.hasFreqFactors ? 4 : 3
+      add(n.src[at], n.src[0].ne[1])
+      if (n.op._tag === "RopeSetRowsKv") add(n.src[at], n.src[at + 1].ne[1])
+    }
   }
   return bounds
 }

@@ -55,6 +55,81 @@ describe("Fusion", () => {
       }
     }))
 
+  // two layers of a cache, each storing its keys (rotated) and its values at the same positions, the second
+  // layer's keys and values computed from what the first stored: each layer's two stores become one node
+  // (never one layer's keys with another's values, and whichever store the graph lists first), the caches
+  // as the unfused graph leaves them, and an index past a table refused as before the fusion
+  it.effect("stores a layer's values with its rotated keys only where the backend asks; same caches", () =>
+    Effect.gen(function*() {
+      for (const valuesFirst of [false, true]) {
+        const g = Graph.make()
+        const k = yield* g.input("k", "f32", [8, 3, 2])
+        const v = yield* g.input("v", "f32", [24, 2])
+        const pos = yield* g.input("pos", "i32", [2])
+        const rows = yield* g.input("rows", "i32", [2])
+        const caches: Array<Tensor.Tensor> = []
+        let [kIn, vIn]: [Tensor.Tensor, Tensor.Tensor] = [k, v]
+        for (let l = 0; l < 2; l++) {
+          const ck = yield* g.param(`ck${l}`, "f32", [24, 6])
+          const cv = yield* g.param(`cv${l}`, "f32", [24, 6])
+          const r = Ops.rope(kIn, pos, { nDims: 8, mode: 0, freqBase: 10000 })
+          const sk = Ops.view(Ops.setRows(ck, Ops.reshape(r, [24, 2]), rows), [24, 2], [96, 96], 0)
+          const sv = Ops.view(Ops.setRows(cv, vIn, rows), [24, 2], [96, 96], 0)
+          // the next layer's inputs read both stores (as attention reads the caches); the graph lists the
+          // stores in the order the sum reads them
+          const both = yield* (valuesFirst ? Ops.add(sv, sk) : Ops.add(sk, sv))
+          kIn = yield* Ops.reshape(both, [8, 3, 2])
+          vIn = yield* Ops.scale(both, 0.5)
+          caches.push(ck, cv)
+        }
+        const y = yield* g.output(Ops.add(kIn, kIn), "y")
+        const graph = g.build()
+        const tags = (f: Graph.Graph) => f.nodes.map((n) => n.op._tag)
+        assert.notInclude(tags(Fusion.optimize(graph, { ropeSetRows: true })), "RopeSetRowsKv")
+        const fused = Fusion.optimize(graph, { ropeSetRows: true, ropeSetRowsKv: true })
+        assert.strictEqual(tags(fused).filter((t) => t === "RopeSetRowsKv").length, 2)
+        assert.notInclude(tags(fused), "SetRows")
+        const inputs = new Map<Tensor.Tensor, ReadonlyArray<number>>([
+          [k, random(2)(8 * 3 * 2)],
+          [v, random(3)(24 * 2)],
+          [pos, [5, 9]],
+          [rows, [4, 1]],
+          ...caches.map((c, i) => [c, random(10 + i)(24 * 6)] as const)
+        ])
+        const [want, got] = [yield* compute(graph, inputs, [y]), yield* compute(fused, inputs, [y])]
+        assert.isTrue(close(got[0], want[0]), `valuesFirst ${valuesFirst}`)
+        // the caches too: read back through a plan of the fused graph
+        const read = (h: Graph.Graph) =>
+          Effect.scoped(Effect.gen(function*() {
+            const backend = yield* Cpu.make().makeBackend()
+            const plan = yield* backend.allocate(h)
+            for (const [t, values] of inputs) yield* plan.set(t, values)
+            yield* backend.compute(plan)
+            const out: Array<number> = []
+            for (const c of caches) out.push(...(yield* plan.get(c)))
+            const refused = yield* Effect.flip(plan.set(rows, [4, 6]))
+            return { out, refused }
+          }))
+        const [a, b] = [yield* read(graph), yield* read(fused)]
+        assert.isTrue(close(b.out, a.out), `caches, valuesFirst ${valuesFirst}`)
+        assert.strictEqual(b.refused._tag, "OutOfBounds")
+      }
+      // a set_rows whose rows read the keys' store is not stored with it (the node would feed itself)
+      const g = Graph.make()
+      const k = yield* g.input("k", "f32", [8, 3, 2])
+      const pos = yield* g.input("pos", "i32", [2])
+      const rows = yield* g.input("rows", "i32", [2])
+      const [ck, cv] = [yield* g.param("ck", "f32", [24, 6]), yield* g.param("cv", "f32", [24, 6])]
+      const r = Ops.rope(k, pos, { nDims: 8, mode: 0, freqBase: 10000 })
+      const sk = Ops.view(Ops.setRows(ck, Ops.reshape(r, [24, 2]), rows), [24, 2], [96, 96], 0)
+      yield* g.output(Ops.scale(Ops.setRows(cv, Ops.scale(sk, 2), rows), 1), "y")
+      const fused = Fusion.optimize(g.build(), { ropeSetRows: true, ropeSetRowsKv: true })
+      assert.deepStrictEqual(fused.nodes.map((n) => n.op._tag).filter((t) => t.endsWith("SetRows")), [
+        "RopeSetRows",
+        "SetRows"
+      ])
+    }))
+
   it.effect("rotates q as attention reads it (rope, permute, flash_attn_ext) only where the backend asks; same results", () =>
     Effect.gen(function*() {
       // normal and neox modes, frequency factors and YaRN once; two query rows at their own positions over

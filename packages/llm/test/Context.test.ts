@@ -205,8 +205,8 @@ const suite = (gpu: boolean) =>
         assert.strictEqual(after.bytes, before.bytes)
         assert.strictEqual(yield* context.position, tokens.length + 7)
         // the backend's fusions run: each norm scaled in one dispatch, each residual sum computed with the
-        // next norm (kept for the stream), so no separate mul or add of a norm is left, and q's rope with
-        // its attention
+        // next norm (kept for the stream), so no separate mul or add of a norm is left, a layer's keys and
+        // values stored by one dispatch, and q's rope with its attention
         const trace = yield* context.backend.captureNext
         yield* context.evaluate([10])
         const ops = (yield* trace).entries.map((e) => e.op)
@@ -214,7 +214,9 @@ const suite = (gpu: boolean) =>
           assert.include(ops, "rms_norm_mul")
           assert.include(ops, "add_rms_norm")
           assert.include(ops, "add_rms_norm_keep")
-          assert.include(ops, "rope_set_rows")
+          assert.include(ops, "rope_set_rows_kv")
+          assert.notInclude(ops, "set_rows")
+          assert.notInclude(ops, "rope_set_rows")
           assert.notInclude(ops, "rms_norm")
           assert.notInclude(ops, "mul")
           // q's rope runs in its attention where the decode form computes it (a device with subgroups)

@@ -64,6 +64,8 @@ export interface Options {
   readonly rowThreads?: WebGpuDevice.Options["rowThreads"]
   /** @internal a prompt's activations in f16 for products on subgroup matrices (default on), for measuring */
   readonly halfActivations?: WebGpuDevice.Options["halfActivations"]
+  /** @internal a layer's values stored by its keys' rope_set_rows dispatch (default on), for tests and measuring */
+  readonly storeValuesWithKeys?: WebGpuDevice.Options["storeValuesWithKeys"]
 }
 
 /**
@@ -174,7 +176,8 @@ const wrapDevice = (
       quantizedPrefill: options.quantizedPrefill,
       writeOut: options.writeOut,
       rowThreads: options.rowThreads,
-      halfActivations: options.halfActivations
+      halfActivations: options.halfActivations,
+      storeValuesWithKeys: options.storeValuesWithKeys
     })
     // runs before the GPUDevice is destroyed: from then on the device refuses new backends and events
     yield* Effect.addFinalizer(() => Device.markReleased(device))

@@ -107,6 +107,13 @@ export interface Options {
    */
   readonly halfActivations?: boolean | undefined
   /**
+   * a layer's values stored into their cache by the dispatch that rotates and stores its keys
+   * (rope_set_rows_kv: a dispatch a layer fewer); default: on; `false` keeps two stores (tests and tuning)
+   *
+   * @internal
+   */
+  readonly storeValuesWithKeys?: boolean | undefined
+  /**
    * the WGSL language features of the GPU the device comes from (`navigator.gpu.wgslLanguageFeatures`);
    * default: navigator.gpu's where there is one, else none
    */
@@ -283,14 +290,16 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
     supportsOp: (t: Tensor) => Program.supports(ctx, t),
     offloadMinBatch: options.offloadMinBatch ?? 32,
     // a gated FFN's two products, and products sharing their activations (q, k, v), fuse where the int8
-    // form computes them; a one-row residual sum and its next norm, and rope with the set_rows storing it,
-    // fuse everywhere; q's rope with its attention where the decode form computes it
+    // form computes them; a one-row residual sum and its next norm, and rope with the set_rows storing it
+    // (and the values' set_rows beside it), fuse everywhere; q's rope with its attention where the decode
+    // form computes it
     optimize: (graph) =>
       Fusion.optimize(graph, {
         mulMatSwiglu: MatMul.fusesSwiglu(ctx.target),
         mulMatStack: MatMul.stacks(ctx.target),
         addRmsNormKeep: true,
         ropeSetRows: true,
+        ropeSetRowsKv: options.storeValuesWithKeys !== false,
         ropeAttention: Attention.fusesRope(ctx.target),
         ...(options.halfActivations !== false ? { halfActivations: MatMul.takesHalfActivations(ctx.target) } : {})
       }),

@@ -11,35 +11,46 @@ import { Effect } from "effect"
 import { adapterAvailable, nmse, onDeviceAndCpu } from "./utils.js"
 
 describe.skipIf(!adapterAvailable)("WebGPU attention kernel variants", () => {
-  // rope stored by set_rows in one dispatch (rope_set_rows), normal and neox, with frequency factors once:
-  // the cache after it against the CPU's unfused graph
+  // rope stored by set_rows in one dispatch (rope_set_rows), normal and neox, with frequency factors once,
+  // and with the values' set_rows at the same indices in the same dispatch (rope_set_rows_kv: rows of an odd
+  // width, f32 into an f16 table) unless the device is asked to keep it apart: the caches after it against
+  // the CPU's unfused graph
   it.scoped(
-    "keys rotated as they are stored (rope_set_rows) match the CPU's rope then set_rows",
+    "keys rotated as they are stored (rope_set_rows, with the values: rope_set_rows_kv) match the CPU's rope then set_rows",
     () =>
       Effect.gen(function*() {
         const [d] = yield* WebGpu.make({ devices: 1 })
-        for (const [mode, factors] of [[0, false], [2, true]] as const) {
+        const [apart] = yield* WebGpu.make({ devices: 1, storeValuesWithKeys: false })
+        for (const [mode, factors, device] of [[0, false, d], [2, true, d], [0, false, apart]] as const) {
           const g = Graph.make()
           const cache = yield* g.param("cache", "f16", [128, 9])
+          const values = yield* g.param("values", "f16", [75, 9])
           const k = yield* g.input("k", "f32", [64, 2, 3])
+          const v = yield* g.input("v", "f32", [75, 3])
           const pos = yield* g.input("pos", "i32", [3])
           const rows = yield* g.input("rows", "i32", [3])
           const f = factors ? yield* g.param("f", "f32", [16]) : undefined
           const r = Ops.rope(k, pos, { nDims: 32, mode, freqBase: 10000, ...(f ? { freqFactors: f } : {}) })
           const y = yield* g.output(Ops.scale(Ops.setRows(cache, Ops.reshape(r, [128, 3]), rows), 1))
+          const yv = yield* g.output(Ops.scale(Ops.setRows(values, v, rows), 1))
           const graph = g.build()
-          const backend = yield* d.makeBackend()
+          const backend = yield* device.makeBackend()
           const fused = backend.optimize(graph)
-          assert.include(fused.nodes.map((n) => n.op._tag), "RopeSetRows")
-          const { cpu, entries, gpu } = yield* onDeviceAndCpu(d, fused, graph, (plan) =>
+          const kv = device === d
+          assert.include(fused.nodes.map((n) => n.op._tag), kv ? "RopeSetRowsKv" : "RopeSetRows")
+          const { cpu, entries, gpu } = yield* onDeviceAndCpu(device, fused, graph, (plan) =>
             Effect.gen(function*() {
               yield* plan.set(cache, Generators.values(1, 128 * 9))
+              yield* plan.set(values, Generators.values(4, 75 * 9))
               yield* plan.set(k, Generators.values(2, 64 * 2 * 3))
+              yield* plan.set(v, Generators.values(5, 75 * 3))
               yield* plan.set(pos, Int32Array.from([3, 100, 7]))
               yield* plan.set(rows, Int32Array.from([8, 2, 5]))
               if (f) yield* plan.set(f, Generators.values(3, 16).map((x) => 1 + Math.abs(x)))
-            }), [y])
-          assert.include(entries.map((e) => e.op), "rope_set_rows")
+            }), [y, yv])
+          const ops = entries.map((e) => e.op)
+          if (kv) assert.deepStrictEqual(ops.filter((o) => o.includes("set_rows")), ["rope_set_rows_kv"])
+          else assert.sameMembers(ops.filter((o) => o.includes("set_rows")), ["rope_set_rows", "set_rows"])
           assert.isBelow(nmse(gpu, cpu), 1e-7, `mode ${mode}`)
         }
       }),

@@ -82,13 +82,18 @@ export const run = (node: Tensor, acc: (t: Tensor) => Acc): void => {
       })
       return
     }
-    case "RopeSetRows": {
-      // the rotated rows in a scratch, stored as rows of D * heads values, one per token
+    case "RopeSetRows":
+    case "RopeSetRowsKv": {
+      // the rotated rows in a scratch, stored as rows of D * heads values, one per token; then the values'
+      // rows into their table at the same indices
       const [, input] = node.src
       const rotated = MatMul.scratchLike(input)
       rope(rotated, src(1), src(2), op.hasFreqFactors ? src(3) : undefined, op)
       const rows = MatMul.reshaped(rotated, [input.ne[0] * input.ne[1], input.ne[2], input.ne[3], 1])
-      return Indexing.setRows(dst, rows, src(op.hasFreqFactors ? 4 : 3))
+      const idx = op.hasFreqFactors ? 4 : 3
+      Indexing.setRows(dst, rows, src(idx))
+      if (op._tag === "RopeSetRowsKv") Indexing.setRows(src(idx + 1), src(idx + 2), src(idx))
+      return
     }
     case "MulMatStack": {
       // each product in a scratch of its own rows, copied into its place in the stack

@@ -48,30 +48,49 @@ export const rope = (node: Tensor.Tensor, op: RopeOp, target: KernelTarget): Ker
 /**
  * @internal: rope_set_rows, the rotated rows stored as rows of the table (a key cache) at the indices: the
  * rope's shape [D, heads, tokens] walked, element e of head h of token t going to element e + h D of the
- * table's row idx[t] (a row outside the table dropped, as set_rows drops it)
+ * table's row idx[t] (a row outside the table dropped, as set_rows drops it). rope_set_rows_kv (`values`)
+ * also stores the rows of its last source into the table before them at the same indices (a layer's
+ * values), on threads after the rope's: one dispatch for a cache's two stores
  */
-export const ropeSetRows = (node: Tensor.Tensor, op: RopeOp, target: KernelTarget): Kernel => {
+export const ropeSetRows = (node: Tensor.Tensor, op: RopeOp, target: KernelTarget, values = false): Kernel => {
   const [, input, positions] = node.src
+  const at = op.hasFreqFactors ? 4 : 3
   const operands: Array<Operand> = [
     { name: "a", tensor: input },
     { name: "p", tensor: positions },
     { name: "d", tensor: node },
-    { name: "x", tensor: node.src[op.hasFreqFactors ? 4 : 3] }
+    { name: "x", tensor: node.src[at] }
   ]
   if (op.hasFreqFactors) operands.push({ name: "f", tensor: node.src[3] })
+  if (values) operands.push({ name: "dv", tensor: node.src[at + 1] }, { name: "y", tensor: node.src[at + 2] })
   const store = `fn store_row(e: u32, h: u32, t: u32, v: f32) {
   let r = u32(ldi_x(ix_x(t, 0u, 0u, 0u)));
   if (r < P.d_ne1) { st_d(ix_d(e + h * P.a_ne0, r, 0u, 0u), v); }
 }`
+  const rows = values ? node.src[at + 2] : undefined
   return ropeKernel(
     op,
     operands,
     input,
-    "rope_set_rows",
+    values ? "rope_set_rows_kv" : "rope_set_rows",
     "a",
     store,
     (e, v) => `store_row(${e}, i1, i2, ${v});`,
-    target
+    target,
+    rows === undefined ? undefined : {
+      threads: Math.ceil(rows.ne[0] / 2) * rows.ne[1],
+      // thread t past the rope's: values 2j and 2j + 1 of row r stored in the table's row idx[r]
+      code: `let vp = (P.y_ne0 + 1u) / 2u;
+    if (t < vp * P.y_ne1) {
+      let r = t / vp;
+      let row = u32(ldi_x(ix_x(r, 0u, 0u, 0u)));
+      if (row < P.dv_ne1) {
+        for (var e = 2u * (t % vp); e < min(2u * (t % vp) + 2u, P.y_ne0); e++) {
+          st_dv(ix_dv(e, row, 0u, 0u), ld_y(ix_y(e, r, 0u, 0u)));
+        }
+      }
+    }`
+    }
   )
 }
 
@@ -127,7 +146,8 @@ const ropeKernel = (
   it: string,
   decls: string,
   store: (e: string, v: string) => string,
-  target: KernelTarget
+  target: KernelTarget,
+  tail?: { readonly threads: number; readonly code: string }
 ): Kernel => {
   const pairs = Math.ceil(shape.ne[0] / 2)
   const multi = op.mode === 8 || op.mode === 40
@@ -139,7 +159,7 @@ const ropeKernel = (
   return KernelSpec.make({
     variant: { family, mode: op.mode, freqFactors: op.hasFreqFactors, yarn },
     operands,
-    workgroups: fold(Math.ceil((pairs * Tensor.nrows(shape)) / WG), target.maxWorkgroups),
+    workgroups: fold(Math.ceil((pairs * Tensor.nrows(shape) + (tail?.threads ?? 0)) / WG), target.maxWorkgroups),
     params,
     main: `
 ${multi ? sectionOf(op.mode) : ""}
@@ -148,7 +168,14 @@ ${decls}
 ${entry()}
   let idx = wg_linear(wid, nwg) * ${WG}u + lid;
   let pairs = (P.${it}_ne0 + 1u) / 2u;
-  if (idx >= pairs * P.${it}_ne1 * P.${it}_ne2 * P.${it}_ne3) { return; }
+  let total = pairs * P.${it}_ne1 * P.${it}_ne2 * P.${it}_ne3;
+  if (idx >= total) {${
+      tail === undefined ? "" : `
+    let t = idx - total;
+    ${tail.code}`
+    }
+    return;
+  }
   let j = idx % pairs;
   let r1 = idx / pairs;
   let i1 = r1 % P.${it}_ne1;

@@ -61,6 +61,8 @@ export const kernelFor = (node: Tensor.Tensor, target: KernelTarget): Kernel | u
       return rope(node, op, target)
     case "RopeSetRows":
       return ropeSetRows(node, op, target)
+    case "RopeSetRowsKv":
+      return ropeSetRows(node, op, target, true)
     case "MulMat":
       return mulMat(node, target, undefined)
     case "MulMatAdd":
