@@ -7,7 +7,10 @@
 #   *.mjs               bench/llm.ts, bench/run.ts (its tfjs peer left out: run it with --no-peer) and the
 #                       probes bundled with esbuild (Dawn left external);
 #                       bench.mjs: tools/llama-oracle/bench.mjs
-#   run.sh              the entry point there (bench/device/run.sh); table.sh: issue 20's model table
+#   run.sh              the entry point there (bench/device/run.sh); table.sh: issue 20's model table; ab.sh:
+#                       an A/B of two bundles of bench/llm.ts
+#   llm-base.mjs        with BASE=<commit>: bench/llm.ts as of that commit (its tree checked out apart), the
+#                       A of an A/B against this tree's llm.mjs
 # After `pnpm install`: `bash bench/device/pack.sh`, then the device tool with carry [".gpu-llm"] and e.g.
 #   bash .gpu-llm/run.sh bash -c 'cd .gpu-llm && node llm.mjs models /tmp/m 1b-q4_0 && node llm.mjs run /tmp/m 1b-q4_0'
 # The parts other than the bundles are kept between runs (delete .gpu-llm to rebuild them).
@@ -57,6 +60,23 @@ bundle bench/probes/split-probe.ts split.mjs
 bundle bench/probes/oracle-check.ts oracle.mjs
 bundle bench/probes/mvq-raw.ts mvqraw.mjs
 bundle bench/run.ts run.mjs
-cp tools/llama-oracle/bench.mjs bench/device/run.sh bench/device/table.sh $out/
+if [ -n "${BASE:-}" ]; then
+  # the other tree borrows this one's installed packages (links to each entry of its node_modules), but its
+  # workspace packages are its own: pnpm's relative links to them (@effect-gpu/*) are copied as they are
+  base=$(mktemp -d)
+  git worktree add -q --detach "$base/tree" "$BASE"
+  for m in $(find . -maxdepth 3 -name node_modules -not -path './.gpu-llm/*' -not -path './node_modules/*'); do
+    mkdir -p "$base/tree/$m"
+    for e in "$m"/* "$m"/.[!.]*; do
+      [ -e "$e" ] || [ -L "$e" ] || continue
+      if [ "$(basename "$e")" = "@effect-gpu" ]; then cp -P -r "$e" "$base/tree/$m/"
+      else ln -s "$root/$e" "$base/tree/$e"; fi
+    done
+  done
+  (cd "$base/tree" && bundle bench/llm.ts llm-base.mjs && mv $out/llm-base.mjs "$root/$out/")
+  git worktree remove --force "$base/tree"
+  rm -rf "$base"
+fi
+cp tools/llama-oracle/bench.mjs bench/device/run.sh bench/device/table.sh bench/device/ab.sh $out/
 du -sh $out/* | sed 's/^/  /'
 echo "total: $(du -sh $out | cut -f1) (a device run carries at most 64 MiB with the working tree)"
