@@ -24,6 +24,7 @@
  *                                                 matrices by default)
  *   tsx llm.ts run DIR NAME --apart-stores   a layer's keys and values stored by two dispatches (default: one,
  *                                                 rope_set_rows_kv)
+ *   tsx llm.ts run DIR NAME --copy-loads words|vec4   how the f16 copy of q4_0 / q8_0 weights stages its runs
  *   tsx llm.ts run DIR NAME --q-prefill tiles|copy   a quantized prompt product's weights dequantized in its
  *                                                 tiles or copied into f16 first (default: the copy from 256 columns)
  */
@@ -65,7 +66,8 @@ const valued = [
   "--attention-heads",
   "--row-threads",
   "--q-prefill",
-  "--projections"
+  "--projections",
+  "--copy-loads"
 ]
 const names = rest.filter((n, i) => !n.startsWith("--") && !valued.includes(rest[i - 1]))
 const attentionAt = rest.indexOf("--attention")
@@ -104,6 +106,7 @@ const gpuOptions = {
   ...(rest.includes("--f32-decode") ? { quantizedDecode: { rows: 2, columns: 8, int8: false } } : {}),
   ...(rest.includes("--f32-activations") ? { halfActivations: false } : {}),
   ...(rest.includes("--apart-stores") ? { storeValuesWithKeys: false } : {}),
+  ...(rest.includes("--copy-loads") ? { copyLoads: rest[rest.indexOf("--copy-loads") + 1] as "words" | "vec4" } : {}),
   ...(rowThreadsAt >= 0 ? { rowThreads: Number(rest[rowThreadsAt + 1]) } : {}),
   ...(rest.includes("--q-prefill")
     ? { quantizedPrefill: rest[rest.indexOf("--q-prefill") + 1] as "tiles" | "copy" }
@@ -179,6 +182,7 @@ const measure = (name: string) =>
       projections: projections ?? "auto",
       q_prefill: gpuOptions.quantizedPrefill ?? "default",
       stores: gpuOptions.storeValuesWithKeys === false ? "apart" : "kv",
+      copy_loads: gpuOptions.copyLoads ?? "words",
       device: device.name,
       bytes: model.bytes,
       load_s: Number(loadS.toFixed(2)),

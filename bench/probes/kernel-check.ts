@@ -77,20 +77,22 @@ const program = Effect.gen(function*() {
   // quantized weights past 256 columns: copied into f16 first (q8_0's default) and dequantized by the tiles
   // as they stage (the others'), each forced
   const [copyGpu] = yield* WebGpu.make({ devices: 1, quantizedPrefill: "copy" })
+  const [wideCopyGpu] = yield* WebGpu.make({ devices: 1, quantizedPrefill: "copy", copyLoads: "vec4" })
   const [tilesGpu] = yield* WebGpu.make({ devices: 1, quantizedPrefill: "tiles" })
   let failed = 0
   for (const [at, bt, K, M, N, bound] of cases) {
-    for (const form of at !== "f16" && N >= 256 ? ["copy", "tiles"] as const : [undefined]) {
+    for (const form of at !== "f16" && N >= 256 ? ["copy", "copy-vec4", "tiles"] as const : [undefined]) {
       const g = Graph.make()
       const a = yield* g.param("a", at, [K, M])
       const b = yield* g.input("b", bt, [K, N])
       const y = yield* g.output(Ops.mulMat(a, b))
       const weights = Generators.values(1, K * M)
-      const { error, kernels } = yield* against(form === "tiles" ? tilesGpu : form === "copy" ? copyGpu : gpu, g, y, [
+      const device = form === "tiles" ? tilesGpu : form === "copy" ? copyGpu : form === "copy-vec4" ? wideCopyGpu : gpu
+      const { error, kernels } = yield* against(device, g, y, [
         [a, at === "f16" ? weights : Quant.unsafeQuantize(at, weights)],
         [b, Generators.values(2, K * N)]
       ])
-      const ok = error <= bound && kernels.startsWith("half_copy") === (form === "copy")
+      const ok = error <= bound && kernels.startsWith("half_copy") === (form?.startsWith("copy") === true)
       if (!ok) failed++
       console.log(JSON.stringify({ a: at, b: bt, K, M, N, form, kernels, nmse: error, bound, ok }))
     }

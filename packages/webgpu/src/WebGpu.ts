@@ -58,6 +58,8 @@ export interface Options {
   readonly attentionPrefill?: WebGpuDevice.Options["attentionPrefill"]
   /** @internal a quantized prompt product's weights dequantized in its tiles or copied into f16 first, for tests and tuning */
   readonly quantizedPrefill?: WebGpuDevice.Options["quantizedPrefill"]
+  /** @internal how the f16 copy of q4_0 / q8_0 weights stages its runs (a word or 16 bytes a load), for tests and tuning */
+  readonly copyLoads?: WebGpuDevice.Options["copyLoads"]
   /** @internal short fixed loops written out (the GPU form) or not, for tests */
   readonly writeOut?: WebGpuDevice.Options["writeOut"]
   /** @internal the invocations of a row kernel's workgroup, for tests and tuning */
@@ -174,6 +176,7 @@ const wrapDevice = (
       attentionDecode: options.attentionDecode,
       attentionPrefill: options.attentionPrefill,
       quantizedPrefill: options.quantizedPrefill,
+      copyLoads: options.copyLoads,
       writeOut: options.writeOut,
       rowThreads: options.rowThreads,
       halfActivations: options.halfActivations,

@@ -85,6 +85,14 @@ export interface Options {
    */
   readonly quantizedPrefill?: "tiles" | "copy" | undefined
   /**
+   * how the f16 copy of q4_0 / q8_0 weights stages a run of blocks: a word a load (each awaited before
+   * the next in the thread's loop), or 16 bytes a load, a thread's loads issued before its stores (tests
+   * and tuning); default: words
+   *
+   * @internal
+   */
+  readonly copyLoads?: "words" | "vec4" | undefined
+  /**
    * short fixed loops written out, as on GPUs, or kept as loops, as on software adapters (tests);
    * default: written out on GPUs
    *
@@ -241,6 +249,7 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
     ...(options.attentionDecode ? { attentionDecode: options.attentionDecode } : {}),
     ...(options.attentionPrefill ? { attentionPrefill: options.attentionPrefill } : {}),
     ...(options.quantizedPrefill ? { quantizedPrefill: options.quantizedPrefill } : {}),
+    ...(options.copyLoads ? { copyLoads: options.copyLoads } : {}),
     ...(options.writeOut !== undefined ? { writeOut: options.writeOut } : {}),
     ...(options.rowThreads !== undefined ? { rowThreads: options.rowThreads } : {})
   })

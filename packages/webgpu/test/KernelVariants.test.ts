@@ -259,13 +259,14 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
   // within rows), and a's batches a row apart (row by row), broadcast over b's; rows of more than one
   // workgroup's run (2080 q8_0 values, 8448 q4_K values) with a short last run, q8_0 rows of 2210 bytes
   // (every other one starting at a 2-byte boundary), a view of a a row in (the copy's scalar stores), a
-  // bias; forced off, the tiles take it
+  // bias; the copy's runs staged a word a load and 16 bytes a load (runs from 2-byte and 16-byte boundaries
+  // alike, q4_0 and q8_0 only); forced off, the tiles take it
   it.scoped(
     "a quantized product over an f16 copy of its weights (half_copy, then the f16 product) matches the CPU",
     () =>
       Effect.gen(function*() {
-        for (const form of ["copy", "tiles"] as const) {
-          const [d] = yield* WebGpu.make({ devices: 1, quantizedPrefill: form })
+        for (const [form, loads] of [["copy", "words"], ["copy", "vec4"], ["tiles", "words"]] as const) {
+          const [d] = yield* WebGpu.make({ devices: 1, quantizedPrefill: form, copyLoads: loads })
           if (!d.description.includes("shader-f16")) return console.log("no shader-f16 here: no f16 copy")
           for (
             const [dtype, K, M, N, shifted, withBias, batches] of [
@@ -278,7 +279,7 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
           ) {
             const spec = { dtype, K, M, N, batches, shifted, bias: withBias, seed: 1 } as const
             const { cpu, entries, gpu } = yield* productOnBoth(d, spec)
-            const what = `${form} ${dtype}: ${entries.map((e) => e.kernel).join(", ")}`
+            const what = `${form} ${loads} ${dtype}: ${entries.map((e) => e.kernel).join(", ")}`
             assert.strictEqual(entries[0].variant?.family === "half_copy", form === "copy", what)
             if (form === "copy") {
               assert.isAbove(entries.length, 1, what)
@@ -286,6 +287,12 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
               assert.strictEqual(entries[0].variant?.vec, !shifted, what)
               // q4_0 and q8_0 a vec4 a thread, other types a 32-value piece a thread
               assert.strictEqual(entries[0].variant?.lanes, dtype !== "q4_K", what)
+              // staged 16 bytes a load where asked, for q4_0 and q8_0 where a's binding allows it
+              assert.strictEqual(
+                entries[0].variant?.loads,
+                loads === "vec4" && dtype !== "q4_K" && !shifted ? "vec4" : undefined,
+                what
+              )
             }
             assert.isBelow(nmse(gpu, cpu), 1e-4, `${form} ${dtype} ${K}x${M}x${N}`)
           }

@@ -192,6 +192,8 @@ export interface KernelTarget {
    * dequantized into its tiles as they are staged, or an f16 copy of them made first (tests and benchmarks)
    */
   readonly quantizedPrefill?: "tiles" | "copy"
+  /** overrides how the f16 copy of q4_0 / q8_0 weights stages its runs: a word a load, or 16 bytes (tests and benchmarks) */
+  readonly copyLoads?: "words" | "vec4"
   /** overrides the invocations of a row kernel's workgroup (tests and benchmarks) */
   readonly rowThreads?: number
   /**

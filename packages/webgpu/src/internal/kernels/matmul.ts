@@ -204,8 +204,11 @@ export const mulMat = (node: Tensor.Tensor, target: KernelTarget, bias: Tensor.T
     const copied = weightCopy(node, target)
     if (copied === undefined) return tiles
     const halfKernel = plainProduct(copied.half, copied.copy.tensor, b, target)
-    const copy = Quantized.halfCopy(a, copied.copy, target)
-    return { ...copy, next: halfKernel, fallback: { ...copy.fallback!, next: halfKernel, fallback: tiles } }
+    // each form of the copy (its fallbacks where offsets do not allow a wider one) followed by the product,
+    // the tiles last
+    const chain = (k: Kernel | undefined): Kernel =>
+      k === undefined ? tiles : { ...k, next: halfKernel, fallback: chain(k.fallback) }
+    return chain(Quantized.halfCopy(a, copied.copy, target))
   }
   if (product.N <= 8) {
     // vec4 loads pay once every thread has a vec4 of K to load (on lavapipe, K = 256 ran 6% slower)

@@ -53,9 +53,18 @@ const RAW_VECS = 4
  * 32-value piece, 256 pieces a workgroup. Stored as vec4 where the offsets allow a vec4 binding (a's at 16
  * bytes), else one value at a time.
  */
-export const halfCopy = (a: Tensor.Tensor, copy: Operand, target: KernelTarget, vec = true): Kernel => {
+export const halfCopy = (
+  a: Tensor.Tensor,
+  copy: Operand,
+  target: KernelTarget,
+  vec = true,
+  loads: "words" | "vec4" = target.copyLoads ?? "words"
+): Kernel => {
   const dtype = a.dtype as DType.Quantized
   const raw = RAW_BLOCKS[dtype]
+  // the vec4 form stages the run 16 bytes a load, every load of a thread issued before its first store
+  // (its reads then in flight together, not one awaited before the next); needs a's binding at 16 bytes
+  const wide = raw !== undefined && vec && loads === "vec4"
   // pieces (blocks of 32 values) a workgroup takes
   const run = raw === undefined ? WG : (WG * RAW_VECS) / 8
   // pieces a row, and rows, as the kernel sees them
@@ -65,19 +74,38 @@ export const halfCopy = (a: Tensor.Tensor, copy: Operand, target: KernelTarget, 
   const runs = Math.ceil(per / run) * rows
   const put = (at: string, v: string) =>
     vec ? `st4_d(${at}, ${v});` : `{ let x = ${v}; for (var i = 0u; i < 4u; i++) { st_d(4u * (${at}) + i, x[i]); } }`
-  // the run's words, one more for a run that starts at a 2-byte boundary (blocks of 18 and 34 bytes)
+  // the run's words, one more for a run that starts at a 2-byte boundary (blocks of 18 and 34 bytes); in
+  // the vec4 form its vec4s from the 16-byte boundary at or before its start, and each thread's share
   const words = raw === undefined ? 0 : Math.ceil((2 + run * raw.bytes) / 4)
+  const vec4s = raw === undefined ? 0 : Math.ceil((14 + run * raw.bytes) / 16)
+  const perThread = Math.ceil(vec4s / WG)
+  const stage = wide
+    ? `  let start = row + p0 * ${raw!.bytes}u;
+  let blocks = min(${run}u, per - p0);
+  let first = start >> 4u;
+  let shift = start & 15u;
+  let count = (shift + blocks * ${raw!.bytes}u + 15u) / 16u;
+  // loads at clamped indices (a thread past the run reads its last vec4 again), then the stores
+${range(perThread).map((e) => `  let x${e} = qv_a(first + min(lid + ${e * WG}u, count - 1u));`).join("\n")}
+${
+      range(perThread).map((e) =>
+        `  if (lid + ${e * WG}u < count) { let i = 4u * (lid + ${
+          e * WG
+        }u); S[i] = x${e}.x; S[i + 1u] = x${e}.y; S[i + 2u] = x${e}.z; S[i + 3u] = x${e}.w; }`
+      ).join("\n")
+    }`
+    : `  let start = row + p0 * ${raw?.bytes}u;
+  let blocks = min(${run}u, per - p0);
+  let shift = start & 2u;
+  let count = (shift + blocks * ${raw?.bytes}u + 3u) / 4u;
+  for (var i = lid; i < count; i += ${WG}u) { S[i] = qwi_a((start >> 2u) + i); }`
   const decode = raw === undefined
     ? `  let p = p0 + lid;
   if (p >= per) { return; }
   let o = P.d_o + (r * per + p) * 32u;
   let v = piece(row, p);
 ${range(8).map((i) => `  ${put(`(o >> 2u) + ${i}u`, `v[${i}]`)}`).join("\n")}`
-    : `  let start = row + p0 * ${raw.bytes}u;
-  let blocks = min(${run}u, per - p0);
-  let shift = start & 2u;
-  let count = (shift + blocks * ${raw.bytes}u + 3u) / 4u;
-  for (var i = lid; i < count; i += ${WG}u) { S[i] = qwi_a((start >> 2u) + i); }
+    : `${stage}
   workgroupBarrier();
   let o = P.d_o + (r * per + p0) * 32u;
   for (var e = 0u; e < ${RAW_VECS}u; e++) {
@@ -91,14 +119,14 @@ ${range(8).map((i) => `  ${put(`(o >> 2u) + ${i}u`, `v[${i}]`)}`).join("\n")}`
     }
   }`
   const kernel = KernelSpec.make({
-    variant: { family: "half_copy", dtype, vec, lanes: raw !== undefined },
+    variant: { family: "half_copy", dtype, vec, lanes: raw !== undefined, ...(wide ? { loads } : {}) },
     operands: [{ name: "a", tensor: a }, { ...copy, name: "d" }],
     params: [u32("per", per), u32("rows", rows)],
     workgroups: fold(runs, target.maxWorkgroups),
     main: `
 ${pieces(dtype)}
 ${
-      raw === undefined ? "" : `var<workgroup> S: array<u32, ${words}>;
+      raw === undefined ? "" : `var<workgroup> S: array<u32, ${wide ? 4 * vec4s : words}>;
 // the 4 bytes at an even byte o of the staged run
 fn swat(o: u32) -> u32 {
   let w = o >> 2u;
@@ -117,7 +145,9 @@ ${entry()}
 ${decode}
 }`
   })
-  // a read a word at a time; vec4 bindings need both offsets aligned (the program checks)
+  // vec4 bindings need their offsets aligned (the program checks): the vec4 form falls back to a's words
+  // read one at a time, that to the copy stored a value at a time
+  if (wide) return { ...kernel, vec4: true, fallback: halfCopy(a, copy, target, true, "words") }
   return vec ? { ...kernel, vec4: true, scalar: ["a"], fallback: halfCopy(a, copy, target, false) } : kernel
 }
 
