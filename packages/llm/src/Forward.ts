@@ -66,10 +66,11 @@ export interface Options {
   readonly attention?: "fused" | "chain" | "auto"
   /**
    * q, k and v as one product over their stacked weights (`Weights.stacks`; its result's rows viewed as
-   * the three), or as three products; `auto` (the default) stacks batches of more than 8 tokens. Either
-   * way only where the weights have a stack (a layer whose weights do not lie back to back keeps three);
-   * a decoding step's three products stay apart under `auto`: a backend may stack them itself, as the
-   * WebGPU backend's fusions do
+   * the three), and the gate and up products as one (their halves the swiglu's two sources), or each
+   * product apart; `auto` (the default) stacks batches of more than 8 tokens. Either way only where the
+   * weights have a stack (a layer whose weights do not lie back to back keeps its products apart); a
+   * decoding step's products stay apart under `auto`: a backend may fuse them itself, as the WebGPU
+   * backend's fusions do (its int8 stack, and gate and up with their swiglu)
    */
   readonly projections?: "stacked" | "apart" | "auto"
 }
@@ -174,11 +175,10 @@ export const make = (
     for (let l = 0; l < h.layers; l++) {
       const b = `blk.${l}`
       const xn = yield* norm(x, yield* tensor(`${b}.attn_norm.weight`))
-      const stack = weights.stacks.get(`${b}.attn_qkv.weight`)
+      const stacks = projections !== "apart" && (projections === "stacked" || n >= STACK_FROM)
+      const stack = stacks ? weights.stacks.get(`${b}.attn_qkv.weight`) : undefined
       // the three products as one: q, k and v are views of its rows ([q; k; v] in each token's column)
-      const stacked = stack !== undefined && projections !== "apart" && (projections === "stacked" || n >= STACK_FROM)
-        ? yield* Ops.mulMat(stack, xn)
-        : undefined
+      const stacked = stack !== undefined ? yield* Ops.mulMat(stack, xn) : undefined
       const project = (which: "q" | "k" | "v", heads: number) =>
         Effect.gen(function*() {
           const bias = optional(`${b}.attn_${which}.bias`)
@@ -215,8 +215,19 @@ export const make = (
       const attn = yield* Ops.mulMat(yield* tensor(`${b}.attn_output.weight`), Ops.reshape(o, [h.headDim * h.heads, n]))
       x = yield* Ops.add(x, attn)
       const xf = yield* norm(x, yield* tensor(`${b}.ffn_norm.weight`))
-      const gate = Ops.mulMat(yield* tensor(`${b}.ffn_gate.weight`), xf)
-      const up = Ops.mulMat(yield* tensor(`${b}.ffn_up.weight`), xf)
+      const gateUp = stacks ? weights.stacks.get(`${b}.ffn_gate_up.weight`) : undefined
+      let gate: Tensor.Tensor
+      let up: Tensor.Tensor
+      if (gateUp === undefined) {
+        gate = yield* Ops.mulMat(yield* tensor(`${b}.ffn_gate.weight`), xf)
+        up = yield* Ops.mulMat(yield* tensor(`${b}.ffn_up.weight`), xf)
+      } else {
+        // the two products as one: gate and up are the halves of each token's column
+        const both = yield* Ops.mulMat(gateUp, xf)
+        const ffn = (yield* tensor(`${b}.ffn_gate.weight`)).ne[1]
+        gate = yield* Ops.view(both, [ffn, n], [both.nb[1]], 0)
+        up = yield* Ops.view(both, [ffn, n], [both.nb[1]], ffn * both.nb[0])
+      }
       x = yield* Ops.add(x, Ops.mulMat(yield* tensor(`${b}.ffn_down.weight`), Ops.swiglu(gate, up)))
     }
     const head = optional("output.weight") ?? (yield* tensor("token_embd.weight"))

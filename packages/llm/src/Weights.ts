@@ -24,8 +24,10 @@ export interface Weights {
   readonly tensors: ReadonlyMap<string, Tensor.Tensor>
   /**
    * tensors that join others lying back to back in one buffer, by the name ggml gives a fused weight:
-   * `blk.N.attn_qkv.weight` is layer N's q, k and v weights as one [hidden, q + k + v rows] matrix, so a
-   * prompt's three projections run as one product (no copy: it is bound over their memory)
+   * `blk.N.attn_qkv.weight` is layer N's q, k and v weights as one [hidden, q + k + v rows] matrix, and
+   * `blk.N.ffn_gate_up.weight` its gate and up weights as one [hidden, 2 ffn rows] matrix, so a prompt's
+   * three projections, and its two feed-forward products, run as one product each (no copy: a stack is
+   * bound over its parts' memory)
    */
   readonly stacks: ReadonlyMap<string, Tensor.Tensor>
   /** where each tensor and stack lives: pass them as `AllocateOptions.bindings` */
@@ -87,15 +89,23 @@ export interface LoadOptions {
   readonly map?: boolean
 }
 
-/** the parts of a stack by the stack's name: a layer's attention projections */
+/** each stack's name and its parts' names, of layer N */
+const STACKS: ReadonlyArray<{ readonly name: string; readonly parts: ReadonlyArray<string> }> = [
+  { name: "attn_qkv", parts: ["attn_q", "attn_k", "attn_v"] },
+  { name: "ffn_gate_up", parts: ["ffn_gate", "ffn_up"] }
+]
+
+/** the parts of a stack by the stack's name: a layer's attention projections, its gate and up weights */
 const stackParts = (tensors: ReadonlyMap<string, Tensor.Tensor>) => {
   const stacks: Array<{ name: string; parts: ReadonlyArray<Tensor.Tensor> }> = []
   for (const name of tensors.keys()) {
     const layer = /^blk\.(\d+)\.attn_q\.weight$/.exec(name)?.[1]
     if (layer === undefined) continue
-    const parts = ["q", "k", "v"].map((w) => tensors.get(`blk.${layer}.attn_${w}.weight`))
-    if (parts.every((t): t is Tensor.Tensor => t !== undefined)) {
-      stacks.push({ name: `blk.${layer}.attn_qkv.weight`, parts })
+    for (const stack of STACKS) {
+      const parts = stack.parts.map((w) => tensors.get(`blk.${layer}.${w}.weight`))
+      if (parts.every((t): t is Tensor.Tensor => t !== undefined)) {
+        stacks.push({ name: `blk.${layer}.${stack.name}.weight`, parts })
+      }
     }
   }
   return stacks

@@ -19,8 +19,13 @@ const total = file.tensors.reduce((s, t) => s + t.nbytes, 0)
 
 /** the file's bytes of a tensor, or of a stack's parts one after the other */
 const fileBytes = (name: string): Uint8Array => {
-  if (name.includes(".attn_qkv.")) {
-    const parts = ["q", "k", "v"].map((w) => fileBytes(name.replace(".attn_qkv.", `.attn_${w}.`)))
+  const stacked = name.includes(".attn_qkv.")
+    ? ["q", "k", "v"].map((w) => name.replace(".attn_qkv.", `.attn_${w}.`))
+    : name.includes(".ffn_gate_up.")
+    ? ["gate", "up"].map((w) => name.replace(".ffn_gate_up.", `.ffn_${w}.`))
+    : undefined
+  if (stacked !== undefined) {
+    const parts = stacked.map(fileBytes)
     const joined = new Uint8Array(parts.reduce((n, p) => n + p.length, 0))
     parts.reduce((at, p) => (joined.set(p, at), at + p.length), 0)
     return joined
@@ -37,11 +42,17 @@ const sameBytes = (weights: Weights.Weights) =>
       assert.deepStrictEqual(yield* b.buffer.get(b.offset, want.length), want, b.tensor.name)
     }))
 
-/** each layer's q, k and v stacked: [hidden, q + k + v rows] */
+/** each layer's q, k and v stacked, [hidden, q + k + v rows], and its gate and up, [hidden, 2 ffn rows] */
 const allStacked = (weights: Weights.Weights) => {
-  assert.deepStrictEqual([...weights.stacks.keys()], ["blk.0.attn_qkv.weight", "blk.1.attn_qkv.weight"])
-  for (const stack of weights.stacks.values()) {
-    assert.deepStrictEqual([stack.dtype, ...stack.ne], ["q4_0", 256, 256 + 64 + 64, 1, 1])
+  assert.sameMembers([...weights.stacks.keys()], [
+    "blk.0.attn_qkv.weight",
+    "blk.1.attn_qkv.weight",
+    "blk.0.ffn_gate_up.weight",
+    "blk.1.ffn_gate_up.weight"
+  ])
+  for (const [name, stack] of weights.stacks) {
+    const rows = name.includes("qkv") ? 256 + 64 + 64 : 2 * 512
+    assert.deepStrictEqual([stack.dtype, ...stack.ne], ["q4_0", 256, rows, 1, 1], name)
   }
 }
 

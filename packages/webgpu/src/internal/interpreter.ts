@@ -389,8 +389,8 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
       (totalOf(program) * paceOf(program)) / 1e6 <= 2 * CHUNK_MS
     ) {
       // encoded ahead while the GPU still works on what came before (a decoding step ahead of its token):
-      // its command buffers go in one submit, whose fixed cost (~30 us of host time in Dawn, run ci's
-      // timeline) each of them paid, and the GPU has work queued meanwhile, so none waits for the rest
+      // its command buffers go in one submit, whose fixed host cost in Dawn each of them paid (RESULTS.md,
+      // "where the time goes"), and the GPU has work queued meanwhile, so none waits for the rest
       if (command.abort.aborted) return GpuContext.checkAlive(ctx)
       const done = learn(submit(program, 0, program.dispatches.length, totalOf(program), ready.buffers))
       prepareNext()
