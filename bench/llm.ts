@@ -19,6 +19,7 @@
  *   tsx llm.ts run DIR NAME --prefill-only   prompts only (no decoding runs: an A/B of a prompt's forms)
  *   tsx llm.ts run DIR NAME --timeline   a decoding step's host events (writes, submits, waits) untraced
  *   tsx llm.ts run DIR NAME --f32-decode   q4_0 and q8_0 decode without the int8 form (to compare)
+ *   tsx llm.ts run DIR NAME --mv-prefetch   the int8 form's first pairs of blocks loaded before b is rounded
  *   tsx llm.ts run DIR NAME --toggles skip_validation   extra Dawn toggles (after the defaults)
  *   tsx llm.ts run DIR NAME --f32-activations      a prompt's activations kept f32 (f16 for products on subgroup
  *                                                 matrices by default)
@@ -104,6 +105,7 @@ const attentionDecode = {
 const gpuOptions = {
   ...(Object.keys(attentionDecode).length > 0 ? { attentionDecode } : {}),
   ...(rest.includes("--f32-decode") ? { quantizedDecode: { rows: 2, columns: 8, int8: false } } : {}),
+  ...(rest.includes("--mv-prefetch") ? { quantizedDecode: { rows: 2, columns: 8, prefetch: true } } : {}),
   ...(rest.includes("--f32-activations") ? { halfActivations: false } : {}),
   ...(rest.includes("--apart-stores") ? { storeValuesWithKeys: false } : {}),
   ...(rest.includes("--copy-loads") ? { copyLoads: rest[rest.indexOf("--copy-loads") + 1] as "words" | "vec4" } : {}),
@@ -183,6 +185,7 @@ const measure = (name: string) =>
       q_prefill: gpuOptions.quantizedPrefill ?? "default",
       stores: gpuOptions.storeValuesWithKeys === false ? "apart" : "kv",
       copy_loads: gpuOptions.copyLoads ?? "words",
+      mv_prefetch: gpuOptions.quantizedDecode?.prefetch === true,
       device: device.name,
       bytes: model.bytes,
       load_s: Number(loadS.toFixed(2)),

@@ -248,6 +248,26 @@ const program = Effect.gen(function*() {
     if (!ok) failed++
     console.log(JSON.stringify({ stack: { a: at, K, rows }, kernels, nmse: error, bound: 1e-4, ok }))
   }
+  // the int8 form's plain and gated products at 32 lanes with each lane's first pair of blocks loaded before b
+  // is rounded (prefetch), against the CPU's unfused graph
+  const [early] = yield* WebGpu.make({ devices: 1, quantizedDecode: { rows: 2, columns: 8, prefetch: true } })
+  for (const [at, K, M] of [["q4_0", 4096, 1000], ["q8_0", 2560, 37]] as const) {
+    for (const gated of [false, true]) {
+      const g = Graph.make()
+      const a = yield* g.param("a", at, [K, M])
+      const u = yield* g.param("u", at, [K, M])
+      const x = yield* g.input("x", "f32", [K, 1])
+      const y = yield* g.output(gated ? Ops.swiglu(Ops.mulMat(a, x), Ops.mulMat(u, x)) : Ops.mulMat(a, x))
+      const { error, kernels } = yield* against(early, g, y, [
+        [a, Quant.unsafeQuantize(at, Generators.values(40, K * M))],
+        ...(gated ? [[u, Quant.unsafeQuantize(at, Generators.values(41, K * M))] as const] : []),
+        [x, Generators.values(42, K)]
+      ])
+      const ok = error <= 1e-4 && kernels.includes(gated ? "mvq8_swiglu" : "mvq8") && kernels.includes("prefetch=true")
+      if (!ok) failed++
+      console.log(JSON.stringify({ prefetch: { a: at, K, M, gated }, kernels, nmse: error, bound: 1e-4, ok }))
+    }
+  }
   if (failed > 0) process.exitCode = 1
 })
 

@@ -3,7 +3,7 @@
  * decoding): a plain read of the bytes (the ceiling Dawn reaches), and int8 dot products of a's blocks
  * with b quantized to q8 (as llama.cpp's MMVQ), a lane per pair of blocks, or with `QUADS=1` the lanes
  * across a block's words (which lost: benchmarks/RESULTS.md, run dg). A measuring aid that chose the
- * kernel in packages/webgpu's quantizedMatVec.ts (it keeps its own copy of the designs' WGSL, to measure
+ * kernel in packages/webgpu's int8MatVec.ts (it keeps its own copy of the designs' WGSL, to measure
  * them apart from the project's kernel machinery); it checks each result against a host dot product.
  *
  *   tsx mvq-raw.ts [M] [K]          (TYPES=q4_0,q8_0; QUADS=1; STAGED=1; FOOTPRINT=1 for the read windows)

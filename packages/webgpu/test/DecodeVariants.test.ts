@@ -51,17 +51,22 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
 
   // the int8 form of q4_0 and q8_0 decode: b rounded to q8_0 in workgroup memory as the CPU rounds it, so
   // the two agree to f32 summation order; odd rows (a subgroup's second row past the end), batches
-  // broadcast, a bias, and a's rows viewed one row in (bytes off 16) falling back to the f32 form
+  // broadcast, a bias, and a's rows viewed one row in (bytes off 16) falling back to the f32 form; with and
+  // without each lane's first pair of blocks loaded before b is rounded (prefetch)
   it.scoped(
     "quantized matrix-vector products in the int8 form (mvq8) match the CPU, or fall back",
     () =>
       Effect.gen(function*() {
-        const [d] = yield* WebGpu.make({ devices: 1 })
-        if (!WebGpuDevice.hasInt8Dot(d)) {
-          console.log(`no dot4I8Packed on ${d.description}: the int8 form is not offered`)
+        const [plain] = yield* WebGpu.make({ devices: 1 })
+        if (!WebGpuDevice.hasInt8Dot(plain)) {
+          console.log(`no dot4I8Packed on ${plain.description}: the int8 form is not offered`)
           return
         }
-        for (const dtype of ["q4_0", "q8_0"] as const) {
+        const [early] = yield* WebGpu.make({
+          devices: 1,
+          quantizedDecode: { rows: 1, columns: 1, stage: 1, prefetch: true }
+        })
+        for (const [d, dtype] of [[plain, "q4_0"], [plain, "q8_0"], [early, "q4_0"], [early, "q8_0"]] as const) {
           // [K, a viewed one row in, b's batches K + 1 apart (read a value at a time), the kernel]
           const cases = [[2560, false, false, "mvq8"], [2624, true, false, "mvq"], [640, false, true, "mvq8"]] as const
           for (const [K, viewed, strided, family] of cases) {
@@ -81,6 +86,7 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
               }), [y])
             assert.deepInclude(entries[0].variant, { family, dtype }, `${dtype} K ${K}`)
             if (family === "mvq8") assert.strictEqual(entries[0].variant?.fours, !strided)
+            if (family === "mvq8") assert.strictEqual(entries[0].variant?.prefetch, d === early ? true : undefined)
             assert.isBelow(nmse(gpu, cpu), family === "mvq8" ? 1e-9 : 5e-5, `${dtype} K ${K}`)
           }
         }
@@ -96,6 +102,10 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
     () =>
       Effect.gen(function*() {
         const [d] = yield* WebGpu.make({ devices: 1 })
+        const [early] = yield* WebGpu.make({
+          devices: 1,
+          quantizedDecode: { rows: 1, columns: 1, stage: 1, prefetch: true }
+        })
         const int8 = WebGpuDevice.hasInt8Dot(d)
         // f16 weights by subgroups where the device has them (lavapipe and GPUs), else the vec4 form
         const half = d.description.includes("subgroups") ? "mvh_swiglu" : "mv_swiglu"
@@ -110,7 +120,10 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           ["f16", 40, half === "mvh_swiglu" ? half : rowsForm],
           ["f32", 1028, "mv_swiglu"]
         ] as const
-        for (const [dtype, K, family] of cases) {
+        // the int8 form once more with each lane's first pairs loaded before b is rounded (prefetch)
+        const prefetched = int8 ? [["q4_0", 640, "mvq8_swiglu"], ["q8_0", 2560, "mvq8_swiglu"]] as const : []
+        for (const [dtype, K, family, device] of [...cases, ...prefetched.map((c) => [...c, early] as const)]) {
+          const on = device ?? d
           const fast = family !== rowsForm
           const g = Graph.make()
           const gate = yield* g.param("gate", dtype, [K, 37])
@@ -122,7 +135,7 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           // the device asks for the fusion exactly where the int8 form computes it
           assert.strictEqual(backend.optimize(graph).nodes.some((n) => n.op._tag === "MulMatSwiglu"), fast, dtype)
           const fused = Fusion.optimize(graph, { mulMatSwiglu: () => true })
-          const { cpu, entries, gpu } = yield* onDeviceAndCpu(d, fused, graph, (plan) =>
+          const { cpu, entries, gpu } = yield* onDeviceAndCpu(on, fused, graph, (plan) =>
             Effect.gen(function*() {
               for (const [t, seed] of [[gate, 3], [up, 4]] as const) {
                 const v = Generators.values(seed, K * 37)
@@ -132,6 +145,7 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
             }), [y])
           assert.strictEqual(entries.length, 1, dtype)
           assert.strictEqual(entries[0].variant?.family, family, `${dtype} K ${K}`)
+          assert.strictEqual(entries[0].variant?.prefetch, device === undefined ? undefined : true, `${dtype} K ${K}`)
           // the int8 form rounds b as the CPU does; the other forms keep b in f32
           assert.isBelow(nmse(gpu, cpu), family === "mvq8_swiglu" ? 1e-9 : 5e-5, `${dtype} K ${K}`)
         }

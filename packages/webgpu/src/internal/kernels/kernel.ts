@@ -130,6 +130,11 @@ export interface QuantizedDecode {
    * applies; default: on
    */
   readonly int8?: boolean
+  /**
+   * the int8 form's plain and gated products load each lane's first pair of blocks before b is rounded
+   * (the weights' first reads in flight meanwhile); default: off
+   */
+  readonly prefetch?: boolean
 }
 
 /** @internal: flash attention's decode form, each field overriding the default */

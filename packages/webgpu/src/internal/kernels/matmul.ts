@@ -9,6 +9,7 @@ import * as DType from "@effect-gpu/core/DType"
 import * as Op from "@effect-gpu/core/Op"
 import * as Tensor from "@effect-gpu/core/Tensor"
 import { fold } from "../wgsl.js"
+import * as Int8 from "./int8MatVec.js"
 import type { Kernel, KernelTarget, MatrixTile, RegisterTile } from "./kernel.js"
 import * as KernelSpec from "./kernel.js"
 import { entry, range, u32, WG } from "./kernel.js"
@@ -189,8 +190,8 @@ export const mulMat = (node: Tensor.Tensor, target: KernelTarget, bias: Tensor.T
           decode.stage ?? Decode.stageFor(product.N, product.K, storage)
         )
       // q4_0 and q8_0 against b rounded to q8_0, as ggml's CPU computes them, with int8 dot products
-      return decode.int8 !== false && Decode.int8Applies(product, a, target)
-        ? Decode.int8MatVec(product, b, a.dtype as "q4_0" | "q8_0", target, f32Form)
+      return decode.int8 !== false && Int8.int8Applies(product, a, target)
+        ? Int8.int8MatVec(product, b, a.dtype as "q4_0" | "q8_0", target, f32Form)
         : f32Form
     }
     if (product.N <= 8) return matVec(product, target, false)
@@ -301,8 +302,8 @@ export const mulMatSwiglu = (node: Tensor.Tensor, target: KernelTarget): Kernel 
     [row("a"), row("u")],
     "silu_s(r0[0]) * r1[0]"
   )
-  if (Decode.int8Applies(product, gate, target)) {
-    return Decode.int8MatVec(product, b, gate.dtype as "q4_0" | "q8_0", target, rows, { kind: "gated" })
+  if (Int8.int8Applies(product, gate, target)) {
+    return Int8.int8MatVec(product, b, gate.dtype as "q4_0" | "q8_0", target, rows, { kind: "gated" })
   }
   const vec = vectorForm(product, [gate, up], b) ? matVec(product, target, true, { kind: "gated" }, rows) : rows
   return halfApplies(product, [gate, up], b, target) ? halfMatVec(product, target, { kind: "gated" }, vec) : vec
@@ -328,8 +329,8 @@ const vectorForm = (
  * the vec4 matrix-vector form (f16 and f32 weights)
  */
 export const fusesSwiglu = (target: KernelTarget) => (gate: Tensor.Tensor, up: Tensor.Tensor, b: Tensor.Tensor) =>
-  (Decode.int8Applies({ N: b.ne[1], K: gate.ne[0] }, gate, target) &&
-    Decode.int8Applies({ N: b.ne[1], K: up.ne[0] }, up, target)) ||
+  (Int8.int8Applies({ N: b.ne[1], K: gate.ne[0] }, gate, target) &&
+    Int8.int8Applies({ N: b.ne[1], K: up.ne[0] }, up, target)) ||
   vectorForm({ N: b.ne[1], K: gate.ne[0] }, [gate, up], b) ||
   (Tensor.sameShape(gate, up) && halfApplies({ N: b.ne[1], K: gate.ne[0] }, [gate, up], b, target))
 
@@ -373,8 +374,8 @@ ${range(parts - 1).map((i) => `  if (m >= P.s${i + 1}) { pt = ${i + 1}u; lr = m 
   const rows = perResult({ family: "mul_mat_stack_rows", parts }, product, target, decls, prelude, [
     "part_row(pt, lr, k, b2, b3)"
   ], "r0[0]")
-  if (weights.every((w) => Decode.int8Applies(product, w, target) && w.dtype === weights[0].dtype)) {
-    return Decode.int8MatVec(product, b, weights[0].dtype as "q4_0" | "q8_0", target, rows, {
+  if (weights.every((w) => Int8.int8Applies(product, w, target) && w.dtype === weights[0].dtype)) {
+    return Int8.int8MatVec(product, b, weights[0].dtype as "q4_0" | "q8_0", target, rows, {
       kind: "stack",
       parts,
       starts
@@ -394,6 +395,6 @@ export const stacks = (target: KernelTarget) => (weights: ReadonlyArray<Tensor.T
   weights.every((w) =>
     w.dtype === weights[0].dtype && w.ne[0] === weights[0].ne[0] && w.ne[2] === 1 && w.ne[3] === 1
   ) &&
-  (weights.every((w) => Decode.int8Applies({ N: b.ne[1], K: w.ne[0] }, w, target)) ||
+  (weights.every((w) => Int8.int8Applies({ N: b.ne[1], K: w.ne[0] }, w, target)) ||
     vectorForm({ N: b.ne[1], K: weights[0].ne[0] }, weights, b) ||
     halfApplies({ N: b.ne[1], K: weights[0].ne[0] }, weights, b, target))
