@@ -6,18 +6,10 @@
 #   bash .gpu-llm/run.sh bash .gpu-llm/ab.sh "llm.mjs --apart-stores" "llm.mjs" 1b-q4_0
 # (llm-base.mjs: `BASE=<commit> bash bench/device/pack.sh`) writes a.jsonl, b.jsonl and times.txt under $OUT.
 set -uo pipefail
-cd "$(dirname "$0")"
 a=$1
 b=$2
 shift 2
-names=${*:-1b-q4_0 8b-q4_0}
-dir=/tmp/models
-out=${OUT:-.}
-start=$(date +%s)
-mark() { echo "$1 $(($(date +%s) - start))s" >> "$out/times.txt"; }
-# shellcheck disable=SC2086 # names are words
-node llm.mjs models $dir $names 2>> "$out/models.txt"
-mark models
+NAMES=$* source "$(dirname "$0")/common.sh" "1b-q4_0 8b-q4_0"
 # shellcheck disable=SC2086 # each side is a bundle and its flags
 for round in 1 2; do
   set -- $a

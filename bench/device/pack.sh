@@ -77,6 +77,6 @@ if [ -n "${BASE:-}" ]; then
   git worktree remove --force "$base/tree"
   rm -rf "$base"
 fi
-cp tools/llama-oracle/bench.mjs bench/device/run.sh bench/device/table.sh bench/device/ab.sh $out/
+cp tools/llama-oracle/bench.mjs bench/device/run.sh bench/device/common.sh bench/device/table.sh bench/device/ab.sh $out/
 du -sh $out/* | sed 's/^/  /'
 echo "total: $(du -sh $out | cut -f1) (a device run carries at most 64 MiB with the working tree)"

@@ -5,15 +5,7 @@
 #   bash .gpu-llm/run.sh bash .gpu-llm/table.sh [NAME...]
 # writes ours.jsonl, llama.jsonl and times.txt under $OUT; `tsx bench/table.ts OURS LLAMA` makes the rows.
 set -uo pipefail
-cd "$(dirname "$0")"
-names=${*:-1b-f16 1b-q8_0 1b-q4_0 8b-q8_0 8b-q4_0}
-dir=/tmp/models
-out=${OUT:-.}
-start=$(date +%s)
-mark() { echo "$1 $(($(date +%s) - start))s" >> "$out/times.txt"; }
-# shellcheck disable=SC2086 # names are words
-node llm.mjs models $dir $names 2>> "$out/models.txt"
-mark models
+NAMES=$* source "$(dirname "$0")/common.sh" "1b-f16 1b-q8_0 1b-q4_0 8b-q8_0 8b-q4_0"
 for round in 1 2; do
   timeout 110 node llm.mjs run $dir $names >> "$out/ours.jsonl" 2>> "$out/err.txt"
   mark "ours $round"

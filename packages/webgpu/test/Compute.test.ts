@@ -1,13 +1,50 @@
 /**
  * WebGPU computes: command buffers, interruption, captured traces, fusions, chains and in-place results.
  */
-import type { Tensor } from "@effect-gpu/core"
+import type { Device, Tensor } from "@effect-gpu/core"
 import { Cpu, Fusion, Graph, Ops, Registry } from "@effect-gpu/core"
 import { Generators } from "@effect-gpu/testing"
 import { WebGpu, WebGpuDevice } from "@effect-gpu/webgpu"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber } from "effect"
 import { adapterAvailable, mlp, nmse, realSleep, runOn } from "./utils.js"
+
+/**
+ * a chain of 80 dispatches on `d` (x plus 40 halves of x: 21 x), x set from `seed`: several command buffers,
+ * each dispatch showing in the result
+ */
+const halvesChain = (d: Device.Device, seed: number) =>
+  Effect.gen(function*() {
+    const g = Graph.make()
+    const x = yield* g.input("x", "f32", [24, 24])
+    let h: Tensor.Tensor = x
+    for (let i = 0; i < 40; i++) h = yield* Ops.add(h, Ops.scale(x, 0.5))
+    const y = yield* g.output(h)
+    const backend = yield* d.makeBackend()
+    const plan = yield* backend.allocate(g)
+    yield* plan.set(x, Generators.values(seed, 24 * 24))
+    return { backend, plan, y, want: Generators.values(seed, 24 * 24).map((v) => v * 21) }
+  })
+
+/**
+ * GPUQueue's `name` (Dawn's) observed: `seen` gets each call's arguments until the scope closes; false where
+ * Dawn's globals are not installed
+ */
+const watchQueue = (name: "submit" | "onSubmittedWorkDone", seen: (args: Array<unknown>) => void) =>
+  Effect.acquireRelease(
+    Effect.sync(() => {
+      const queue = (globalThis as unknown as { GPUQueue?: { prototype: Record<string, unknown> } }).GPUQueue
+        ?.prototype
+      if (queue === undefined) return undefined
+      const original = queue[name] as (...args: Array<unknown>) => unknown
+      queue[name] = function(this: unknown, ...args: Array<unknown>) {
+        seen(args)
+        return original.apply(this, args)
+      }
+      return () => (queue[name] = original)
+    }),
+    (restore) => Effect.sync(() => restore?.())
+  ).pipe(Effect.map((restore) => restore !== undefined))
 
 describe.skipIf(!adapterAvailable)("WebGPU computes", () => {
   it.layer(WebGpu.layer({ devices: 1 }), { timeout: "120 seconds" })("one device", (it) => {
@@ -59,47 +96,22 @@ describe.skipIf(!adapterAvailable)("WebGPU computes", () => {
     // and the synchronize after its read without another round trip (the read saw the queue finish)
     it.scoped("a compute, its read and a synchronize wait for the GPU once (plus the read's map)", () =>
       Effect.gen(function*() {
-        const d = yield* device
-        const g = Graph.make()
-        const x = yield* g.input("x", "f32", [24, 24])
-        let h: Tensor.Tensor = x
-        for (let i = 0; i < 40; i++) h = yield* Ops.add(h, Ops.scale(x, 0.5))
-        const y = yield* g.output(h)
-        const backend = yield* d.makeBackend()
-        const plan = yield* backend.allocate(g)
-        yield* plan.set(x, Generators.values(1, 24 * 24))
+        const { backend, plan, want, y } = yield* halvesChain(yield* device, 1)
         yield* backend.compute(plan)
-        const queue = (globalThis as unknown as { GPUQueue?: { prototype: Record<string, unknown> } }).GPUQueue
-          ?.prototype
-        if (queue === undefined) return
-        const original = queue.onSubmittedWorkDone as (...args: Array<unknown>) => Promise<void>
         let completions = 0
         let submits = 0
-        const submit = queue.submit as (...args: Array<unknown>) => void
-        queue.onSubmittedWorkDone = function(this: unknown, ...args: Array<unknown>) {
-          completions++
-          return original.apply(this, args)
-        }
-        queue.submit = function(this: unknown, ...args: Array<unknown>) {
-          submits++
-          return submit.apply(this, args)
-        }
-        const values = yield* Effect.ensuring(
-          Effect.gen(function*() {
-            yield* backend.computeAsync(plan)
-            const got = yield* plan.get(y)
-            yield* backend.synchronize
-            return got
-          }),
-          Effect.sync(() => {
-            queue.onSubmittedWorkDone = original
-            queue.submit = submit
-          })
-        )
+        const values = yield* Effect.scoped(Effect.gen(function*() {
+          if (!(yield* watchQueue("onSubmittedWorkDone", () => completions++))) return undefined
+          yield* watchQueue("submit", () => submits++)
+          yield* backend.computeAsync(plan)
+          const got = yield* plan.get(y)
+          yield* backend.synchronize
+          return got
+        }))
+        if (values === undefined) return
         // 80 dispatches: several command buffers and the read's copy
         assert.isAbove(submits, 2)
         assert.strictEqual(completions, 1, `${submits} submits`)
-        const want = Generators.values(1, 24 * 24).map((v) => v * 21)
         assert.isBelow(nmse(Array.from(values), Array.from(want)), 1e-10)
       }))
 
@@ -107,44 +119,28 @@ describe.skipIf(!adapterAvailable)("WebGPU computes", () => {
     // command buffers encoded ahead, it goes to the queue in one submit (each submit has a fixed host cost)
     it.scoped("a compute encoded ahead while the GPU is busy submits its command buffers at once", () =>
       Effect.gen(function*() {
-        const d = yield* device
-        const g = Graph.make()
-        const x = yield* g.input("x", "f32", [24, 24])
-        let h: Tensor.Tensor = x
-        for (let i = 0; i < 40; i++) h = yield* Ops.add(h, Ops.scale(x, 0.5))
-        const y = yield* g.output(h)
-        const backend = yield* d.makeBackend()
-        const plan = yield* backend.allocate(g)
-        yield* plan.set(x, Generators.values(4, 24 * 24))
+        const { backend, plan, want, y } = yield* halvesChain(yield* device, 4)
         // the first compute teaches the pace, the second prepares the third's buffers
         yield* backend.compute(plan)
         yield* backend.compute(plan)
-        const queue = (globalThis as unknown as { GPUQueue?: { prototype: Record<string, unknown> } }).GPUQueue
-          ?.prototype
-        if (queue === undefined) return
-        const submit = queue.submit as (...args: Array<unknown>) => void
+        // command buffers each submit took
         const calls: Array<number> = []
-        queue.submit = function(this: unknown, ...args: Array<unknown>) {
-          calls.push((args[0] as ReadonlyArray<unknown>).length)
-          return submit.apply(this, args)
-        }
-        const [first, second] = yield* Effect.ensuring(
-          Effect.gen(function*() {
-            // the third (encoded ahead, the queue idle: submitted in pieces), then the fourth behind it
-            yield* backend.computeAsync(plan)
-            const first = calls.length
-            yield* backend.computeAsync(plan)
-            const second = calls.slice(first)
-            yield* backend.synchronize
-            return [calls.slice(0, first), second]
-          }),
-          Effect.sync(() => {
-            queue.submit = submit
-          })
-        )
+        const split = yield* Effect.scoped(Effect.gen(function*() {
+          if (!(yield* watchQueue("submit", (args) => calls.push((args[0] as ReadonlyArray<unknown>).length)))) {
+            return undefined
+          }
+          // the third (encoded ahead, the queue idle: submitted in pieces), then the fourth behind it
+          yield* backend.computeAsync(plan)
+          const first = calls.length
+          yield* backend.computeAsync(plan)
+          const second = calls.slice(first)
+          yield* backend.synchronize
+          return [calls.slice(0, first), second]
+        }))
+        if (split === undefined) return
+        const [first, second] = split
         assert.isAbove(first.length, 1, `the first compute's submits: ${first}`)
         assert.deepStrictEqual(second, [first.reduce((a, b) => a + b, 0)])
-        const want = Generators.values(4, 24 * 24).map((v) => v * 21)
         assert.isBelow(nmse(Array.from(yield* plan.get(y)), Array.from(want)), 1e-10)
       }))
 
