@@ -13,9 +13,9 @@ NAMES=$* source "$(dirname "$0")/common.sh" "1b-q4_0 8b-q4_0"
 # shellcheck disable=SC2086 # each side is a bundle and its flags
 for round in 1 2; do
   set -- $a
-  timeout 150 node "$1" run $dir $names "${@:2}" >> "$out/a.jsonl" 2>> "$out/err.txt"
+  engine 150 node "$1" run $dir $names "${@:2}" >> "$out/a.jsonl" 2>> "$out/err.txt"
   mark "a $round"
   set -- $b
-  timeout 150 node "$1" run $dir $names "${@:2}" >> "$out/b.jsonl" 2>> "$out/err.txt"
+  engine 150 node "$1" run $dir $names "${@:2}" >> "$out/b.jsonl" 2>> "$out/err.txt"
   mark "b $round"
 done

@@ -7,8 +7,8 @@
 set -uo pipefail
 NAMES=$* source "$(dirname "$0")/common.sh" "1b-f16 1b-q8_0 1b-q4_0 8b-q8_0 8b-q4_0"
 for round in 1 2; do
-  timeout 110 node llm.mjs run $dir $names >> "$out/ours.jsonl" 2>> "$out/err.txt"
+  engine 110 node llm.mjs run $dir $names >> "$out/ours.jsonl" 2>> "$out/err.txt"
   mark "ours $round"
-  timeout 110 node bench.mjs $dir $names >> "$out/llama.jsonl" 2>> "$out/err.txt"
+  engine 110 node bench.mjs $dir $names >> "$out/llama.jsonl" 2>> "$out/err.txt"
   mark "llama.cpp $round"
 done
