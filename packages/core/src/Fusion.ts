@@ -92,14 +92,19 @@ export const optimize = (g: Graph.Graph, options: Options = {}): Graph.Graph => 
     return true
   }
   const order = new Map(g.nodes.map((n, i) => [n.id, i]))
-  /** whether tensor `a` depends on tensor `b` (b is among its sources, theirs, ...) */
+  /**
+   * whether node `a` depends on node `b` (b is among its sources, theirs, ...): the graph's order is
+   * topological, so only nodes between b and a can lead to b (the walk stays there)
+   */
   const dependsOn = (a: Tensor.Tensor, b: Tensor.Tensor): boolean => {
+    const from = order.get(b.id)!
+    if (order.get(a.id)! < from) return false
     const seen = new Set<number>()
     const stack = [...a.src]
     while (stack.length > 0) {
       const t = stack.pop()!
       if (t === b) return true
-      if (seen.has(t.id)) continue
+      if (seen.has(t.id) || (order.get(t.id) ?? -1) < from) continue
       seen.add(t.id)
       stack.push(...t.src)
     }
@@ -118,11 +123,12 @@ export const optimize = (g: Graph.Graph, options: Options = {}): Graph.Graph => 
       z !== keys && z.op._tag === "SetRows" && z.src[2] === idx && z.src[0] !== table &&
       z.src[0].viewSrc === undefined && !outputs.has(z.id) && !absorbed.has(z.id) && !fusions.has(z.id) &&
       !valueStores.has(z.id) && z.src[0].dtype === table.dtype && z.src[1].ne[1] === idx.ne[0] &&
-      z.src[1].ne[2] === 1 && z.src[1].ne[3] === 1 && rowsOk(z.src[1]) && rowsOk(z.src[0]) &&
-      !dependsOn(z, keys) && !dependsOn(keys, z)
+      z.src[1].ne[2] === 1 && z.src[1].ne[3] === 1 && rowsOk(z.src[1]) && rowsOk(z.src[0])
     )
-    // the nearest in the graph's order
-    return candidates.sort((a, b) => Math.abs(order.get(a.id)! - at) - Math.abs(order.get(b.id)! - at))[0]
+    // the nearest in the graph's order that is independent of it (the same layer's, found first)
+    return candidates
+      .sort((a, b) => Math.abs(order.get(a.id)! - at) - Math.abs(order.get(b.id)! - at))
+      .find((z) => !dependsOn(z, keys) && !dependsOn(keys, z))
   }
   // visit consumers last-first so the longest chain claims its nodes
   for (let i = g.nodes.length - 1; i >= 0; i--) {
