@@ -376,23 +376,15 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
       }, () => {})
       return done
     }
-    if (ranges.length === 1) {
-      // one command buffer (the common case): no generator
+    // one command buffer (the common case), or a compute encoded ahead while the GPU still works on what
+    // came before (a decoding step ahead of its token): one submit and no generator. The latter's command
+    // buffers each paid a submit's fixed host cost in Dawn (RESULTS.md, "where the time goes"), and with
+    // work queued the GPU waits for none of them
+    const oneSubmit = ranges.length === 1 ||
+      (ready !== undefined && !GpuContext.idle(ctx) && (totalOf(program) * paceOf(program)) / 1e6 <= 2 * CHUNK_MS)
+    if (oneSubmit) {
       if (command.abort.aborted) return GpuContext.checkAlive(ctx)
-      const n = program.dispatches.length
-      const done = learn(submit(program, 0, n, totalOf(program), ready?.buffers[0]))
-      prepareNext()
-      return command.wait ? await_(ctx, done) : GpuContext.checkAlive(ctx)
-    }
-    if (
-      ready !== undefined && !GpuContext.idle(ctx) &&
-      (totalOf(program) * paceOf(program)) / 1e6 <= 2 * CHUNK_MS
-    ) {
-      // encoded ahead while the GPU still works on what came before (a decoding step ahead of its token):
-      // its command buffers go in one submit, whose fixed host cost in Dawn each of them paid (RESULTS.md,
-      // "where the time goes"), and the GPU has work queued meanwhile, so none waits for the rest
-      if (command.abort.aborted) return GpuContext.checkAlive(ctx)
-      const done = learn(submit(program, 0, program.dispatches.length, totalOf(program), ready.buffers))
+      const done = learn(submit(program, 0, program.dispatches.length, totalOf(program), ready?.buffers))
       prepareNext()
       return command.wait ? await_(ctx, done) : GpuContext.checkAlive(ctx)
     }

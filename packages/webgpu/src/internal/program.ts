@@ -217,11 +217,11 @@ export const build = (
       }
       if (!extentOk) throw new Error("an operand reaches past the end of its buffer")
       const fields = [...operands.flatMap((o) => operandFields(o.decl.name)), ...kernel.params.map((p) => p.field)]
-      // kernels write only their result "d" (and rope_set_rows_kv its values' table "dv"); a binding is
-      // read-only when its GPUBuffer is not one written (WebGPU forbids one buffer bound both writable and
-      // read-only in a dispatch), as with weights bound from their own buffer
+      // kernels write their result "d" and the operands they mark as written; a binding is read-only when
+      // its GPUBuffer is not one written (WebGPU forbids one buffer bound both writable and read-only in a
+      // dispatch), as with weights bound from their own buffer
       const writtenSlots = new Set(
-        operands.filter((o) => o.decl.name === "d" || o.decl.name === "dv").map((o) => o.decl.slot)
+        operands.filter((o, i) => o.decl.name === "d" || kernel.operands[i].writes === true).map((o) => o.decl.slot)
       )
       const writtenBuffers = new Set(bound.filter((b) => writtenSlots.has(b.slot)).map((b) => b.buffer))
       const access = bound.map((b) => writtenSlots.has(b.slot) || writtenBuffers.has(b.buffer) ? "w" : "r")

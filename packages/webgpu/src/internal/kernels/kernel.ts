@@ -40,6 +40,8 @@ export interface Operand {
    * then gives only its type and shape): a copy a kernel keeps in the scratch after its result
    */
   readonly within?: { readonly tensor: Tensor; readonly at: number }
+  /** written by the kernel besides its result "d" (a table it also stores rows in): bound read-write */
+  readonly writes?: boolean
 }
 
 /** @internal */

@@ -62,7 +62,9 @@ export const ropeSetRows = (node: Tensor.Tensor, op: RopeOp, target: KernelTarge
     { name: "x", tensor: node.src[at] }
   ]
   if (op.hasFreqFactors) operands.push({ name: "f", tensor: node.src[3] })
-  if (values) operands.push({ name: "dv", tensor: node.src[at + 1] }, { name: "y", tensor: node.src[at + 2] })
+  if (values) {
+    operands.push({ name: "dv", tensor: node.src[at + 1], writes: true }, { name: "y", tensor: node.src[at + 2] })
+  }
   const store = `fn store_row(e: u32, h: u32, t: u32, v: f32) {
   let r = u32(ldi_x(ix_x(t, 0u, 0u, 0u)));
   if (r < P.d_ne1) { st_d(ix_d(e + h * P.a_ne0, r, 0u, 0u), v); }
