@@ -4,7 +4,8 @@
  * Prints one JSON line per model, and the bandwidth fraction of decode (model bytes x tok/s / 4.8 TB/s).
  *
  *   tsx llm.ts models DIR [NAME...]      write the models (tiled random weights; seconds, not minutes)
- *   tsx llm.ts run DIR [NAME...]         measure them (names: 1b-f16 1b-q8_0 1b-q4_0 8b-q8_0 8b-q4_0)
+ *   tsx llm.ts run DIR [NAME...]         measure them (names: 1b-f16 1b-q8_0 1b-q4_0 8b-q8_0 8b-q4_0; also
+ *                                        1b-q4_K 8b-q4_K)
  *   tsx llm.ts run DIR --quick           a small model (lavapipe: checks the path, not the speed)
  *   tsx llm.ts run DIR NAME --profile    also one decoding step's dispatches: GPU time per op, and the wall time
  *   tsx llm.ts run DIR NAME --profile --prefill   the same for the prompt (--shapes: products by result shape)
@@ -49,6 +50,9 @@ const MODELS: Record<string, Fixture.Options> = {
   "1b-q4_0": { architecture: "llama", dtype: "q4_0", ...llama1b },
   "8b-q8_0": { architecture: "llama", dtype: "q8_0", ...llama8b },
   "8b-q4_0": { architecture: "llama", dtype: "q4_0", ...llama8b },
+  // k-quant models (every matrix q4_K): not in issue 20's table, what most published models use
+  "1b-q4_K": { architecture: "llama", dtype: "q4_K", ...llama1b },
+  "8b-q4_K": { architecture: "llama", dtype: "q4_K", ...llama8b },
   quick: { architecture: "llama", dtype: "q8_0", ...quick },
   "host-q4_0": { architecture: "llama", dtype: "q4_0", ...host }
 }
@@ -79,7 +83,7 @@ const chosen = rest.includes("--quick")
   ? ["quick"]
   : names.length > 0
   ? names
-  : Object.keys(MODELS).filter((n) => n !== "quick" && !n.startsWith("host"))
+  : ["1b-f16", "1b-q8_0", "1b-q4_0", "8b-q8_0", "8b-q4_0"]
 for (const n of chosen) {
   if (MODELS[n] === undefined) {
     console.error(`unknown model ${n}: ${Object.keys(MODELS).join(", ")}`)

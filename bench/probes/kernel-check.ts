@@ -233,7 +233,13 @@ const program = Effect.gen(function*() {
   }
   // q, k and v stacked in the int8 form at 32 lanes: parts of whole workgroups (a model's: each workgroup
   // reads its part alone), and parts that straddle them
-  for (const [at, K, rows] of [["q4_0", 2048, [2048, 512, 512]], ["q8_0", 640, [40, 8, 9]]] as const) {
+  const stacks = [
+    ["q4_0", 2048, [2048, 512, 512]],
+    ["q8_0", 640, [40, 8, 9]],
+    ["q4_K", 4096, [4096, 1024, 1024]],
+    ["q6_K", 512, [40, 8, 9]]
+  ] as const
+  for (const [at, K, rows] of stacks) {
     const g = Graph.make()
     const ws = yield* Effect.forEach(rows, (m, i) => g.param(`w${i}`, at, [K, m]))
     const x = yield* g.input("x", "f32", [K, 1])
@@ -248,24 +254,30 @@ const program = Effect.gen(function*() {
     if (!ok) failed++
     console.log(JSON.stringify({ stack: { a: at, K, rows }, kernels, nmse: error, bound: 1e-4, ok }))
   }
-  // the int8 form's plain and gated products at 32 lanes with each lane's first pair of blocks loaded before b
-  // is rounded (prefetch), against the CPU's unfused graph
+  // the int8 form's plain and gated products at 32 lanes: q4_0 and q8_0 with each lane's first pair of blocks
+  // loaded before b is rounded (prefetch), the k-quants as they run by default (b rounded as q8_K), against
+  // the CPU's unfused graph
   const [early] = yield* WebGpu.make({ devices: 1, quantizedDecode: { rows: 2, columns: 8, prefetch: true } })
-  for (const [at, K, M] of [["q4_0", 4096, 1000], ["q8_0", 2560, 37]] as const) {
+  const plains = [["q4_0", 4096, 1000], ["q8_0", 2560, 37], ["q4_K", 4096, 1000], ["q6_K", 14336, 37]] as const
+  for (const [at, K, M] of plains) {
+    const kQuant = at === "q4_K" || at === "q6_K"
     for (const gated of [false, true]) {
       const g = Graph.make()
       const a = yield* g.param("a", at, [K, M])
       const u = yield* g.param("u", at, [K, M])
       const x = yield* g.input("x", "f32", [K, 1])
       const y = yield* g.output(gated ? Ops.swiglu(Ops.mulMat(a, x), Ops.mulMat(u, x)) : Ops.mulMat(a, x))
-      const { error, kernels } = yield* against(early, g, y, [
+      const { error, kernels } = yield* against(kQuant ? gpu : early, g, y, [
         [a, Quant.unsafeQuantize(at, Generators.values(40, K * M))],
         ...(gated ? [[u, Quant.unsafeQuantize(at, Generators.values(41, K * M))] as const] : []),
         [x, Generators.values(42, K)]
       ])
-      const ok = error <= 1e-4 && kernels.includes(gated ? "mvq8_swiglu" : "mvq8") && kernels.includes("prefetch=true")
+      const ok = error <= 1e-4 && kernels.includes(gated ? "mvq8_swiglu" : "mvq8") &&
+        kernels.includes("prefetch=true") === !kQuant
       if (!ok) failed++
-      console.log(JSON.stringify({ prefetch: { a: at, K, M, gated }, kernels, nmse: error, bound: 1e-4, ok }))
+      console.log(
+        JSON.stringify({ int8: { a: at, K, M, gated, prefetch: !kQuant }, kernels, nmse: error, bound: 1e-4, ok })
+      )
     }
   }
   if (failed > 0) process.exitCode = 1

@@ -167,8 +167,9 @@ export const hasSubgroupMatrices = (device: Device.Device): boolean =>
   contexts.get(device)?.target.subgroupMatrix === true
 
 /**
- * Whether q4_0 and q8_0 matrix-vector products run on int8 dot products on this device (WGSL's
- * packed_4x8_integer_dot_product), against activations rounded to q8_0 as ggml's CPU rounds them.
+ * Whether q4_0, q8_0, q4_K and q6_K matrix-vector products run on int8 dot products on this device (WGSL's
+ * packed_4x8_integer_dot_product), against activations rounded as ggml's CPU rounds them for each type
+ * (q8_0 blocks; q8_K for the k-quants).
  *
  * @since 0.1.0
  * @category getters

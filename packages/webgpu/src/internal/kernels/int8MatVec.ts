@@ -1,7 +1,8 @@
 /**
- * The int8 matrix-vector kernel for q4_0 and q8_0 decode (as llama.cpp's MMVQ): b rounded to q8_0 blocks by
- * each workgroup, int8 dot products over pairs of blocks; one product, a gated FFN's two with their
- * swiglu, or a stack of products over the same b.
+ * The int8 matrix-vector kernel for q4_0, q8_0, q4_K and q6_K decode (as llama.cpp's MMVQ): b rounded to
+ * int8 blocks by each workgroup (q8_0's for q4_0 and q8_0, q8_K's for the k-quants, as ggml's CPU rounds
+ * it for each), int8 dot products over 64 values of a row at a time; one product, a gated FFN's two with
+ * their swiglu, or a stack of products over the same b.
  *
  * @internal
  */
@@ -32,25 +33,160 @@ export type Int8Form =
 const INT8_WARPS = 8
 const INT8_ROWS = 2
 
-/** workgroup memory of the int8 form: b's K values as int8 and a scale and sum per block, the reduction */
-const int8Bytes = (K: number) => K + (K / 32) * 8 + INT8_WARPS * LANES * 4
+/** @internal: the weight types of the int8 form */
+export type Int8Type = "q4_0" | "q8_0" | "q4_K" | "q6_K"
+
+const INT8_TYPES: ReadonlySet<string> = new Set(["q4_0", "q8_0", "q4_K", "q6_K"])
+
+/** the k-quants: blocks of 256 values, b rounded as q8_K (one f32 scale a block of 256) */
+const kQuant = (dtype: Int8Type) => dtype === "q4_K" || dtype === "q6_K"
 
 /**
- * @internal: whether the int8 form computes `product`: q4_0 or q8_0 weights whose rows are whole pairs
- * of blocks (K a multiple of 64) at whole words, one column, dot4I8Packed on the device, b's blocks fitting
- * the workgroup memory
+ * workgroup memory of the int8 form: b's K values as int8 and a scale and sum per 32, the reduction; the
+ * k-quants also a signed maximum per 256
+ */
+const int8Bytes = (K: number, dtype: string) =>
+  K + (K / 32) * 8 + INT8_WARPS * LANES * 4 + (dtype === "q4_K" || dtype === "q6_K" ? (K / 256) * 4 : 0)
+
+/**
+ * @internal: whether the int8 form computes `product`: q4_0, q8_0, q4_K or q6_K weights whose rows are
+ * whole runs of 64 values (K a multiple of 64; 256 for the k-quants, their blocks) at whole words, one
+ * column, dot4I8Packed on the device, b's blocks fitting the workgroup memory
  */
 export const int8Applies = (product: Pick<Product, "N" | "K">, a: Tensor.Tensor, target: KernelTarget): boolean =>
-  (a.dtype === "q4_0" || a.dtype === "q8_0") && target.dot4 === true && product.N === 1 && product.K % 64 === 0 &&
-  a.nb.slice(1).every((nb) => nb % 4 === 0) && int8Bytes(product.K) <= (target.workgroupStorage ?? 16384)
+  INT8_TYPES.has(a.dtype) && target.dot4 === true && product.N === 1 &&
+  product.K % (a.dtype === "q4_K" || a.dtype === "q6_K" ? 256 : 64) === 0 &&
+  a.nb.slice(1).every((nb) => nb % 4 === 0) && int8Bytes(product.K, a.dtype) <= (target.workgroupStorage ?? 16384)
+
+/** WGSL: a pair of blocks' dot products with b (y, e0, e1) into `acc`[r], the pair's words in `w` */
+const pairDot = (dtype: "q4_0" | "q8_0", acc: string) =>
+  dtype === "q4_0"
+    ? `{
+  let d0 = unpack2x16float(w[0]).x;
+  let d1 = unpack2x16float(w[4]).y;
+  var s0 = 0i;
+  var s1 = 0i;
+  for (var i = 0u; i < 4u; i++) {
+    let q = (w[i] >> 16u) | (w[i + 1u] << 16u);
+    s0 += dot4I8Packed(q & 0x0f0f0f0fu, y[i]) + dot4I8Packed((q >> 4u) & 0x0f0f0f0fu, y[4u + i]);
+    s1 += dot4I8Packed(w[5u + i] & 0x0f0f0f0fu, y[8u + i]) + dot4I8Packed((w[5u + i] >> 4u) & 0x0f0f0f0fu, y[12u + i]);
+  }
+  // q4_0 values are nibbles - 8: the 8s come off through the block's sum of b's int8 values
+  ${acc}[r] += d0 * e0.x * (f32(s0) - 8.0 * e0.y) + d1 * e1.x * (f32(s1) - 8.0 * e1.y);
+}`
+    : `{
+  let d0 = unpack2x16float(w[0]).x;
+  let d1 = unpack2x16float(w[8]).y;
+  var s0 = 0i;
+  var s1 = 0i;
+  for (var i = 0u; i < 8u; i++) {
+    s0 += dot4I8Packed((w[i] >> 16u) | (w[i + 1u] << 16u), y[i]);
+    s1 += dot4I8Packed(w[9u + i], y[8u + i]);
+  }
+  ${acc}[r] += d0 * e0.x * f32(s0) + d1 * e1.x * f32(s1);
+}`
 
 /**
- * @internal: the int8 matrix-vector kernel (decode of q4_0 and q8_0, as llama.cpp's MMVQ): each workgroup
- * first rounds b to q8_0 blocks in workgroup memory (ggml's CPU rounds activations so for these types),
- * then each lane takes a pair of blocks of a row at a time (q4_0 36 bytes, q8_0 68: whole words) and
- * sums int8 products with dot4I8Packed, four values per instruction; a subgroup of 32 lanes owns
- * INT8_ROWS rows: fewer instructions and less of b's traffic per weight byte than the f32 form
- * (benchmarks/RESULTS.md has the figures).
+ * The k-quants' 64 values at a time: lane pair p of a row reads block p / 4, its run c = p % 4. q4_K (144
+ * bytes, whole words): d and dmin, the 12 bytes of 6-bit scales and minimums, and the run's 32 bytes of
+ * nibbles (low: sub-block 2c, high: 2c + 1). q6_K (210 bytes: every other block starts 2 bytes into a
+ * word, its words put together from two): the run's half (128 values) has 64 bytes of low nibbles and 32 of
+ * high bits, its 4 int8 scales (one per 16 values) and d.
+ */
+const K_WORDS = { q4_K: 12, q6_K: 26 } as const
+
+/** WGSL: the words of lane pair p's run of row r of weights `n` into w (q4_K, q6_K) */
+const kLoad = (dtype: "q4_K" | "q6_K", n: string, rowWord: string) =>
+  dtype === "q4_K"
+    ? `{
+  let bw = ${rowWord}[r] + (p >> 2u) * 36u;
+  for (var k = 0u; k < 4u; k++) { w[k] = qwi_${n}(bw + k); }
+  for (var k = 0u; k < 8u; k++) { w[4u + k] = qwi_${n}(bw + 4u + 8u * (p & 3u) + k); }
+}`
+    : `{
+  let bb = ${rowWord}[r] * 4u + (p >> 2u) * 210u;
+  let odd = (bb & 2u) != 0u;
+  let hf = (p >> 1u) & 1u;
+  var raw: array<u32, 17>;
+  let lw = (bb >> 2u) + 16u * hf;
+  for (var k = 0u; k < 17u; k++) { raw[k] = qwi_${n}(lw + k); }
+  for (var k = 0u; k < 16u; k++) { w[k] = select(raw[k], (raw[k] >> 16u) | (raw[k + 1u] << 16u), odd); }
+  let hw = (bb >> 2u) + 32u + 8u * hf;
+  for (var k = 0u; k < 9u; k++) { raw[k] = qwi_${n}(hw + k); }
+  for (var k = 0u; k < 8u; k++) { w[16u + k] = select(raw[k], (raw[k] >> 16u) | (raw[k + 1u] << 16u), odd); }
+  let sw = (bb >> 2u) + 48u + 2u * hf + (p & 1u);
+  let s0 = qwi_${n}(sw);
+  w[24] = select(s0, (s0 >> 16u) | (qwi_${n}(sw + 1u) << 16u), odd);
+  let dw = qwi_${n}((bb >> 2u) + 52u);
+  w[25] = select(dw, dw >> 16u, odd);
+}`
+
+/** WGSL: a k-quant run's dot products with b's two blocks (y, e0, e1) into `acc`[r] */
+const kDot = (dtype: "q4_K" | "q6_K", acc: string) =>
+  dtype === "q4_K"
+    ? `{
+  let dm = unpack2x16float(w[0]);
+  let j = 2u * (p & 3u);
+  let sm0 = scale_min_k4(j, w[1], w[2], w[3]);
+  let sm1 = scale_min_k4(j + 1u, w[1], w[2], w[3]);
+  var s0 = 0i;
+  var s1 = 0i;
+  for (var i = 0u; i < 8u; i++) {
+    s0 += dot4I8Packed(w[4u + i] & 0x0f0f0f0fu, y[i]);
+    s1 += dot4I8Packed((w[4u + i] >> 4u) & 0x0f0f0f0fu, y[8u + i]);
+  }
+  // d * scale * q - dmin * min: the minimums come off through each block's sum of b's int8 values
+  ${acc}[r] += e0.x * (dm.x * sm0.x * f32(s0) - dm.y * sm0.y * e0.y) +
+    e1.x * (dm.x * sm1.x * f32(s1) - dm.y * sm1.y * e1.y);
+}`
+    : `{
+  let d = unpack2x16float(w[25]).x;
+  let sh = 4u * (p & 1u);
+  let sc = vec4<f32>(${range(4).map((i) => `f32(extractBits(bitcast<i32>(w[24]), ${8 * i}u, 8u))`).join(", ")});
+  // each 16 values' own scale: the first block's halves, then the second's
+  var s = vec4<i32>();
+  for (var i = 0u; i < 4u; i++) {
+    s.x += dot4I8Packed(q6_values(w[i], w[16u + i], sh, sh), y[i]);
+    s.y += dot4I8Packed(q6_values(w[4u + i], w[20u + i], sh, sh), y[4u + i]);
+    s.z += dot4I8Packed(q6_values(w[8u + i], w[16u + i], sh, sh + 2u), y[8u + i]);
+    s.w += dot4I8Packed(q6_values(w[12u + i], w[20u + i], sh, sh + 2u), y[12u + i]);
+  }
+  ${acc}[r] += d * (e0.x * (sc.x * f32(s.x) + sc.y * f32(s.y)) + e1.x * (sc.z * f32(s.z) + sc.w * f32(s.w)));
+}`
+
+/** WGSL helpers of the k-quant forms: q4_K's 6-bit scale and minimum j, q6_K's four values as int8 */
+const kHelpers = (dtype: Int8Type) =>
+  dtype === "q4_K"
+    ? `// ggml's get_scale_min_k4 over the scale bytes in words s0, s1, s2
+fn scale_min_k4(j: u32, s0: u32, s1: u32, s2: u32) -> vec2<f32> {
+  let at = (j & 3u) * 8u;
+  let a = (s0 >> at) & 0xffu;
+  let b = (s1 >> at) & 0xffu;
+  let c = (s2 >> at) & 0xffu;
+  return select(
+    vec2<f32>(f32(a & 63u), f32(b & 63u)),
+    vec2<f32>(f32((c & 15u) | ((a >> 6u) << 4u)), f32((c >> 4u) | ((b >> 6u) << 4u))),
+    j >= 4u
+  );
+}`
+    : dtype === "q6_K"
+    ? `// four q6_K values (low nibbles of l at ls, high bits of h at hs) - 32, as int8: 6-bit values with bit 5
+// flipped are the values - 32 in 6-bit two's complement, bit 5 copied into bits 6 and 7 widens them
+fn q6_values(l: u32, h: u32, ls: u32, hs: u32) -> u32 {
+  let t = (((l >> ls) & 0x0f0f0f0fu) | (((h >> hs) & 0x03030303u) << 4u)) ^ 0x20202020u;
+  let m = t & 0x20202020u;
+  return t | (m << 1u) | (m << 2u);
+}`
+    : ""
+
+/**
+ * @internal: the int8 matrix-vector kernel (decode of q4_0, q8_0, q4_K and q6_K, as llama.cpp's MMVQ):
+ * each workgroup first rounds b to int8 blocks in workgroup memory (ggml's CPU rounds activations so for
+ * these types: q8_0 blocks of 32 with an f16 scale, q8_K blocks of 256 with an f32 scale), then each lane
+ * takes 64 values of a row at a time (q4_0 and q8_0: a pair of blocks, 36 and 68 bytes at whole words; the
+ * k-quants: a quarter of a block) and sums int8 products with dot4I8Packed, four values per instruction;
+ * a subgroup of 32 lanes owns INT8_ROWS rows: fewer instructions and less of b's traffic per weight byte
+ * than the f32 form (benchmarks/RESULTS.md has the figures).
  * Needs a's bytes at a 16-byte offset (a vec4 binding), else the f32 form runs. `gated`: a gated FFN's
  * gate (a) and up (u) weights over the same b, written as silu(a b) * (u b) (mul_mat_swiglu): b rounded
  * once, one dispatch for both products and the swiglu.
@@ -58,7 +194,7 @@ export const int8Applies = (product: Pick<Product, "N" | "K">, a: Tensor.Tensor,
 export const int8MatVec = (
   product: Product,
   b: Tensor.Tensor,
-  dtype: "q4_0" | "q8_0",
+  dtype: Int8Type,
   target: KernelTarget,
   fallback: Kernel,
   form: Int8Form = { kind: "plain" }
@@ -74,38 +210,16 @@ export const int8MatVec = (
   // b read four values per load where its rows are contiguous runs of fours
   const fours = stridesAligned(b, 4)
   // a pair of blocks in words: q4_0 (d, 16 bytes) x 2 = 9 words, where the first block's quants start at
-  // byte 2 and the second's at byte 20; q8_0 (d, 32 bytes) x 2 = 17 words, quants at bytes 2 and 36
-  const PW = dtype === "q4_0" ? 9 : 17
+  // byte 2 and the second's at byte 20; q8_0 (d, 32 bytes) x 2 = 17 words, quants at bytes 2 and 36; the
+  // k-quants' runs as K_WORDS says
+  const PW = dtype === "q4_0" ? 9 : dtype === "q8_0" ? 17 : K_WORDS[dtype]
   // the pair's words of weight operand `n` (a; u, the up weights of a gated product; a1.. of a stack)
   const load = (n: string, rowWord: string) =>
-    `for (var k = 0u; k < ${PW}u; k++) { w[k] = qwi_${n}(${rowWord}[r] + p * ${PW}u + k); }`
+    dtype === "q4_K" || dtype === "q6_K"
+      ? kLoad(dtype, n, rowWord)
+      : `for (var k = 0u; k < ${PW}u; k++) { w[k] = qwi_${n}(${rowWord}[r] + p * ${PW}u + k); }`
   // the pair's dot products with b into `acc`
-  const dot = (acc: string) =>
-    dtype === "q4_0"
-      ? `{
-  let d0 = unpack2x16float(w[0]).x;
-  let d1 = unpack2x16float(w[4]).y;
-  var s0 = 0i;
-  var s1 = 0i;
-  for (var i = 0u; i < 4u; i++) {
-    let q = (w[i] >> 16u) | (w[i + 1u] << 16u);
-    s0 += dot4I8Packed(q & 0x0f0f0f0fu, y[i]) + dot4I8Packed((q >> 4u) & 0x0f0f0f0fu, y[4u + i]);
-    s1 += dot4I8Packed(w[5u + i] & 0x0f0f0f0fu, y[8u + i]) + dot4I8Packed((w[5u + i] >> 4u) & 0x0f0f0f0fu, y[12u + i]);
-  }
-  // q4_0 values are nibbles - 8: the 8s come off through the block's sum of b's int8 values
-  ${acc}[r] += d0 * e0.x * (f32(s0) - 8.0 * e0.y) + d1 * e1.x * (f32(s1) - 8.0 * e1.y);
-}`
-      : `{
-  let d0 = unpack2x16float(w[0]).x;
-  let d1 = unpack2x16float(w[8]).y;
-  var s0 = 0i;
-  var s1 = 0i;
-  for (var i = 0u; i < 8u; i++) {
-    s0 += dot4I8Packed((w[i] >> 16u) | (w[i + 1u] << 16u), y[i]);
-    s1 += dot4I8Packed(w[9u + i], y[8u + i]);
-  }
-  ${acc}[r] += d0 * e0.x * f32(s0) + d1 * e1.x * f32(s1);
-}`
+  const dot = (acc: string) => dtype === "q4_K" || dtype === "q6_K" ? kDot(dtype, acc) : pairDot(dtype, acc)
   const weights = form.kind === "gated"
     ? ["a", "u"]
     : form.kind === "stack"
@@ -142,7 +256,7 @@ ${inner}
   }`
   // the prefetch form (plain and gated products): each lane's first pair of its rows loaded before b is
   // rounded, so that the weights' first reads wait while the workgroup rounds b, not after it
-  const prefetch = target.quantizedDecode?.prefetch === true && form.kind !== "stack"
+  const prefetch = target.quantizedDecode?.prefetch === true && form.kind !== "stack" && !kQuant(dtype)
   const out = KernelSpec.writesOut(target)
   const accOf = (n: string) => n === "u" ? "accu" : "acc"
   const early = prefetch
@@ -222,6 +336,78 @@ ${dot("acc")}`
       ${red}[grp * ${R}u + r] = t;
     }
   }`
+  // b's four values from k
+  const fourAt = (k: string) =>
+    fours
+      ? `ld4_b(ix_b(${k}, 0u, b2, b3) >> 2u)`
+      : `vec4<f32>(${range(4).map((i) => `ld_b(ix_b(${k} + ${i}u, 0u, b2, b3))`).join(", ")})`
+  // a block's 32 int8 values (in q) and their sum stored where the pairs read them, with its scale d
+  const storeBlock = `    let p = blk / 2u;
+    let h = (blk % 2u) * 2u;
+    ys[h * ${pairs}u + p] = vec4<u32>(q[0], q[1], q[2], q[3]);
+    ys[(h + 1u) * ${pairs}u + p] = vec4<u32>(q[4], q[5], q[6], q[7]);
+    es[blk] = vec2<f32>(d, f32(sum));`
+  // ggml's quantize_row_q8_0: d = amax / 127 (stored f16), values rounded half away from zero
+  const roundQ80 = `  for (var blk = lid; blk < ${K / 32}u; blk += ${WGS}u) {
+    var x: array<vec4<f32>, 8>;
+    var amax = 0.0;
+    for (var i = 0u; i < 8u; i++) {
+      x[i] = ${fourAt("blk * 32u + 4u * i")};
+      let m = abs(x[i]);
+      amax = max(amax, max(max(m.x, m.y), max(m.z, m.w)));
+    }
+    let d = quantizeToF16(amax / 127.0);
+    let id = select(0.0, 1.0 / (amax / 127.0), amax > 0.0);
+    var sum = 0i;
+    var q: array<u32, 8>;
+    for (var i = 0u; i < 8u; i++) {
+      let v = x[i] * id;
+      let r = vec4<i32>(trunc(v + select(vec4<f32>(-0.5), vec4<f32>(0.5), v >= vec4<f32>(0.0))));
+      sum += r.x + r.y + r.z + r.w;
+      q[i] = pack4xI8(r);
+    }
+${storeBlock}
+  }`
+  // ggml's quantize_row_q8_K: over each 256 values the one of largest magnitude (the first of equals) sets
+  // iscale = -127 / it, values rounded to nearest even and kept at 127 at most, d = 1 / iscale (f32); each
+  // 32 values' largest first, then each 256's from its eight
+  const roundQ8K = `  for (var blk = lid; blk < ${K / 32}u; blk += ${WGS}u) {
+    var amax = 0.0;
+    var top = 0.0;
+    for (var i = 0u; i < 8u; i++) {
+      let x = ${fourAt("blk * 32u + 4u * i")};
+      for (var c = 0u; c < 4u; c++) {
+        if (abs(x[c]) > amax) {
+          amax = abs(x[c]);
+          top = x[c];
+        }
+      }
+    }
+    es[blk] = vec2<f32>(amax, top);
+  }
+  workgroupBarrier();
+  for (var sb = lid; sb < ${K / 256}u; sb += ${WGS}u) {
+    var e = es[8u * sb];
+    for (var j = 1u; j < 8u; j++) {
+      let f = es[8u * sb + j];
+      if (f.x > e.x) { e = f; }
+    }
+    tops[sb] = e.y;
+  }
+  workgroupBarrier();
+  for (var blk = lid; blk < ${K / 32}u; blk += ${WGS}u) {
+    let top = tops[blk / 8u];
+    let iscale = select(0.0, -127.0 / top, top != 0.0);
+    let d = select(0.0, 1.0 / iscale, top != 0.0);
+    var sum = 0i;
+    var q: array<u32, 8>;
+    for (var i = 0u; i < 8u; i++) {
+      let r = min(vec4<i32>(round(${fourAt("blk * 32u + 4u * i")} * iscale)), vec4<i32>(127));
+      sum += r.x + r.y + r.z + r.w;
+      q[i] = pack4xI8(r);
+    }
+${storeBlock}
+  }`
   return KernelSpec.make({
     variant: {
       family: form.kind === "gated" ? "mvq8_swiglu" : form.kind === "stack" ? "mvq8_stack" : "mvq8",
@@ -243,10 +429,12 @@ ${dot("acc")}`
     scalar: weights,
     fallback,
     main: `
-// b's blocks as int8, vec4 j of pair p at j * ${pairs} + p (lanes read consecutive vec4); each block's
-// scale (f16-rounded, as a q8_0 block stores it) and the sum of its int8 values
+// b's blocks as int8, vec4 j of pair p at j * ${pairs} + p (lanes read consecutive vec4); each 32 values'
+// scale (f16-rounded as a q8_0 block stores it; a q8_K block's f32 one) and the sum of their int8 values
 var<workgroup> ys: array<vec4<u32>, ${K / 16}>;
 var<workgroup> es: array<vec2<f32>, ${K / 32}>;
+${kQuant(dtype) ? `var<workgroup> tops: array<f32, ${K / 256}>;` : ""}
+${kHelpers(dtype)}
 var<workgroup> part: array<f32, ${subgroups ? 1 : WGS}>;
 var<workgroup> red: array<f32, ${rowsPerGroup}>;
 ${gated ? `var<workgroup> redu: array<f32, ${rowsPerGroup}>;` : ""}
@@ -257,36 +445,7 @@ ${subgroups ? `${SUBGROUP_LANES}\n${entry(WGS, true)}` : entry(WGS)}
   let b3 = wid.z / P.d_ne2;
   let row0 = (wid.x + wid.y * nwg.x) * ${rowsPerGroup}u + grp * ${R}u;
 ${early}
-  for (var blk = lid; blk < ${K / 32}u; blk += ${WGS}u) {
-    var x: array<vec4<f32>, 8>;
-    var amax = 0.0;
-    for (var i = 0u; i < 8u; i++) {
-      let k = blk * 32u + 4u * i;
-      x[i] = ${
-      fours
-        ? "ld4_b(ix_b(k, 0u, b2, b3) >> 2u)"
-        : "vec4<f32>(ld_b(ix_b(k, 0u, b2, b3)), ld_b(ix_b(k + 1u, 0u, b2, b3)), ld_b(ix_b(k + 2u, 0u, b2, b3)), ld_b(ix_b(k + 3u, 0u, b2, b3)))"
-    };
-      let m = abs(x[i]);
-      amax = max(amax, max(max(m.x, m.y), max(m.z, m.w)));
-    }
-    // ggml's quantize_row_q8_0: d = amax / 127, values rounded half away from zero
-    let d = amax / 127.0;
-    let id = select(0.0, 1.0 / d, d > 0.0);
-    var sum = 0i;
-    var q: array<u32, 8>;
-    for (var i = 0u; i < 8u; i++) {
-      let v = x[i] * id;
-      let r = vec4<i32>(trunc(v + select(vec4<f32>(-0.5), vec4<f32>(0.5), v >= vec4<f32>(0.0))));
-      sum += r.x + r.y + r.z + r.w;
-      q[i] = pack4xI8(r);
-    }
-    let p = blk / 2u;
-    let h = (blk % 2u) * 2u;
-    ys[h * ${pairs}u + p] = vec4<u32>(q[0], q[1], q[2], q[3]);
-    ys[(h + 1u) * ${pairs}u + p] = vec4<u32>(q[4], q[5], q[6], q[7]);
-    es[blk] = vec2<f32>(quantizeToF16(d), f32(sum));
-  }
+${kQuant(dtype) ? roundQ8K : roundQ80}
   workgroupBarrier();
   // rows past the end read row M - 1 again and are not written
   var acc: array<f32, ${R}>;

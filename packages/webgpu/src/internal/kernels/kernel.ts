@@ -128,13 +128,13 @@ export interface QuantizedDecode {
   /** a's rows staged in workgroup memory by 16-byte loads too, where strides allow; default: off */
   readonly staged?: boolean
   /**
-   * the int8 form (b quantized to q8_0 by each workgroup, int8 dot products) for q4_0 and q8_0 where it
-   * applies; default: on
+   * the int8 form (b quantized to q8_0 blocks, q8_K for q4_K and q6_K, by each workgroup; int8 dot
+   * products) for q4_0, q8_0, q4_K and q6_K where it applies; default: on
    */
   readonly int8?: boolean
   /**
    * the int8 form's plain and gated products load each lane's first pair of blocks before b is rounded
-   * (the weights' first reads in flight meanwhile); default: off
+   * (the weights' first reads in flight meanwhile; q4_0 and q8_0); default: off
    */
   readonly prefetch?: boolean
 }

@@ -191,7 +191,7 @@ export const mulMat = (node: Tensor.Tensor, target: KernelTarget, bias: Tensor.T
         )
       // q4_0 and q8_0 against b rounded to q8_0, as ggml's CPU computes them, with int8 dot products
       return decode.int8 !== false && Int8.int8Applies(product, a, target)
-        ? Int8.int8MatVec(product, b, a.dtype as "q4_0" | "q8_0", target, f32Form)
+        ? Int8.int8MatVec(product, b, a.dtype as Int8.Int8Type, target, f32Form)
         : f32Form
     }
     if (product.N <= 8) return matVec(product, target, false)
@@ -302,12 +302,23 @@ export const mulMatSwiglu = (node: Tensor.Tensor, target: KernelTarget): Kernel 
     [row("a"), row("u")],
     "silu_s(r0[0]) * r1[0]"
   )
-  if (Int8.int8Applies(product, gate, target)) {
-    return Int8.int8MatVec(product, b, gate.dtype as "q4_0" | "q8_0", target, rows, { kind: "gated" })
+  if (int8Gated(product, gate, up, target)) {
+    return Int8.int8MatVec(product, b, gate.dtype as Int8.Int8Type, target, rows, { kind: "gated" })
   }
   const vec = vectorForm(product, [gate, up], b) ? matVec(product, target, true, { kind: "gated" }, rows) : rows
   return halfApplies(product, [gate, up], b, target) ? halfMatVec(product, target, { kind: "gated" }, vec) : vec
 }
+
+/**
+ * whether the int8 form computes a gated FFN's products: both weights of one type (the kernel decodes both
+ * as the gate's) that the int8 form takes
+ */
+const int8Gated = (
+  product: Pick<Product.Product, "N" | "K">,
+  gate: Tensor.Tensor,
+  up: Tensor.Tensor,
+  target: KernelTarget
+) => gate.dtype === up.dtype && Int8.int8Applies(product, gate, target) && Int8.int8Applies(product, up, target)
 
 /**
  * whether the vec4 matrix-vector form computes a fused product over `weights` (f16 or f32, a few columns,
@@ -329,8 +340,7 @@ const vectorForm = (
  * the vec4 matrix-vector form (f16 and f32 weights)
  */
 export const fusesSwiglu = (target: KernelTarget) => (gate: Tensor.Tensor, up: Tensor.Tensor, b: Tensor.Tensor) =>
-  (Int8.int8Applies({ N: b.ne[1], K: gate.ne[0] }, gate, target) &&
-    Int8.int8Applies({ N: b.ne[1], K: up.ne[0] }, up, target)) ||
+  int8Gated({ N: b.ne[1], K: gate.ne[0] }, gate, up, target) ||
   vectorForm({ N: b.ne[1], K: gate.ne[0] }, [gate, up], b) ||
   (Tensor.sameShape(gate, up) && halfApplies({ N: b.ne[1], K: gate.ne[0] }, [gate, up], b, target))
 
@@ -375,7 +385,7 @@ ${range(parts - 1).map((i) => `  if (m >= P.s${i + 1}) { pt = ${i + 1}u; lr = m 
     "part_row(pt, lr, k, b2, b3)"
   ], "r0[0]")
   if (weights.every((w) => Int8.int8Applies(product, w, target) && w.dtype === weights[0].dtype)) {
-    return Int8.int8MatVec(product, b, weights[0].dtype as "q4_0" | "q8_0", target, rows, {
+    return Int8.int8MatVec(product, b, weights[0].dtype as Int8.Int8Type, target, rows, {
       kind: "stack",
       parts,
       starts
