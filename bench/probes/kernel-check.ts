@@ -254,11 +254,18 @@ const program = Effect.gen(function*() {
     if (!ok) failed++
     console.log(JSON.stringify({ stack: { a: at, K, rows }, kernels, nmse: error, bound: 1e-4, ok }))
   }
-  // the int8 form's plain and gated products at 32 lanes: q4_0 and q8_0 with each lane's first pair of blocks
-  // loaded before b is rounded (prefetch), the k-quants as they run by default (b rounded as q8_K), against
-  // the CPU's unfused graph
+  // the int8 form's plain and gated products at 32 lanes: the 32-value types with each lane's first pair of
+  // blocks loaded before b is rounded (prefetch), the k-quants as they run by default (b rounded as q8_K),
+  // against the CPU's unfused graph
   const [early] = yield* WebGpu.make({ devices: 1, quantizedDecode: { rows: 2, columns: 8, prefetch: true } })
-  const plains = [["q4_0", 4096, 1000], ["q8_0", 2560, 37], ["q4_K", 4096, 1000], ["q6_K", 14336, 37]] as const
+  const plains = [
+    ["q4_0", 4096, 1000],
+    ["q4_1", 2048, 37],
+    ["q5_0", 4096, 100],
+    ["q8_0", 2560, 37],
+    ["q4_K", 4096, 1000],
+    ["q6_K", 14336, 37]
+  ] as const
   for (const [at, K, M] of plains) {
     const kQuant = at === "q4_K" || at === "q6_K"
     for (const gated of [false, true]) {

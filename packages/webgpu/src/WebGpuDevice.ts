@@ -167,7 +167,7 @@ export const hasSubgroupMatrices = (device: Device.Device): boolean =>
   contexts.get(device)?.target.subgroupMatrix === true
 
 /**
- * Whether q4_0, q8_0, q4_K and q6_K matrix-vector products run on int8 dot products on this device (WGSL's
+ * Whether quantized matrix-vector products (q4_0, q4_1, q5_0, q8_0, q4_K, q6_K) run on int8 dot products on this device (WGSL's
  * packed_4x8_integer_dot_product), against activations rounded as ggml's CPU rounds them for each type
  * (q8_0 blocks; q8_K for the k-quants).
  *

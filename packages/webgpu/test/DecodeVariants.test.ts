@@ -1,7 +1,7 @@
 /**
  * The matrix-vector kernels models decode with, on the adapter at hand, each form forced once and matched
- * against the CPU: quantized blocks read in place (the GPU shapes, a's rows staged), the int8 form of q4_0,
- * q8_0, q4_K and q6_K, a gated FFN's products with their swiglu, and products stacked over shared activations.
+ * against the CPU: quantized blocks read in place (the GPU shapes, a's rows staged), the int8 form of every
+ * block type, a gated FFN's products with their swiglu, and products stacked over shared activations.
  */
 import type { Tensor } from "@effect-gpu/core"
 import { Fusion, Graph, Ops, Quant } from "@effect-gpu/core"
@@ -49,12 +49,12 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
     )
   }
 
-  // the int8 form of q4_0, q8_0, q4_K and q6_K decode: b rounded to q8_0 (q8_K for the k-quants) in
+  // the int8 form of every block type's decode: b rounded to q8_0 (q8_K for the k-quants) in
   // workgroup memory as the CPU rounds it, so the two agree to f32 summation order; odd rows (a subgroup's
   // second row past the end), batches broadcast, a bias, and a's rows viewed one row in (bytes off 16)
   // falling back to the f32 form (q4_K's rows stay at 16 bytes); q6_K's blocks of 210 bytes, every other one
   // 2 bytes into a word, and rows that are not whole words (the f32 form); with and without each lane's
-  // first pair of blocks loaded before b is rounded (prefetch, q4_0 and q8_0)
+  // first pair of blocks loaded before b is rounded (prefetch, the 32-value types)
   it.scoped(
     "quantized matrix-vector products in the int8 form (mvq8) match the CPU, or fall back",
     () =>
@@ -72,6 +72,8 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
         const blocks32 = [[2560, false, false, "mvq8"], [2624, true, false, "mvq"], [640, false, true, "mvq8"]] as const
         const cases = {
           q4_0: blocks32,
+          q4_1: blocks32,
+          q5_0: blocks32,
           q8_0: blocks32,
           q4_K: [[2560, false, false, "mvq8"], [512, true, false, "mvq8"], [768, false, true, "mvq8"]],
           q6_K: [[2560, false, false, "mvq8"], [512, true, false, "mvq"], [768, false, true, "mvq"], [
@@ -81,10 +83,17 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
             "mvq8"
           ]]
         } as const
-        const runs = [[plain, "q4_0"], [plain, "q8_0"], [plain, "q4_K"], [plain, "q6_K"], [early, "q4_0"], [
-          early,
-          "q8_0"
-        ]] as const
+        const runs = [
+          [plain, "q4_0"],
+          [plain, "q4_1"],
+          [plain, "q5_0"],
+          [plain, "q8_0"],
+          [plain, "q4_K"],
+          [plain, "q6_K"],
+          [early, "q4_0"],
+          [early, "q5_0"],
+          [early, "q8_0"]
+        ] as const
         for (const [d, dtype] of runs) {
           for (const [K, viewed, strided, family] of cases[dtype]) {
             const g = Graph.make()
@@ -132,6 +141,7 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
         const cases = [
           ["q4_0", 640, int8 ? "mvq8_swiglu" : rowsForm],
           ["q8_0", 2560, int8 ? "mvq8_swiglu" : rowsForm],
+          ["q4_1", 640, int8 ? "mvq8_swiglu" : rowsForm],
           ["q4_K", 512, int8 ? "mvq8_swiglu" : rowsForm],
           ["q6_K", 1024, int8 ? "mvq8_swiglu" : rowsForm],
           ["q6_K", 768, rowsForm],
@@ -197,6 +207,7 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           ["q8_0", 2560, int8 ? "mvq8_stack" : rowsForm, whole],
           ["q6_K", 512, int8 ? "mvq8_stack" : rowsForm, straddling],
           ["q4_K", 768, int8 ? "mvq8_stack" : rowsForm, whole],
+          ["q5_0", 640, int8 ? "mvq8_stack" : rowsForm, straddling],
           ["q6_K", 768, rowsForm, straddling],
           ["f16", 98, rowsForm, straddling],
           ["f16", 96, half === "mvh_stack" ? half : rowsForm, straddling],

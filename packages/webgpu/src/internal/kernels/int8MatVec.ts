@@ -1,7 +1,7 @@
 /**
- * The int8 matrix-vector kernel for q4_0, q8_0, q4_K and q6_K decode (as llama.cpp's MMVQ): b rounded to
- * int8 blocks by each workgroup (q8_0's for q4_0 and q8_0, q8_K's for the k-quants, as ggml's CPU rounds
- * it for each), int8 dot products over 64 values of a row at a time; one product, a gated FFN's two with
+ * The int8 matrix-vector kernel for decode of every block type (q4_0, q4_1, q5_0, q8_0, q4_K, q6_K; as
+ * llama.cpp's MMVQ): b rounded to int8 blocks by each workgroup (q8_0's for the 32-value types, q8_K's for
+ * the k-quants, as ggml's CPU rounds it for each), int8 dot products over 64 values of a row at a time; one product, a gated FFN's two with
  * their swiglu, or a stack of products over the same b.
  *
  * @internal
@@ -34,9 +34,17 @@ const INT8_WARPS = 8
 const INT8_ROWS = 2
 
 /** @internal: the weight types of the int8 form */
-export type Int8Type = "q4_0" | "q8_0" | "q4_K" | "q6_K"
+export type Int8Type = "q4_0" | "q4_1" | "q5_0" | "q8_0" | "q4_K" | "q6_K"
 
-const INT8_TYPES: ReadonlySet<string> = new Set(["q4_0", "q8_0", "q4_K", "q6_K"])
+const INT8_TYPES: ReadonlySet<string> = new Set(["q4_0", "q4_1", "q5_0", "q8_0", "q4_K", "q6_K"])
+
+/**
+ * a pair of 32-value blocks in words: q4_0 (d, 16 bytes) x 2 = 9 words, the first block's quants from byte
+ * 2, the second's from 20; q4_1 (d, m, 16 bytes) x 2 = 10; q5_0 (d, 4 bytes of fifth bits, 16 bytes) x 2
+ * = 11, the first block's parts 2 bytes into words, the second's d at byte 22; q8_0 (d, 32 bytes) x 2 = 17,
+ * quants from bytes 2 and 36
+ */
+const PAIR_WORDS = { q4_0: 9, q4_1: 10, q5_0: 11, q8_0: 17 } as const
 
 /** the k-quants: blocks of 256 values, b rounded as q8_K (one f32 scale a block of 256) */
 const kQuant = (dtype: Int8Type) => dtype === "q4_K" || dtype === "q6_K"
@@ -49,8 +57,8 @@ const int8Bytes = (K: number, dtype: string) =>
   K + (K / 32) * 8 + INT8_WARPS * LANES * 4 + (dtype === "q4_K" || dtype === "q6_K" ? (K / 256) * 4 : 0)
 
 /**
- * @internal: whether the int8 form computes `product`: q4_0, q8_0, q4_K or q6_K weights whose rows are
- * whole runs of 64 values (K a multiple of 64; 256 for the k-quants, their blocks) at whole words, one
+ * @internal: whether the int8 form computes `product`: weights of a block type whose rows are whole runs
+ * of 64 values (K a multiple of 64; 256 for the k-quants, their blocks) at whole words, one
  * column, dot4I8Packed on the device, b's blocks fitting the workgroup memory
  */
 export const int8Applies = (product: Pick<Product, "N" | "K">, a: Tensor.Tensor, target: KernelTarget): boolean =>
@@ -59,9 +67,10 @@ export const int8Applies = (product: Pick<Product, "N" | "K">, a: Tensor.Tensor,
   a.nb.slice(1).every((nb) => nb % 4 === 0) && int8Bytes(product.K, a.dtype) <= (target.workgroupStorage ?? 16384)
 
 /** WGSL: a pair of blocks' dot products with b (y, e0, e1) into `acc`[r], the pair's words in `w` */
-const pairDot = (dtype: "q4_0" | "q8_0", acc: string) =>
-  dtype === "q4_0"
-    ? `{
+const pairDot = (dtype: keyof typeof PAIR_WORDS, acc: string) => {
+  switch (dtype) {
+    case "q4_0":
+      return `{
   let d0 = unpack2x16float(w[0]).x;
   let d1 = unpack2x16float(w[4]).y;
   var s0 = 0i;
@@ -74,7 +83,39 @@ const pairDot = (dtype: "q4_0" | "q8_0", acc: string) =>
   // q4_0 values are nibbles - 8: the 8s come off through the block's sum of b's int8 values
   ${acc}[r] += d0 * e0.x * (f32(s0) - 8.0 * e0.y) + d1 * e1.x * (f32(s1) - 8.0 * e1.y);
 }`
-    : `{
+    case "q4_1":
+      return `{
+  let dm0 = unpack2x16float(w[0]);
+  let dm1 = unpack2x16float(w[5]);
+  var s0 = 0i;
+  var s1 = 0i;
+  for (var i = 0u; i < 4u; i++) {
+    s0 += dot4I8Packed(w[1u + i] & 0x0f0f0f0fu, y[i]) + dot4I8Packed((w[1u + i] >> 4u) & 0x0f0f0f0fu, y[4u + i]);
+    s1 += dot4I8Packed(w[6u + i] & 0x0f0f0f0fu, y[8u + i]) + dot4I8Packed((w[6u + i] >> 4u) & 0x0f0f0f0fu, y[12u + i]);
+  }
+  // d * q + m: the minimums through each block's sum of b's int8 values
+  ${acc}[r] += e0.x * (dm0.x * f32(s0) + dm0.y * e0.y) + e1.x * (dm1.x * f32(s1) + dm1.y * e1.y);
+}`
+    case "q5_0":
+      return `{
+  let d0 = unpack2x16float(w[0]).x;
+  let d1 = unpack2x16float(w[5]).y;
+  let h0 = (w[0] >> 16u) | (w[1] << 16u);
+  let h1 = w[6];
+  var s0 = 0i;
+  var s1 = 0i;
+  for (var i = 0u; i < 4u; i++) {
+    let q = (w[1u + i] >> 16u) | (w[2u + i] << 16u);
+    s0 += dot4I8Packed((q & 0x0f0f0f0fu) | fifth_bits(h0 >> (4u * i)), y[i]) +
+      dot4I8Packed(((q >> 4u) & 0x0f0f0f0fu) | fifth_bits(h0 >> (16u + 4u * i)), y[4u + i]);
+    s1 += dot4I8Packed((w[7u + i] & 0x0f0f0f0fu) | fifth_bits(h1 >> (4u * i)), y[8u + i]) +
+      dot4I8Packed(((w[7u + i] >> 4u) & 0x0f0f0f0fu) | fifth_bits(h1 >> (16u + 4u * i)), y[12u + i]);
+  }
+  // q5_0 values are 5 bits - 16: the 16s come off through the block's sum of b's int8 values
+  ${acc}[r] += d0 * e0.x * (f32(s0) - 16.0 * e0.y) + d1 * e1.x * (f32(s1) - 16.0 * e1.y);
+}`
+    case "q8_0":
+      return `{
   let d0 = unpack2x16float(w[0]).x;
   let d1 = unpack2x16float(w[8]).y;
   var s0 = 0i;
@@ -85,6 +126,8 @@ const pairDot = (dtype: "q4_0" | "q8_0", acc: string) =>
   }
   ${acc}[r] += d0 * e0.x * f32(s0) + d1 * e1.x * f32(s1);
 }`
+  }
+}
 
 /**
  * The k-quants' 64 values at a time: lane pair p of a row reads block p / 4, its run c = p % 4. q4_K (144
@@ -154,9 +197,16 @@ const kDot = (dtype: "q4_K" | "q6_K", acc: string) =>
   ${acc}[r] += d * (e0.x * (sc.x * f32(s.x) + sc.y * f32(s.y)) + e1.x * (sc.z * f32(s.z) + sc.w * f32(s.w)));
 }`
 
-/** WGSL helpers of the k-quant forms: q4_K's 6-bit scale and minimum j, q6_K's four values as int8 */
-const kHelpers = (dtype: Int8Type) =>
-  dtype === "q4_K"
+/**
+ * WGSL helpers: q5_0's fifth bits of four values (the low 4 bits of h) at bit 4 of their bytes; q4_K's
+ * 6-bit scale and minimum j; q6_K's four values as int8
+ */
+const helpers = (dtype: Int8Type) =>
+  dtype === "q5_0"
+    ? `fn fifth_bits(h: u32) -> u32 {
+  return ((h & 1u) << 4u) | ((h & 2u) << 11u) | ((h & 4u) << 18u) | ((h & 8u) << 25u);
+}`
+    : dtype === "q4_K"
     ? `// ggml's get_scale_min_k4 over the scale bytes in words s0, s1, s2
 fn scale_min_k4(j: u32, s0: u32, s1: u32, s2: u32) -> vec2<f32> {
   let at = (j & 3u) * 8u;
@@ -180,11 +230,11 @@ fn q6_values(l: u32, h: u32, ls: u32, hs: u32) -> u32 {
     : ""
 
 /**
- * @internal: the int8 matrix-vector kernel (decode of q4_0, q8_0, q4_K and q6_K, as llama.cpp's MMVQ):
+ * @internal: the int8 matrix-vector kernel (decode of the block types, as llama.cpp's MMVQ):
  * each workgroup first rounds b to int8 blocks in workgroup memory (ggml's CPU rounds activations so for
  * these types: q8_0 blocks of 32 with an f16 scale, q8_K blocks of 256 with an f32 scale), then each lane
- * takes 64 values of a row at a time (q4_0 and q8_0: a pair of blocks, 36 and 68 bytes at whole words; the
- * k-quants: a quarter of a block) and sums int8 products with dot4I8Packed, four values per instruction;
+ * takes 64 values of a row at a time (the 32-value types: a pair of blocks, at whole words; the k-quants:
+ * a quarter of a block) and sums int8 products with dot4I8Packed, four values per instruction;
  * a subgroup of 32 lanes owns INT8_ROWS rows: fewer instructions and less of b's traffic per weight byte
  * than the f32 form (benchmarks/RESULTS.md has the figures).
  * Needs a's bytes at a 16-byte offset (a vec4 binding), else the f32 form runs. `gated`: a gated FFN's
@@ -209,10 +259,8 @@ export const int8MatVec = (
   const subgroups = target.subgroups === true && target.subgroupSize === LANES
   // b read four values per load where its rows are contiguous runs of fours
   const fours = stridesAligned(b, 4)
-  // a pair of blocks in words: q4_0 (d, 16 bytes) x 2 = 9 words, where the first block's quants start at
-  // byte 2 and the second's at byte 20; q8_0 (d, 32 bytes) x 2 = 17 words, quants at bytes 2 and 36; the
-  // k-quants' runs as K_WORDS says
-  const PW = dtype === "q4_0" ? 9 : dtype === "q8_0" ? 17 : K_WORDS[dtype]
+  // the words of a lane's 64 values (PAIR_WORDS, K_WORDS)
+  const PW = dtype === "q4_K" || dtype === "q6_K" ? K_WORDS[dtype] : PAIR_WORDS[dtype]
   // the pair's words of weight operand `n` (a; u, the up weights of a gated product; a1.. of a stack)
   const load = (n: string, rowWord: string) =>
     dtype === "q4_K" || dtype === "q6_K"
@@ -434,7 +482,7 @@ ${storeBlock}
 var<workgroup> ys: array<vec4<u32>, ${K / 16}>;
 var<workgroup> es: array<vec2<f32>, ${K / 32}>;
 ${kQuant(dtype) ? `var<workgroup> tops: array<f32, ${K / 256}>;` : ""}
-${kHelpers(dtype)}
+${helpers(dtype)}
 var<workgroup> part: array<f32, ${subgroups ? 1 : WGS}>;
 var<workgroup> red: array<f32, ${rowsPerGroup}>;
 ${gated ? `var<workgroup> redu: array<f32, ${rowsPerGroup}>;` : ""}

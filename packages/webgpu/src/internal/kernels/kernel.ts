@@ -129,12 +129,12 @@ export interface QuantizedDecode {
   readonly staged?: boolean
   /**
    * the int8 form (b quantized to q8_0 blocks, q8_K for q4_K and q6_K, by each workgroup; int8 dot
-   * products) for q4_0, q8_0, q4_K and q6_K where it applies; default: on
+   * products) for q4_0, q4_1, q5_0, q8_0, q4_K and q6_K where it applies; default: on
    */
   readonly int8?: boolean
   /**
    * the int8 form's plain and gated products load each lane's first pair of blocks before b is rounded
-   * (the weights' first reads in flight meanwhile; q4_0 and q8_0); default: off
+   * (the weights' first reads in flight meanwhile; the 32-value types); default: off
    */
   readonly prefetch?: boolean
 }
