@@ -26,6 +26,8 @@
  *                                                 matrices by default)
  *   tsx llm.ts run DIR NAME --apart-stores   a layer's keys and values stored by two dispatches (default: one,
  *                                                 rope_set_rows_kv)
+ *   tsx llm.ts run DIR NAME --stores-apart   a layer's keys and values stored by their own dispatch (default: by
+ *                                                 the int8 q/k/v stack that computes them)
  *   tsx llm.ts run DIR NAME --copy-loads words|vec4   how the f16 copy of q4_0 / q8_0 weights stages its runs
  *   tsx llm.ts run DIR NAME --q-prefill tiles|copy   a quantized prompt product's weights dequantized in its
  *                                                 tiles or copied into f16 first (default: the copy from 256 columns)
@@ -112,6 +114,7 @@ const gpuOptions = {
   ...(rest.includes("--mv-prefetch") ? { quantizedDecode: { rows: 2, columns: 8, prefetch: true } } : {}),
   ...(rest.includes("--f32-activations") ? { halfActivations: false } : {}),
   ...(rest.includes("--apart-stores") ? { storeValuesWithKeys: false } : {}),
+  ...(rest.includes("--stores-apart") ? { storeKeysInProducts: false } : {}),
   ...(rest.includes("--copy-loads") ? { copyLoads: rest[rest.indexOf("--copy-loads") + 1] as "words" | "vec4" } : {}),
   ...(rowThreadsAt >= 0 ? { rowThreads: Number(rest[rowThreadsAt + 1]) } : {}),
   ...(rest.includes("--q-prefill")
@@ -187,7 +190,11 @@ const measure = (name: string) =>
       attention: attention ?? "auto",
       projections: projections ?? "auto",
       q_prefill: gpuOptions.quantizedPrefill ?? "default",
-      stores: gpuOptions.storeValuesWithKeys === false ? "apart" : "kv",
+      stores: gpuOptions.storeValuesWithKeys === false
+        ? "apart"
+        : gpuOptions.storeKeysInProducts === false
+        ? "kv"
+        : "stack",
       copy_loads: gpuOptions.copyLoads ?? "words",
       mv_prefetch: gpuOptions.quantizedDecode?.prefetch === true,
       device: device.name,

@@ -54,7 +54,7 @@ const against = (
   gpu: Device.Device,
   g: Graph.Builder,
   y: Tensor.Tensor,
-  inputs: ReadonlyArray<readonly [Tensor.Tensor, Float32Array | Uint8Array]>
+  inputs: ReadonlyArray<readonly [Tensor.Tensor, Float32Array | Uint8Array | Int32Array]>
 ) =>
   Effect.gen(function*() {
     const results: Array<Array<number>> = []
@@ -286,6 +286,34 @@ const program = Effect.gen(function*() {
         JSON.stringify({ int8: { a: at, K, M, gated, prefetch: !kQuant }, kernels, nmse: error, bound: 1e-4, ok })
       )
     }
+  }
+  // a layer's q/k/v stack storing its keys (rotated, mode 0) and values into f16 caches at 32 lanes (an 8B
+  // model's shapes), against the CPU's products, rope and set_rows
+  for (const at of ["q4_0", "q4_K"] as const) {
+    const g = Graph.make()
+    const x = yield* g.input("x", "f32", [4096, 1])
+    const ws = yield* Effect.forEach([4096, 1024, 1024], (m, i) => g.param(`w${i}`, at, [4096, m]))
+    const keys = yield* g.param("keys", "f16", [1024, 16])
+    const values = yield* g.param("values", "f16", [1024, 16])
+    const pos = yield* g.input("pos", "i32", [1])
+    const rows = yield* g.input("rows", "i32", [1])
+    const [q, k, v] = yield* Effect.forEach(ws, (w) => Ops.mulMat(w, x))
+    const r = Ops.rope(Ops.reshape(k, [128, 8, 1]), pos, { nDims: 128, mode: 0, freqBase: 500000 })
+    const yk = Ops.setRows(keys, Ops.reshape(r, [1024, 1]), rows)
+    const yv = Ops.setRows(values, v, rows)
+    const flat = (t: Parameters<typeof Ops.cpy>[0], n: number) => Ops.reshape(Ops.cpy(t, "f32"), [n])
+    const y = yield* g.output(Ops.concat(Ops.concat(flat(q, 4096), flat(yk, 16384), 0), flat(yv, 16384), 0))
+    const { error, kernels } = yield* against(gpu, g, y, [
+      ...ws.map((w, i) => [w, Quant.unsafeQuantize(at, Generators.values(50 + i, 4096 * w.ne[1]))] as const),
+      [x, Generators.values(53, 4096)],
+      [keys, Generators.values(54, 1024 * 16)],
+      [values, Generators.values(55, 1024 * 16)],
+      [pos, Int32Array.from([700])],
+      [rows, Int32Array.from([11])]
+    ])
+    const ok = error <= 1e-4 && kernels.includes("stores=kv") && !kernels.includes("rope_set_rows")
+    if (!ok) failed++
+    console.log(JSON.stringify({ stackStores: { a: at }, kernels, nmse: error, bound: 1e-4, ok }))
   }
   if (failed > 0) process.exitCode = 1
 })

@@ -1,7 +1,7 @@
 import { Cpu, Registry } from "@effect-gpu/core"
 import type { Device } from "@effect-gpu/core"
 import { Context, Fixture, Gguf, Hyperparameters, Weights } from "@effect-gpu/llm"
-import { WebGpu } from "@effect-gpu/webgpu"
+import { WebGpu, WebGpuDevice } from "@effect-gpu/webgpu"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit } from "effect"
 import { uncachedLogits } from "./uncached.js"
@@ -137,6 +137,49 @@ const suite = (gpu: boolean) =>
       120_000
     )
 
+    // a llama decoding step on int8 products: its q/k/v stack stores the keys, rotated, and the values into
+    // the caches (no store of their own), giving the logits of a device that stores them apart
+    if (gpu) {
+      it.scoped("a decoding step's q/k/v stack stores its keys and values, as a separate store would", () =>
+        Effect.gen(function*() {
+          const device = yield* pick(gpu)
+          if (device === undefined) {
+            return
+          }
+          if (!WebGpuDevice.hasInt8Dot(device)) {
+            console.log(`no dot4I8Packed on ${device.description}: no int8 stack to store from`)
+            return
+          }
+          const [apart] = yield* WebGpu.make({ devices: 1, storeKeysInProducts: false })
+          const m = yield* model({ dtype: "q4_0", hidden: 128 })
+          const step = (on: Device.Device) =>
+            Effect.gen(function*() {
+              const weights = yield* Weights.load(on, m.file, m.bytes)
+              const context = yield* Context.make(on, m.h, weights, { size: 16, keyPadding: 8 })
+              yield* context.evaluate(tokens)
+              const trace = yield* context.backend.captureNext
+              const logits = yield* context.evaluate([10])
+              const after = yield* context.evaluate([11])
+              return { entries: (yield* trace).entries, logits: [...logits, ...after] }
+            })
+          const fused = yield* step(device)
+          const kept = yield* step(apart)
+          const stacks = fused.entries.filter((e) =>
+            e.op === "mul_mat_stack"
+          )
+          assert.strictEqual(stacks.length, shape.layers)
+          assert.isTrue(stacks.every((e) => e.variant?.stores === "kv"))
+          assert.notInclude(fused.entries.map((e) => e.op), "rope_set_rows_kv")
+          assert.include(kept.entries.map((e) => e.op), "rope_set_rows_kv")
+          assert.strictEqual(fused.entries.length, kept.entries.length - shape.layers)
+          let worst = 0
+          for (let i = 0; i < kept.logits.length; i++) {
+            worst = Math.max(worst, Math.abs(fused.logits[i] - kept.logits[i]))
+          }
+          assert.isBelow(worst, 1e-5)
+        }).pipe(Effect.provide(layer)), 120_000)
+    }
+
     // next: the argmax of the last logits taken with the step, in micro-batches and token by token
     it.scoped("next gives the argmax of the logits evaluate gives", () =>
       Effect.gen(function*() {
@@ -145,7 +188,8 @@ const suite = (gpu: boolean) =>
           return
         }
         const { context } = yield* open(device, { size: 16, ubatch: 3, keyPadding: 4 })
-        const argmax = (xs: Float32Array) => xs.reduce((best, x, i) => (x > xs[best] ? i : best), 0)
+        const argmax = (xs: Float32Array) =>
+          xs.reduce((best, x, i) => (x > xs[best] ? i : best), 0)
         for (const n of [tokens.length, 1, 2]) {
           yield* context.truncate(0)
           const logits = yield* context.evaluate(tokens.slice(0, n))

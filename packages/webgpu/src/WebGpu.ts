@@ -68,6 +68,8 @@ export interface Options {
   readonly halfActivations?: WebGpuDevice.Options["halfActivations"]
   /** @internal a layer's values stored by its keys' rope_set_rows dispatch (default on), for tests and measuring */
   readonly storeValuesWithKeys?: WebGpuDevice.Options["storeValuesWithKeys"]
+  /** @internal a layer's keys and values stored by its q/k/v stack's dispatch (default on), for tests and measuring */
+  readonly storeKeysInProducts?: WebGpuDevice.Options["storeKeysInProducts"]
 }
 
 /**
@@ -180,7 +182,8 @@ const wrapDevice = (
       writeOut: options.writeOut,
       rowThreads: options.rowThreads,
       halfActivations: options.halfActivations,
-      storeValuesWithKeys: options.storeValuesWithKeys
+      storeValuesWithKeys: options.storeValuesWithKeys,
+      storeKeysInProducts: options.storeKeysInProducts
     })
     // runs before the GPUDevice is destroyed: from then on the device refuses new backends and events
     yield* Effect.addFinalizer(() => Device.markReleased(device))

@@ -122,6 +122,14 @@ export interface Options {
    */
   readonly storeValuesWithKeys?: boolean | undefined
   /**
+   * a decoding step's keys and values stored into their caches by the int8 q/k/v stack that computes them
+   * (its rows' epilogue: a dispatch a layer fewer, rope mode 0); default: on; `false` keeps the store's own
+   * dispatch (tests and tuning)
+   *
+   * @internal
+   */
+  readonly storeKeysInProducts?: boolean | undefined
+  /**
    * the WGSL language features of the GPU the device comes from (`navigator.gpu.wgslLanguageFeatures`);
    * default: navigator.gpu's where there is one, else none
    */
@@ -252,7 +260,8 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
     ...(options.quantizedPrefill ? { quantizedPrefill: options.quantizedPrefill } : {}),
     ...(options.copyLoads ? { copyLoads: options.copyLoads } : {}),
     ...(options.writeOut !== undefined ? { writeOut: options.writeOut } : {}),
-    ...(options.rowThreads !== undefined ? { rowThreads: options.rowThreads } : {})
+    ...(options.rowThreads !== undefined ? { rowThreads: options.rowThreads } : {}),
+    ...(options.storeKeysInProducts === false ? { storesInProducts: false } : {})
   })
   const ledger = Ledger.make(options.memory ?? gpu.limits.maxBufferSize, name)
   const alignment = gpu.limits.minStorageBufferOffsetAlignment

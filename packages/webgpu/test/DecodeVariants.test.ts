@@ -245,4 +245,88 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
       }),
     120_000
   )
+  // a layer's q/k/v stack (the int8 form) storing its keys, rotated, and its values into their caches as it
+  // writes its rows, the store's own dispatch gone: mode 0 over the whole head into an f16 cache, with
+  // frequency factors, YaRN and a partial rotation into an f32 one, the table's last row;
+  // two dispatches where the device is asked to keep them apart, and for a neox rope (pairs half a head
+  // apart, in other workgroups)
+  it.scoped(
+    "a q/k/v stack storing its keys and values (stores=kv) matches the CPU's products, rope and set_rows",
+    () =>
+      Effect.gen(function*() {
+        const [d] = yield* WebGpu.make({ devices: 1 })
+        if (!WebGpuDevice.hasInt8Dot(d)) {
+          console.log(`no dot4I8Packed on ${d.description}: no int8 stack to store from`)
+          return
+        }
+        const [apart] = yield* WebGpu.make({ devices: 1, storeKeysInProducts: false })
+        const cases = [
+          { dtype: "q4_0", mode: 0, nDims: 64, yarn: false, cache: "f16", slot: 5, device: d, fused: true },
+          { dtype: "q4_K", mode: 0, nDims: 32, yarn: true, cache: "f32", slot: 2, device: d, fused: true },
+          { dtype: "q8_0", mode: 0, nDims: 64, yarn: false, cache: "f16", slot: 8, device: d, fused: true },
+          { dtype: "q4_0", mode: 0, nDims: 64, yarn: false, cache: "f16", slot: 5, device: apart, fused: false },
+          { dtype: "q4_0", mode: 2, nDims: 64, yarn: false, cache: "f16", slot: 5, device: d, fused: false }
+        ] as const
+        for (const c of cases) {
+          // 4 query heads and 2 KV heads of 64 over K = 256
+          const K = 256
+          const g = Graph.make()
+          const x = yield* g.input("x", "f32", [K, 1])
+          const ws = [
+            yield* g.param("wq", c.dtype, [K, 256]),
+            yield* g.param("wk", c.dtype, [K, 128]),
+            yield* g.param("wv", c.dtype, [K, 128])
+          ]
+          const keys = yield* g.param("keys", c.cache, [128, 9])
+          const values = yield* g.param("values", c.cache, [128, 9])
+          const pos = yield* g.input("pos", "i32", [1])
+          const rows = yield* g.input("rows", "i32", [1])
+          const f = c.yarn ? yield* g.param("f", "f32", [c.nDims / 2]) : undefined
+          const [q, k, v] = yield* Effect.forEach(ws, (w) => Ops.mulMat(w, x))
+          const r = Ops.rope(Ops.reshape(k, [64, 2, 1]), pos, {
+            nDims: c.nDims,
+            mode: c.mode,
+            freqBase: 10000,
+            ...(f ? { freqFactors: f, freqScale: 0.25, extFactor: 1, nCtxOrig: 4096 } : {})
+          })
+          const yq = yield* g.output(Ops.scale(q, 1))
+          const yk = yield* g.output(Ops.scale(Ops.setRows(keys, Ops.reshape(r, [128, 1]), rows), 1))
+          const yv = yield* g.output(Ops.scale(Ops.setRows(values, v, rows), 1))
+          const graph = g.build()
+          const backend = yield* c.device.makeBackend()
+          const fused = backend.optimize(graph)
+          assert.includeMembers(fused.nodes.map((n) => n.op._tag), ["MulMatStack", "RopeSetRowsKv"])
+          const { cpu, entries, gpu } = yield* onDeviceAndCpu(c.device, fused, graph, (plan) =>
+            Effect.gen(function*() {
+              for (const [i, w] of ws.entries()) {
+                yield* plan.set(w, Quant.unsafeQuantize(c.dtype, Generators.values(10 + i, K * w.ne[1])))
+              }
+              yield* plan.set(x, Generators.values(13, K))
+              yield* plan.set(keys, Generators.values(14, 128 * 9))
+              yield* plan.set(values, Generators.values(15, 128 * 9))
+              yield* plan.set(pos, Int32Array.from([37]))
+              yield* plan.set(rows, Int32Array.from([c.slot]))
+              if (f) yield* plan.set(f, Generators.values(16, c.nDims / 2).map((z) => 1 + Math.abs(z)))
+            }), [yq, yk, yv])
+          const stack = entries.find((e) => e.op === "mul_mat_stack")
+          assert.strictEqual(
+            stack?.variant?.family,
+            "mvq8_stack",
+            JSON.stringify({ ...c, device: c.device === d ? "default" : "apart" })
+          )
+          assert.strictEqual(
+            stack?.variant?.stores,
+            c.fused ? "kv" : undefined,
+            JSON.stringify({ ...c, device: c.device === d ? "default" : "apart" })
+          )
+          assert.strictEqual(
+            entries.some((e) => e.op === "rope_set_rows_kv"),
+            !c.fused,
+            JSON.stringify({ ...c, device: c.device === d ? "default" : "apart" })
+          )
+          assert.isBelow(nmse(gpu, cpu), 1e-7, JSON.stringify({ ...c, device: c.device === d ? "default" : "apart" }))
+        }
+      }),
+    120_000
+  )
 })

@@ -314,12 +314,16 @@ describe("mul_mat kernel choice", () => {
         "mvq 4:2"
       )
       assert.strictEqual(yield* chosen(3, { quantizedDecode: { rows: 4, columns: 4, staged: true } }), "mvqs 4:1")
-      // with dot4I8Packed, q4_0 and q8_0 for one column in the int8 form, where K is whole pairs of blocks
+      // with dot4I8Packed, every block type for one column in the int8 form, where K is whole pairs of blocks
+      // (whole blocks for the k-quants) and rows are whole words
       const dot4 = { dot4: true }
       assert.strictEqual(yield* chosen(1, dot4, "q4_0"), "mvq8")
       assert.strictEqual(yield* chosen(1, dot4, "q4_0", 4064), "mvq 2:4")
       assert.strictEqual(yield* chosen(2, dot4, "q4_0"), "mvq 2:4")
-      assert.strictEqual(yield* chosen(1, dot4, "q4_K"), "mvq 2:4")
+      assert.strictEqual(yield* chosen(1, dot4, "q4_K"), "mvq8")
+      assert.strictEqual(yield* chosen(1, dot4, "q6_K"), "mvq8")
+      // q6_K rows of 3 blocks (630 bytes) are not whole words
+      assert.strictEqual(yield* chosen(1, dot4, "q6_K", 768), "mvq 2:1")
       assert.strictEqual(
         yield* chosen(1, { ...dot4, quantizedDecode: { rows: 2, columns: 8, int8: false } }, "q4_0"),
         "mvq 2:4"

@@ -19,7 +19,9 @@ import * as Elementwise from "./kernels/elementwise.js"
 import type { Kernel } from "./kernels/kernel.js"
 import type { Variant } from "./kernels/kernel.js"
 import { keyOf } from "./kernels/kernel.js"
+import { mulMatStack } from "./kernels/matmul.js"
 import * as Select from "./kernels/select.js"
+import * as StackStores from "./kernels/stackStores.js"
 import { header, operandFields } from "./wgsl.js"
 
 /** @internal */
@@ -184,6 +186,34 @@ const chains = (plan: Plan, nodes: ReadonlyArray<Tensor.Tensor>, resolve: Resolv
   return units
 }
 
+/**
+ * the unit, within a few after unit `i` (a stack), that is a rope_set_rows_kv storing rows of it, where the
+ * units between neither read nor write the memory the store writes (its tables) nor write what it reads:
+ * moved up into the stack's dispatch, its stores then change nothing those units see
+ */
+const storeAfter = (units: ReadonlyArray<ReadonlyArray<Tensor.Tensor>>, i: number, resolve: Resolve) => {
+  const range = (t: Tensor.Tensor) => {
+    const loc = resolve(t)
+    return loc === undefined ? undefined : { buffer: loc.buffer, start: loc.offset, end: loc.offset + Tensor.nbytes(t) }
+  }
+  const overlap = (a: Tensor.Tensor, b: Tensor.Tensor) => {
+    const [p, q] = [range(a), range(b)]
+    return p === undefined || q === undefined || (p.buffer === q.buffer && p.start < q.end && q.start < p.end)
+  }
+  for (let at = i + 1; at < Math.min(units.length, i + 8); at++) {
+    const store = units[at][0]
+    if (units[at].length !== 1 || store.op._tag !== "RopeSetRowsKv") continue
+    const tables = [store, store.src[store.op.hasFreqFactors ? 5 : 4]]
+    const between = units.slice(i + 1, at).flat()
+    const clear = between.every((n) =>
+      !tables.some((t) => overlap(n, t) || n.src.some((s) => overlap(s, t))) &&
+      !store.src.some((s) => overlap(n, s))
+    )
+    return clear ? at : undefined
+  }
+  return undefined
+}
+
 /** the work of a node: 2 M N K flops for a product, else the bytes it reads and writes */
 const costOf = (node: Tensor.Tensor): number => {
   const bytes = Tensor.nbytes(node) + node.src.reduce((sum, s) => sum + Tensor.nbytes(s), 0)
@@ -239,7 +269,38 @@ export const build = (
       const types = fields.map((f) => f.type)
       return { node, kernel, bound, source, key, values, types, access }
     }
-    const prepared = units.flatMap((unit): Array<ReturnType<typeof prepare> | KernelError | UnsupportedOp> => {
+    // a q/k/v stack followed by the store of its keys and values (rope_set_rows_kv): the stack's kernel makes
+    // the stores where it can, and the store's dispatch goes (stackStores.ts)
+    const storedBy = new Map<number, ReturnType<typeof prepare>>()
+    const storeGone = new Set<number>()
+    units.forEach((unit, i) => {
+      const stack = unit[0]
+      if (unit.length !== 1 || stack.op._tag !== "MulMatStack") return
+      const at = storeAfter(units, i, resolve)
+      if (at === undefined) return
+      const stores = StackStores.keysAndValues(
+        stack,
+        units[at][0],
+        ctx.target,
+        resolve,
+        stack.src.length + 1,
+        ctx.limits.maxStorageBuffersPerShaderStage
+      )
+      if (stores === undefined) return
+      try {
+        const p = prepare(stack, mulMatStack(stack, stack.op.parts, ctx.target, stores))
+        // where the form with the stores fell back (its bindings' offsets), both keep their own dispatches
+        if (p.kernel.variant.stores !== "kv") return
+        storedBy.set(i, p)
+        storeGone.add(at)
+      } catch {
+        // the stack and the store each as they run alone
+      }
+    })
+    const prepared = units.flatMap((unit, i): Array<ReturnType<typeof prepare> | KernelError | UnsupportedOp> => {
+      const fused = storedBy.get(i)
+      if (fused !== undefined) return [fused]
+      if (storeGone.has(i)) return []
       const node = unit[unit.length - 1]
       const kernel = unit.length > 1 ? Elementwise.chain(unit, ctx.target) : Select.kernelFor(node, ctx.target)
       if (kernel === undefined) {

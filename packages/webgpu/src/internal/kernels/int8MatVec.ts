@@ -12,6 +12,7 @@ import * as KernelSpec from "./kernel.js"
 import { entry, range, repeat, stridesAligned, SUBGROUP_LANES } from "./kernel.js"
 import type { Product } from "./product.js"
 import { stackRows, stackWeights } from "./product.js"
+import type { RowStores } from "./stackStores.js"
 
 /** lanes of a subgroup */
 const LANES = 32
@@ -24,7 +25,13 @@ const LANES = 32
 export type Int8Form =
   | { readonly kind: "plain" }
   | { readonly kind: "gated" }
-  | { readonly kind: "stack"; readonly parts: number; readonly starts?: ReadonlyArray<number> }
+  | {
+    readonly kind: "stack"
+    readonly parts: number
+    readonly starts?: ReadonlyArray<number>
+    /** stores made of the rows besides the result (a layer's keys and values into their caches) */
+    readonly stores?: RowStores
+  }
 
 /**
  * the int8 form's shape: subgroups of 32 lanes per workgroup, rows per subgroup (the best on the H200 over
@@ -250,6 +257,7 @@ export const int8MatVec = (
   form: Int8Form = { kind: "plain" }
 ): Kernel => {
   const gated = form.kind === "gated"
+  const stores = form.kind === "stack" ? form.stores : undefined
   const { K, M, batches, bias, epilogue, operands, params } = product
   const WGS = INT8_WARPS * LANES
   const R = INT8_ROWS
@@ -467,14 +475,15 @@ ${storeBlock}
       fours,
       parts: weights.length,
       ...(uniform ? { uniform } : {}),
-      ...(prefetch ? { prefetch } : {})
+      ...(prefetch ? { prefetch } : {}),
+      ...stores?.variant
     },
     enables: subgroups ? ["subgroups"] : [],
-    operands,
-    params,
+    operands: [...operands, ...(stores?.operands ?? [])],
+    params: [...params, ...(stores?.params ?? [])],
     workgroups: [Math.min(groups, target.maxWorkgroups), Math.ceil(groups / target.maxWorkgroups), batches],
     vec4: true,
-    scalar: weights,
+    scalar: [...weights, ...(stores?.operands.map((o) => o.name) ?? [])],
     fallback,
     main: `
 // b's blocks as int8, vec4 j of pair p at j * ${pairs} + p (lanes read consecutive vec4); each 32 values'
@@ -483,6 +492,7 @@ var<workgroup> ys: array<vec4<u32>, ${K / 16}>;
 var<workgroup> es: array<vec2<f32>, ${K / 32}>;
 ${kQuant(dtype) ? `var<workgroup> tops: array<f32, ${K / 256}>;` : ""}
 ${helpers(dtype)}
+${stores?.decls ?? ""}
 var<workgroup> part: array<f32, ${subgroups ? 1 : WGS}>;
 var<workgroup> red: array<f32, ${rowsPerGroup}>;
 ${gated ? `var<workgroup> redu: array<f32, ${rowsPerGroup}>;` : ""}
@@ -508,7 +518,10 @@ ${gated ? reduce("accu", "redu") : ""}
     let nn = 0u;
     var v = ${gated ? "silu_s(red[lid]) * redu[lid]" : "red[lid]"};
     ${epilogue}
-    if (row < P.d_ne0) { st_d(ix_d(m, nn, b2, b3), v); }
+    if (row < P.d_ne0) {
+      st_d(ix_d(m, nn, b2, b3), v);
+      ${stores?.code ?? ""}
+    }
   }
 }`
   })

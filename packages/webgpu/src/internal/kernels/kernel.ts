@@ -188,6 +188,11 @@ export interface KernelTarget {
   readonly matrixTile?: MatrixTile
   /** overrides the register tiling of the vec4 mul_mat kernel (benchmarks try several) */
   readonly registerTile?: RegisterTile
+  /**
+   * a decoding step's keys and values stored into their caches by the q/k/v stack that computes them (the
+   * int8 form), not by a dispatch of their own; default: on
+   */
+  readonly storesInProducts?: boolean
   /** overrides the quantized matrix-vector kernel's shape (tests and benchmarks) */
   readonly quantizedDecode?: QuantizedDecode
   /** overrides flash attention's decode form (tests and benchmarks) */

@@ -17,6 +17,7 @@ import { halfApplies, halfMatVec, matVec } from "./matvec.js"
 import * as Product from "./product.js"
 import * as Quantized from "./quantized.js"
 import * as Decode from "./quantizedMatVec.js"
+import type { RowStores } from "./stackStores.js"
 import {
   gridOf,
   invocations,
@@ -347,9 +348,14 @@ export const fusesSwiglu = (target: KernelTarget) => (gate: Tensor.Tensor, up: T
 /**
  * @internal: mul_mat_stack, the products of several weights with one b, rows stacked: the int8 form where
  * every part's weights allow it (the only place the WebGPU device asks for the fusion), else a workgroup
- * per result
+ * per result; `stores` the int8 form also makes of its rows (stackStores.ts), where it is the one taken
  */
-export const mulMatStack = (node: Tensor.Tensor, parts: number, target: KernelTarget): Kernel => {
+export const mulMatStack = (
+  node: Tensor.Tensor,
+  parts: number,
+  target: KernelTarget,
+  stores?: RowStores
+): Kernel => {
   const weights = node.src.slice(0, parts)
   const b = node.src[parts]
   const names = weights.map((_, i) => (i === 0 ? "a" : `a${i}`))
@@ -388,7 +394,8 @@ ${range(parts - 1).map((i) => `  if (m >= P.s${i + 1}) { pt = ${i + 1}u; lr = m 
     return Int8.int8MatVec(product, b, weights[0].dtype as Int8.Int8Type, target, rows, {
       kind: "stack",
       parts,
-      starts
+      starts,
+      ...(stores !== undefined ? { stores } : {})
     })
   }
   const vec = vectorForm(product, weights, b) ? matVec(product, target, true, { kind: "stack", parts }, rows) : rows
