@@ -34,6 +34,7 @@ const cases: ReadonlyArray<readonly ["f16" | Quantized, "f16" | "f32", number, n
   // q4_K keeps the prefetch that decodes; q4_0 and q8_0 odd-sized rows start blocks at 2 mod 4
   // (M x N large enough for the 128 x 128 tiles)
   ["q4_K", "f32", 2048, 256, 512, 1e-4],
+  ["q6_K", "f32", 2048, 256, 512, 1e-4],
   ["q4_0", "f32", 96, 4100, 520, 1e-4],
   ["q8_0", "f32", 96, 4100, 520, 1e-4],
   ["f16", "f32", 64, 4100, 520, 1e-5],

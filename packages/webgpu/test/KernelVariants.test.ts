@@ -254,11 +254,11 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
   }
 
   // a quantized prompt product's weights copied into f16 first (half_copy into the scratch after the result,
-  // then the f16 product over the copy): forced on any adapter with f16, for 32-value block types and a
-  // 256-value one; a contiguous a copied as one run of blocks across its rows (runs that start and end
+  // then the f16 product over the copy): forced on any adapter with f16, for 32-value block types and the
+  // 256-value ones; a contiguous a copied as one run of blocks across its rows (runs that start and end
   // within rows), and a's batches a row apart (row by row), broadcast over b's; rows of more than one
-  // workgroup's run (2080 q8_0 values, 8448 q4_K values) with a short last run, q8_0 rows of 2210 bytes
-  // (every other one starting at a 2-byte boundary), a view of a a row in (the copy's scalar stores), a
+  // workgroup's run (2080 q8_0 values, 8448 q4_K and q6_K values) with a short last run, q8_0 rows of 2210
+  // bytes and q6_K rows of 6930 (every other one starting at a 2-byte boundary), a view of a a row in (the copy's scalar stores), a
   // bias; the copy's runs staged a word a load and 16 bytes a load (runs from 2-byte and 16-byte boundaries
   // alike, q4_0 and q8_0 only); forced off, the tiles take it
   it.scoped(
@@ -274,7 +274,9 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
               ["q4_0", 96, 150, 19, false, false, [1, 2]],
               ["q8_0", 2080, 50, 33, true, false, [2, 4]],
               ["q8_0", 2080, 50, 33, true, false, [1, 1]],
-              ["q4_K", 8448, 21, 12, false, false, [2, 4]]
+              ["q4_K", 8448, 21, 12, false, false, [2, 4]],
+              ["q6_K", 8448, 21, 12, false, false, [1, 2]],
+              ["q5_0", 96, 37, 19, false, false, [1, 2]]
             ] as const
           ) {
             const spec = { dtype, K, M, N, batches, shifted, bias: withBias, seed: 1 } as const
@@ -285,12 +287,13 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
               assert.isAbove(entries.length, 1, what)
               // a's view a row in starts off a 16-byte boundary: the copy's one-value-at-a-time form
               assert.strictEqual(entries[0].variant?.vec, !shifted, what)
-              // q4_0 and q8_0 a vec4 a thread, other types a 32-value piece a thread
-              assert.strictEqual(entries[0].variant?.lanes, dtype !== "q4_K", what)
+              // q4_0, q8_0 and the k-quants staged, a vec4 a thread; other types a 32-value piece a thread
+              assert.strictEqual(entries[0].variant?.lanes, dtype !== "q5_0", what)
               // staged 16 bytes a load where asked, for q4_0 and q8_0 where a's binding allows it
+              const wide = dtype === "q4_0" || dtype === "q8_0"
               assert.strictEqual(
                 entries[0].variant?.loads,
-                loads === "vec4" && dtype !== "q4_K" && !shifted ? "vec4" : undefined,
+                loads === "vec4" && wide && !shifted ? "vec4" : undefined,
                 what
               )
             }

@@ -42,12 +42,51 @@ export const dequantize = (node: Tensor.Tensor, target: KernelTarget): Kernel =>
 /** vec4s a thread of half_copy's raw-block form stores (q4_0, q8_0): its run is WG * RAW_VECS / 8 blocks */
 const RAW_VECS = 4
 
+/** bytes of a k-quant block (256 values, 8 pieces of 32): half_copy stages whole blocks of these */
+const K_BLOCKS: Partial<Record<DType.Quantized, number>> = { q4_K: 144, q6_K: 210 }
+
+/**
+ * WGSL: fn kq_vec4(b, s, j) -> the 4 values j of piece s of the k-quant block at byte b of the staged run,
+ * as the tiles decode them (piece s of a block is its sub-block s; quantizedMatVec.ts's pieces)
+ */
+const kVec4 = (dtype: DType.Quantized) => {
+  const four = (q: string) =>
+    `vec4<f32>(f32(${q} & 0xffu), f32((${q} >> 8u) & 0xffu), f32((${q} >> 16u) & 0xffu), f32(${q} >> 24u))`
+  return dtype === "q4_K"
+    ? `fn kq_vec4(b: u32, s: u32, j: u32) -> vec4<f32> {
+  let dm = unpack2x16float(swat(b));
+  // ggml's get_scale_min_k4: bytes s and s + 4 below 4, else byte s + 4 with the top bits of s - 4 and s
+  let at = (s & 3u) * 8u;
+  let x = (swat(b + 4u) >> at) & 0xffu;
+  let y = (swat(b + 8u) >> at) & 0xffu;
+  let z = (swat(b + 12u) >> at) & 0xffu;
+  let sm = select(
+    vec2<f32>(f32(x & 63u), f32(y & 63u)),
+    vec2<f32>(f32((z & 15u) | ((x >> 6u) << 4u)), f32((z >> 4u) | ((y >> 6u) << 4u))),
+    s >= 4u
+  );
+  let q = (swat(b + 16u + 32u * (s / 2u) + 4u * j) >> (4u * (s & 1u))) & 0x0f0f0f0fu;
+  return ${four("q")} * (dm.x * sm.x) - vec4<f32>(dm.y * sm.y);
+}`
+    : `fn kq_vec4(b: u32, s: u32, j: u32) -> vec4<f32> {
+  // half n of the block, quarter t of it: low nibbles or high ones of 32 bytes, 2 high bits a value
+  let n = s / 4u;
+  let t = s % 4u;
+  let l = (swat(b + 64u * n + 32u * (t & 1u) + 4u * j) >> (4u * (t >> 1u))) & 0x0f0f0f0fu;
+  let h = ((swat(b + 128u + 32u * n + 4u * j) >> (2u * t)) & 0x03030303u) << 4u;
+  let q = l | h;
+  let sc = f32(extractBits(bitcast<i32>(swat(b + 192u + 8u * n + 2u * t)), 8u * (j / 4u), 8u));
+  let d = unpack2x16float(swat(b + 208u)).x;
+  return (d * sc) * (${four("q")} - vec4<f32>(32.0));
+}`
+}
+
 /**
  * @internal: quantized weights `a` dequantized into `copy` (f16, contiguous, a's shape; an operand bound
  * in a product's scratch), rounded to f16 as the tiles that dequantize while they stage round them. A
  * workgroup takes a run of one row, so that where the row is (the divisions by a's extents) is the same for
  * all its threads and reckoned from the workgroup alone; a contiguous a is one row (a weight matrix's rows
- * shorter than a run leave no thread idle). q4_0 and q8_0: the run's bytes are loaded into
+ * shorter than a run leave no thread idle). q4_0, q8_0, q4_K and q6_K: the run's bytes are loaded into
  * workgroup memory a word a thread (each word read once, in order), then each thread decodes vec4s of the
  * run's blocks from there, the workgroup's stores one contiguous run each; other types: a thread a
  * 32-value piece, 256 pieces a workgroup. Stored as vec4 where the offsets allow a vec4 binding (a's at 16
@@ -62,11 +101,14 @@ export const halfCopy = (
 ): Kernel => {
   const dtype = a.dtype as DType.Quantized
   const raw = RAW_BLOCKS[dtype]
+  // k-quants stage runs of whole blocks too (a word a thread), each thread then decoding vec4s of them
+  const kq = raw === undefined ? K_BLOCKS[dtype] : undefined
+  const staged = raw !== undefined || kq !== undefined
   // the vec4 form stages the run 16 bytes a load, every load of a thread issued before its first store
   // (its reads then in flight together, not one awaited before the next); needs a's binding at 16 bytes
   const wide = raw !== undefined && vec && loads === "vec4"
   // pieces (blocks of 32 values) a workgroup takes
-  const run = raw === undefined ? WG : (WG * RAW_VECS) / 8
+  const run = staged ? (WG * RAW_VECS) / 8 : WG
   // pieces a row, and rows, as the kernel sees them
   const [per, rows] = Tensor.isContiguous(a)
     ? [Tensor.nelements(a) / 32, 1]
@@ -76,7 +118,11 @@ export const halfCopy = (
     vec ? `st4_d(${at}, ${v});` : `{ let x = ${v}; for (var i = 0u; i < 4u; i++) { st_d(4u * (${at}) + i, x[i]); } }`
   // the run's words, one more for a run that starts at a 2-byte boundary (blocks of 18 and 34 bytes); in
   // the vec4 form its vec4s from the 16-byte boundary at or before its start, and each thread's share
-  const words = raw === undefined ? 0 : Math.ceil((2 + run * raw.bytes) / 4)
+  const words = raw !== undefined
+    ? Math.ceil((2 + run * raw.bytes) / 4)
+    : kq !== undefined
+    ? Math.ceil((2 + (run / 8) * kq) / 4)
+    : 0
   const vec4s = raw === undefined ? 0 : Math.ceil((14 + run * raw.bytes) / 16)
   const perThread = Math.ceil(vec4s / WG)
   const stage = wide
@@ -94,12 +140,29 @@ ${
         }u); S[i] = x${e}.x; S[i + 1u] = x${e}.y; S[i + 2u] = x${e}.z; S[i + 3u] = x${e}.w; }`
       ).join("\n")
     }`
+    : kq !== undefined
+    ? `  let start = row + (p0 / 8u) * ${kq}u;
+  let blocks = min(${run}u, per - p0);
+  let shift = start & 2u;
+  let count = (shift + (blocks / 8u) * ${kq}u + 3u) / 4u;
+  for (var i = lid; i < count; i += ${WG}u) { S[i] = qwi_a((start >> 2u) + i); }`
     : `  let start = row + p0 * ${raw?.bytes}u;
   let blocks = min(${run}u, per - p0);
   let shift = start & 2u;
   let count = (shift + blocks * ${raw?.bytes}u + 3u) / 4u;
   for (var i = lid; i < count; i += ${WG}u) { S[i] = qwi_a((start >> 2u) + i); }`
-  const decode = raw === undefined
+  const decode = kq !== undefined
+    ? `${stage}
+  workgroupBarrier();
+  let o = P.d_o + (r * per + p0) * 32u;
+  for (var e = 0u; e < ${RAW_VECS}u; e++) {
+    let k = lid + e * ${WG}u;
+    let piece = k / 8u;
+    if (piece < blocks) {
+      ${put("(o >> 2u) + k", `kq_vec4((piece / 8u) * ${kq}u + shift, piece % 8u, k % 8u)`)}
+    }
+  }`
+    : raw === undefined
     ? `  let p = p0 + lid;
   if (p >= per) { return; }
   let o = P.d_o + (r * per + p) * 32u;
@@ -119,19 +182,20 @@ ${range(8).map((i) => `  ${put(`(o >> 2u) + ${i}u`, `v[${i}]`)}`).join("\n")}`
     }
   }`
   const kernel = KernelSpec.make({
-    variant: { family: "half_copy", dtype, vec, lanes: raw !== undefined, ...(wide ? { loads } : {}) },
+    variant: { family: "half_copy", dtype, vec, lanes: staged, ...(wide ? { loads } : {}) },
     operands: [{ name: "a", tensor: a }, { ...copy, name: "d" }],
     params: [u32("per", per), u32("rows", rows)],
     workgroups: fold(runs, target.maxWorkgroups),
     main: `
 ${pieces(dtype)}
 ${
-      raw === undefined ? "" : `var<workgroup> S: array<u32, ${wide ? 4 * vec4s : words}>;
+      !staged ? "" : `var<workgroup> S: array<u32, ${wide ? 4 * vec4s : words}>;
 // the 4 bytes at an even byte o of the staged run
 fn swat(o: u32) -> u32 {
   let w = o >> 2u;
   return select(S[w], (S[w] >> 16u) | (S[w + 1u] << 16u), (o & 2u) != 0u);
-}`
+}
+${kq !== undefined ? kVec4(dtype) : ""}`
     }
 ${entry()}
   let per = P.per;
