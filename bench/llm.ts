@@ -5,7 +5,7 @@
  *
  *   tsx llm.ts models DIR [NAME...]      write the models (tiled random weights; seconds, not minutes)
  *   tsx llm.ts run DIR [NAME...]         measure them (names: 1b-f16 1b-q8_0 1b-q4_0 8b-q8_0 8b-q4_0; also
- *                                        1b-q4_K 8b-q4_K)
+ *                                        1b-q4_K 8b-q4_K 1b-q4_K_M 8b-q4_K_M)
  *   tsx llm.ts run DIR --quick           a small model (lavapipe: checks the path, not the speed)
  *   tsx llm.ts run DIR NAME --profile    also one decoding step's dispatches: GPU time per op, and the wall time
  *   tsx llm.ts run DIR NAME --profile --prefill   the same for the prompt (--shapes: products by result shape)
@@ -46,15 +46,20 @@ const quick = { hidden: 256, layers: 2, heads: 4, kvHeads: 2, ffn: 512, vocab: 1
 /** a 1B model's layers and dispatches at small widths: its step's host work on a slow adapter */
 const host = { hidden: 256, layers: 16, heads: 8, kvHeads: 2, ffn: 512, vocab: 32000 } as const
 
+const kMix = { attn_v: "q6_K", ffn_down: "q6_K", output: "q6_K" } as const
+
 const MODELS: Record<string, Fixture.Options> = {
   "1b-f16": { architecture: "llama", dtype: "f16", ...llama1b },
   "1b-q8_0": { architecture: "llama", dtype: "q8_0", ...llama1b },
   "1b-q4_0": { architecture: "llama", dtype: "q4_0", ...llama1b },
   "8b-q8_0": { architecture: "llama", dtype: "q8_0", ...llama8b },
   "8b-q4_0": { architecture: "llama", dtype: "q4_0", ...llama8b },
-  // k-quant models (every matrix q4_K): not in issue 20's table, what most published models use
+  // k-quant models, not in issue 20's table: every matrix q4_K, and a mix as llama.cpp's Q4_K_M (what most
+  // published models use) has it, attn_v, ffn_down and the head in q6_K
   "1b-q4_K": { architecture: "llama", dtype: "q4_K", ...llama1b },
   "8b-q4_K": { architecture: "llama", dtype: "q4_K", ...llama8b },
+  "1b-q4_K_M": { architecture: "llama", dtype: "q4_K", ...llama1b, types: kMix },
+  "8b-q4_K_M": { architecture: "llama", dtype: "q4_K", ...llama8b, types: kMix },
   quick: { architecture: "llama", dtype: "q8_0", ...quick },
   "host-q4_0": { architecture: "llama", dtype: "q4_0", ...host }
 }

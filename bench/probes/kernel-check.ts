@@ -238,22 +238,26 @@ const program = Effect.gen(function*() {
     ["q4_0", 2048, [2048, 512, 512]],
     ["q8_0", 640, [40, 8, 9]],
     ["q4_K", 4096, [4096, 1024, 1024]],
-    ["q6_K", 512, [40, 8, 9]]
+    ["q6_K", 512, [40, 8, 9]],
+    // parts of two types (as llama.cpp's Q4_K_M has them), whole workgroups and straddling
+    ["q4_K+q4_K+q6_K", 4096, [4096, 1024, 1024]],
+    ["q4_K+q6_K+q4_K", 512, [40, 8, 9]]
   ] as const
-  for (const [at, K, rows] of stacks) {
+  for (const [types, K, rows] of stacks) {
+    const at = (i: number) => (types.split("+")[i] ?? types) as Quantized
     const g = Graph.make()
-    const ws = yield* Effect.forEach(rows, (m, i) => g.param(`w${i}`, at, [K, m]))
+    const ws = yield* Effect.forEach(rows, (m, i) => g.param(`w${i}`, at(i), [K, m]))
     const x = yield* g.input("x", "f32", [K, 1])
     const ys = yield* Effect.forEach(ws, (w) => Ops.mulMat(w, x))
     const y = yield* g.output(Ops.concat(Ops.concat(ys[0], ys[1], 0), ys[2], 0))
     const { error, kernels } = yield* against(gpu, g, y, [
-      ...ws.map((w, i) => [w, Quant.unsafeQuantize(at, Generators.values(20 + i, K * w.ne[1]))] as const),
+      ...ws.map((w, i) => [w, Quant.unsafeQuantize(at(i), Generators.values(20 + i, K * w.ne[1]))] as const),
       [x, Generators.values(30, K)]
     ])
     const uniform = rows[0] % 16 === 0
     const ok = error <= 1e-4 && kernels.includes("mvq8_stack") && kernels.includes("uniform=true") === uniform
     if (!ok) failed++
-    console.log(JSON.stringify({ stack: { a: at, K, rows }, kernels, nmse: error, bound: 1e-4, ok }))
+    console.log(JSON.stringify({ stack: { a: types, K, rows }, kernels, nmse: error, bound: 1e-4, ok }))
   }
   // the int8 form's plain and gated products at 32 lanes: the 32-value types with each lane's first pair of
   // blocks loaded before b is rounded (prefetch), the k-quants as they run by default (b rounded as q8_K),

@@ -44,6 +44,11 @@ export interface Options {
   readonly rmsEps?: number
   /** the vocabulary's kind: SentencePiece for llama, byte-level BPE for qwen (and for Llama 3: `gpt2`) */
   readonly tokenizer?: "llama" | "gpt2"
+  /**
+   * matrices of another type than `dtype`, by name without the layer and `.weight` (`attn_v`, `ffn_down`,
+   * `output`, `token_embd`, ...): a mix as quantizers make them (llama.cpp's Q4_K_M keeps some in q6_K)
+   */
+  readonly types?: { readonly [matrix: string]: DType.DType }
 }
 
 /** values of `dtype` as bytes (ggml's layout) */
@@ -175,15 +180,16 @@ const plan = (options: Options, writeOptions: WriteOptions = {}) => {
   const rowBytes = (type: DType.DType, n: number) => (n / DType.blockSize(type)) * DType.typeSize(type)
   // weights of a few hundredths keep activations near 1 through the layers
   const matrix = (name: string, ne: Array<number>, scale = 1 / Math.sqrt(ne[0])) => {
+    const type = options.types?.[name.replace(/^blk\.\d+\./, "").replace(/\.weight$/, "")] ?? dtype
     const rows = writeOptions.tile === undefined
       ? ne[1]
       : Math.min(ne[1], Math.max(1, Math.floor(writeOptions.tile / ne[0])))
     tensors.push({
       name,
-      dtype,
+      dtype: type,
       ne,
-      nbytes: rowBytes(dtype, ne[0]) * ne[1],
-      pool: () => encode(dtype, Float32Array.from({ length: ne[0] * rows }, () => (rand() * 2 - 1) * scale))
+      nbytes: rowBytes(type, ne[0]) * ne[1],
+      pool: () => encode(type, Float32Array.from({ length: ne[0] * rows }, () => (rand() * 2 - 1) * scale))
     })
   }
   const vector = (name: string, n: number, around: number, spread: number) => {

@@ -178,6 +178,54 @@ const suite = (gpu: boolean) =>
           }
           assert.isBelow(worst, 1e-5)
         }).pipe(Effect.provide(layer)), 120_000)
+
+      // a k-quant mix as llama.cpp's Q4_K_M makes it (attn_v and ffn_down in q6_K, the rest q4_K): each
+      // layer's q/k/v one stack of both types storing its keys and values, the CPU's logits
+      it.scoped("a decoding step of a q4_K / q6_K mix stacks q, k and v over both types, as the CPU computes it", () =>
+        Effect.gen(function*() {
+          const device = yield* pick(gpu)
+          const cpu = yield* pick(false)
+          if (device === undefined || cpu === undefined) {
+            return
+          }
+          if (!WebGpuDevice.hasInt8Dot(device)) {
+            console.log(`no dot4I8Packed on ${device.description}: no int8 stack`)
+            return
+          }
+          const m = yield* model({
+            dtype: "q4_K",
+            hidden: 512,
+            heads: 8,
+            kvHeads: 4,
+            ffn: 512,
+            types: { attn_v: "q6_K", ffn_down: "q6_K" }
+          })
+          const step = (on: Device.Device) =>
+            Effect.gen(function*() {
+              const weights = yield* Weights.load(on, m.file, m.bytes)
+              const context = yield* Context.make(on, m.h, weights, { size: 16, keyPadding: 8 })
+              yield* context.evaluate(tokens)
+              const trace = yield* context.backend.captureNext
+              const logits = yield* context.evaluate([10])
+              return { entries: (yield* trace).entries, logits }
+            })
+          const onGpu = yield* step(device)
+          const onCpu = yield* step(cpu)
+          const stacks = onGpu.entries.filter((e) =>
+            e.op === "mul_mat_stack"
+          )
+          assert.strictEqual(stacks.length, shape.layers)
+          for (const e of stacks) {
+            assert.deepInclude(e.variant, { types: "q4_K,q4_K,q6_K", stores: "kv" })
+          }
+          // the GPU's prompt products of 7 columns keep the activations in f32 where the CPU rounds them to q8_K
+          // as ggml does: a looser bound than an f32 model's
+          let worst = 0
+          for (let i = 0; i < onCpu.logits.length; i++) {
+            worst = Math.max(worst, Math.abs(onGpu.logits[i] - onCpu.logits[i]) / (1 + Math.abs(onCpu.logits[i])))
+          }
+          assert.isBelow(worst, 0.05, "a mixed model's decoding step")
+        }).pipe(Effect.provide(layer)), 120_000)
     }
 
     // next: the argmax of the last logits taken with the step, in micro-batches and token by token
@@ -213,7 +261,9 @@ const suite = (gpu: boolean) =>
         const { context } = yield* open(device, { size: 16, ubatch: 3, keyPadding: 4 })
         // token by token through next: the continuation fills the context (7 + 9 positions)
         const want = [yield* context.next(tokens)]
-        while (want.length < 10) want.push(yield* context.next([want.at(-1)!]))
+        while (want.length < 10) {
+          want.push(yield* context.next([want.at(-1)!]))
+        }
         yield* context.truncate(0)
         const taken = yield* Effect.scoped(Effect.gen(function*() {
           const greedy = yield* context.greedy(tokens)
@@ -230,7 +280,9 @@ const suite = (gpu: boolean) =>
         const all = yield* Effect.scoped(Effect.gen(function*() {
           const greedy = yield* context.greedy(tokens)
           const got: Array<number> = []
-          while (got.length < 10) got.push(yield* greedy.take)
+          while (got.length < 10) {
+            got.push(yield* greedy.take)
+          }
           const full = yield* Effect.exit(greedy.take)
           assert.isTrue(Exit.isFailure(full) && String(full.cause).includes("is full"), String(full))
           return got
@@ -239,7 +291,8 @@ const suite = (gpu: boolean) =>
         assert.strictEqual(yield* context.position, 16)
         // a prompt of one token, and bad input failing before anything runs
         yield* context.truncate(0)
-        const one = yield* Effect.scoped(Effect.flatMap(context.greedy([tokens[0]]), (g) => g.take))
+        const one = yield* Effect.scoped(Effect.flatMap(context.greedy([tokens[0]]), (g) =>
+          g.take))
         assert.strictEqual(one, yield* Effect.andThen(context.truncate(0), context.next([tokens[0]])))
         const bad = yield* Effect.exit(Effect.scoped(context.greedy([shape.vocab])))
         assert.isTrue(Exit.isFailure(bad) && String(bad.cause).includes("outside the vocabulary"), String(bad))
@@ -267,7 +320,9 @@ const suite = (gpu: boolean) =>
         // values stored by one dispatch, and q's rope with its attention
         const trace = yield* context.backend.captureNext
         yield* context.evaluate([10])
-        const ops = (yield* trace).entries.map((e) => e.op)
+        const ops = (yield* trace).entries.map((e) =>
+          e.op
+        )
         if (gpu) {
           assert.include(ops, "rms_norm_mul")
           assert.include(ops, "add_rms_norm")

@@ -208,6 +208,12 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           ["q6_K", 512, int8 ? "mvq8_stack" : rowsForm, straddling],
           ["q4_K", 768, int8 ? "mvq8_stack" : rowsForm, whole],
           ["q5_0", 640, int8 ? "mvq8_stack" : rowsForm, straddling],
+          // parts of several types that round b alike (llama.cpp's Q4_K_M mixes q4_K and q6_K so)
+          ["q4_K+q4_K+q6_K", 512, int8 ? "mvq8_stack" : rowsForm, whole],
+          ["q4_K+q6_K+q4_K", 512, int8 ? "mvq8_stack" : rowsForm, straddling],
+          ["q4_0+q8_0+q5_0", 640, int8 ? "mvq8_stack" : rowsForm, straddling],
+          // k-quants with 32-value types round b two ways: not stacked
+          ["q4_0+q4_0+q4_K", 512, rowsForm, whole],
           ["q6_K", 768, rowsForm, straddling],
           ["f16", 98, rowsForm, straddling],
           ["f16", 96, half === "mvh_stack" ? half : rowsForm, straddling],
@@ -217,10 +223,11 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
         for (const [dtype, K, family, rows] of cases) {
           const fast = family !== rowsForm
           const g = Graph.make()
+          const types = dtype.split("+") as Array<Exclude<typeof dtype, `${string}+${string}`>>
           const ws = [
-            yield* g.param("wq", dtype, [K, rows[0]]),
-            yield* g.param("wk", dtype, [K, rows[1]]),
-            yield* g.param("wv", dtype, [K, rows[2]])
+            yield* g.param("wq", types[0], [K, rows[0]]),
+            yield* g.param("wk", types[1] ?? types[0], [K, rows[1]]),
+            yield* g.param("wv", types[2] ?? types[0], [K, rows[2]])
           ]
           const x = yield* g.input("x", "f32", [K, 1])
           const ys: Array<Tensor.Tensor> = []
@@ -233,20 +240,23 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
             Effect.gen(function*() {
               for (const [i, w] of ws.entries()) {
                 const v = Generators.values(3 + i, K * w.ne[1])
-                yield* plan.set(w, dtype === "f16" || dtype === "f32" ? v : Quant.unsafeQuantize(dtype, v))
+                const t = w.dtype as (typeof types)[number]
+                yield* plan.set(w, t === "f16" || t === "f32" ? v : Quant.unsafeQuantize(t, v))
               }
               yield* plan.set(x, Generators.values(9, K))
             }), ys)
           assert.include(entries.map((e) => e.variant?.family), family, `${dtype} K ${K}`)
           const stack = entries.find((e) => e.variant?.family === "mvq8_stack")
           if (stack) assert.strictEqual(stack.variant?.uniform, rows === whole ? true : undefined, stack.kernel)
+          if (stack) assert.strictEqual(stack.variant?.types, types.length > 1 ? types.join(",") : undefined)
           assert.isBelow(nmse(gpu, cpu), family === "mvq8_stack" ? 1e-9 : 5e-5, `${dtype} K ${K} ${rows}`)
         }
       }),
     120_000
   )
   // a layer's q/k/v stack (the int8 form) storing its keys, rotated, and its values into their caches as it
-  // writes its rows, the store's own dispatch gone: mode 0 over the whole head into an f16 cache, with
+  // writes its rows, the store's own dispatch gone (parts of one type, or q4_K and q6_K mixed): mode 0 over
+  // the whole head into an f16 cache, with
   // frequency factors, YaRN and a partial rotation into an f32 one, the table's last row;
   // two dispatches where the device is asked to keep them apart, and for a neox rope (pairs half a head
   // apart, in other workgroups)
@@ -264,18 +274,20 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           { dtype: "q4_0", mode: 0, nDims: 64, yarn: false, cache: "f16", slot: 5, device: d, fused: true },
           { dtype: "q4_K", mode: 0, nDims: 32, yarn: true, cache: "f32", slot: 2, device: d, fused: true },
           { dtype: "q8_0", mode: 0, nDims: 64, yarn: false, cache: "f16", slot: 8, device: d, fused: true },
+          { dtype: "q4_K+q4_K+q6_K", mode: 0, nDims: 64, yarn: false, cache: "f16", slot: 3, device: d, fused: true },
           { dtype: "q4_0", mode: 0, nDims: 64, yarn: false, cache: "f16", slot: 5, device: apart, fused: false },
           { dtype: "q4_0", mode: 2, nDims: 64, yarn: false, cache: "f16", slot: 5, device: d, fused: false }
         ] as const
         for (const c of cases) {
-          // 4 query heads and 2 KV heads of 64 over K = 256
-          const K = 256
+          // 4 query heads and 2 KV heads of 64 over K = 512 (q6_K rows of whole words)
+          const K = 512
           const g = Graph.make()
           const x = yield* g.input("x", "f32", [K, 1])
+          const types = c.dtype.split("+") as Array<"q4_0" | "q4_K" | "q6_K" | "q8_0">
           const ws = [
-            yield* g.param("wq", c.dtype, [K, 256]),
-            yield* g.param("wk", c.dtype, [K, 128]),
-            yield* g.param("wv", c.dtype, [K, 128])
+            yield* g.param("wq", types[0], [K, 256]),
+            yield* g.param("wk", types[1] ?? types[0], [K, 128]),
+            yield* g.param("wv", types[2] ?? types[0], [K, 128])
           ]
           const keys = yield* g.param("keys", c.cache, [128, 9])
           const values = yield* g.param("values", c.cache, [128, 9])
@@ -299,7 +311,8 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           const { cpu, entries, gpu } = yield* onDeviceAndCpu(c.device, fused, graph, (plan) =>
             Effect.gen(function*() {
               for (const [i, w] of ws.entries()) {
-                yield* plan.set(w, Quant.unsafeQuantize(c.dtype, Generators.values(10 + i, K * w.ne[1])))
+                const t = w.dtype as (typeof types)[number]
+                yield* plan.set(w, Quant.unsafeQuantize(t, Generators.values(10 + i, K * w.ne[1])))
               }
               yield* plan.set(x, Generators.values(13, K))
               yield* plan.set(keys, Generators.values(14, 128 * 9))

@@ -29,6 +29,8 @@ export type Int8Form =
     readonly kind: "stack"
     readonly parts: number
     readonly starts?: ReadonlyArray<number>
+    /** each part's weight type, where they differ (of one rounding of b: `roundsAlike`) */
+    readonly types?: ReadonlyArray<Int8Type>
     /** stores made of the rows besides the result (a layer's keys and values into their caches) */
     readonly stores?: RowStores
   }
@@ -55,6 +57,14 @@ const PAIR_WORDS = { q4_0: 9, q4_1: 10, q5_0: 11, q8_0: 17 } as const
 
 /** the k-quants: blocks of 256 values, b rounded as q8_K (one f32 scale a block of 256) */
 const kQuant = (dtype: Int8Type) => dtype === "q4_K" || dtype === "q6_K"
+
+/**
+ * @internal: whether weights of these types can share one rounding of b (a stack's parts): all 32-value
+ * block types (q8_0 blocks) or all k-quants (q8_K)
+ */
+export const roundsAlike = (types: ReadonlyArray<string>): boolean =>
+  types.every((t) => INT8_TYPES.has(t)) &&
+  new Set(types.map((t) => t === "q4_K" || t === "q6_K")).size <= 1
 
 /**
  * workgroup memory of the int8 form: b's K values as int8 and a scale and sum per 32, the reduction; the
@@ -267,20 +277,31 @@ export const int8MatVec = (
   const subgroups = target.subgroups === true && target.subgroupSize === LANES
   // b read four values per load where its rows are contiguous runs of fours
   const fours = stridesAligned(b, 4)
-  // the words of a lane's 64 values (PAIR_WORDS, K_WORDS)
-  const PW = dtype === "q4_K" || dtype === "q6_K" ? K_WORDS[dtype] : PAIR_WORDS[dtype]
-  // the pair's words of weight operand `n` (a; u, the up weights of a gated product; a1.. of a stack)
-  const load = (n: string, rowWord: string) =>
-    dtype === "q4_K" || dtype === "q6_K"
-      ? kLoad(dtype, n, rowWord)
-      : `for (var k = 0u; k < ${PW}u; k++) { w[k] = qwi_${n}(${rowWord}[r] + p * ${PW}u + k); }`
-  // the pair's dot products with b into `acc`
-  const dot = (acc: string) => dtype === "q4_K" || dtype === "q6_K" ? kDot(dtype, acc) : pairDot(dtype, acc)
   const weights = form.kind === "gated"
     ? ["a", "u"]
     : form.kind === "stack"
     ? stackWeights(form.parts)
     : ["a"]
+  // each weight operand's type: a stack's parts may differ (one rounding of b), else all `dtype`
+  const typeOf = (n: string): Int8Type =>
+    (form.kind === "stack" ? form.types?.[weights.indexOf(n)] : undefined) ?? dtype
+  const types = [...new Set(weights.map(typeOf))]
+  // the words of a lane's 64 values (PAIR_WORDS, K_WORDS): the most any part's type takes
+  const wordsOf = (t: Int8Type) => t === "q4_K" || t === "q6_K" ? K_WORDS[t] : PAIR_WORDS[t]
+  const PW = Math.max(...types.map(wordsOf))
+  // the pair's words of weight operand `n` (a; u, the up weights of a gated product; a1.. of a stack)
+  const load = (n: string, rowWord: string) => {
+    const t = typeOf(n)
+    return t === "q4_K" || t === "q6_K"
+      ? kLoad(t, n, rowWord)
+      : `for (var k = 0u; k < ${wordsOf(t)}u; k++) { w[k] = qwi_${n}(${rowWord}[r] + p * ${wordsOf(t)}u + k); }`
+  }
+  // the pair's dot products of weight operand `n` with b into `acc`
+  const dotOf = (n: string, acc: string) => {
+    const t = typeOf(n)
+    return t === "q4_K" || t === "q6_K" ? kDot(t, acc) : pairDot(t, acc)
+  }
+  const dot = (acc: string) => dotOf(weights[0], acc)
   // a stack whose parts are whole workgroups of rows: each workgroup's part is found once, and its loop
   // reads that part's weights alone (a branch a row kept both rows' loads from going out together: an 8B
   // q/k/v stack ran at half the plain form's bandwidth, benchmarks/RESULTS.md)
@@ -365,15 +386,21 @@ ${
       weights.map((n, i) =>
         `  ${i > 0 ? "else " : ""}if (wpart == ${i}u) {
 ${rowWordsOf(n, "prow")}
-${walk(`${load(n, `rowWord_${n}`)}\n${dot("acc")}`)}
+${walk(`${load(n, `rowWord_${n}`)}\n${dotOf(n, "acc")}`)}
   }`
       ).join("\n")
     }`
     : `${stackRows(form.parts, R, 2, "rowWord", "rowPart")}
 ${
       walk(
-        `${weights.map((n, i) => `${i > 0 ? "else " : ""}if (rowPart[r] == ${i}u) { ${load(n, "rowWord")} }`).join(" ")}
+        types.length === 1
+          ? `${
+            weights.map((n, i) => `${i > 0 ? "else " : ""}if (rowPart[r] == ${i}u) { ${load(n, "rowWord")} }`).join(" ")
+          }
 ${dot("acc")}`
+          : weights.map((n, i) =>
+            `${i > 0 ? "else " : ""}if (rowPart[r] == ${i}u) { ${load(n, "rowWord")}\n${dotOf(n, "acc")} }`
+          ).join(" ")
       )
     }`
   const reduce = (acc: string, red: string) =>
@@ -476,6 +503,7 @@ ${storeBlock}
       parts: weights.length,
       ...(uniform ? { uniform } : {}),
       ...(prefetch ? { prefetch } : {}),
+      ...(types.length > 1 ? { types: weights.map(typeOf).join(",") } : {}),
       ...stores?.variant
     },
     enables: subgroups ? ["subgroups"] : [],
@@ -491,7 +519,7 @@ ${storeBlock}
 var<workgroup> ys: array<vec4<u32>, ${K / 16}>;
 var<workgroup> es: array<vec2<f32>, ${K / 32}>;
 ${kQuant(dtype) ? `var<workgroup> tops: array<f32, ${K / 256}>;` : ""}
-${helpers(dtype)}
+${types.map(helpers).join("\n")}
 ${stores?.decls ?? ""}
 var<workgroup> part: array<f32, ${subgroups ? 1 : WGS}>;
 var<workgroup> red: array<f32, ${rowsPerGroup}>;

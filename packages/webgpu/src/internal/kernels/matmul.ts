@@ -390,11 +390,13 @@ ${range(parts - 1).map((i) => `  if (m >= P.s${i + 1}) { pt = ${i + 1}u; lr = m 
   const rows = perResult({ family: "mul_mat_stack_rows", parts }, product, target, decls, prelude, [
     "part_row(pt, lr, k, b2, b3)"
   ], "r0[0]")
-  if (weights.every((w) => Int8.int8Applies(product, w, target) && w.dtype === weights[0].dtype)) {
-    return Int8.int8MatVec(product, b, weights[0].dtype as Int8.Int8Type, target, rows, {
+  if (int8Stack(product, weights, target)) {
+    const types = weights.map((w) => w.dtype as Int8.Int8Type)
+    return Int8.int8MatVec(product, b, types[0], target, rows, {
       kind: "stack",
       parts,
       starts,
+      ...(types.some((t) => t !== types[0]) ? { types } : {}),
       ...(stores !== undefined ? { stores } : {})
     })
   }
@@ -404,14 +406,23 @@ ${range(parts - 1).map((i) => `  if (m >= P.s${i + 1}) { pt = ${i + 1}u; lr = m 
 
 /**
  * @internal: whether the WebGPU device stacks products sharing their activations: where the int8 form
- * computes every part (one type, one column) or the vec4 matrix-vector form does (f16 and f32 weights), for
- * at most 4 parts (operands of a binding group)
+ * computes every part (types that round b alike, one column) or the vec4 matrix-vector form does (f16 and
+ * f32 weights of one type), for at most 4 parts (operands of a binding group)
  */
 export const stacks = (target: KernelTarget) => (weights: ReadonlyArray<Tensor.Tensor>, b: Tensor.Tensor) =>
   weights.length <= 4 &&
-  weights.every((w) =>
-    w.dtype === weights[0].dtype && w.ne[0] === weights[0].ne[0] && w.ne[2] === 1 && w.ne[3] === 1
-  ) &&
-  (weights.every((w) => Int8.int8Applies({ N: b.ne[1], K: w.ne[0] }, w, target)) ||
-    vectorForm({ N: b.ne[1], K: weights[0].ne[0] }, weights, b) ||
-    halfApplies({ N: b.ne[1], K: weights[0].ne[0] }, weights, b, target))
+  weights.every((w) => w.ne[0] === weights[0].ne[0] && w.ne[2] === 1 && w.ne[3] === 1) &&
+  (int8Stack({ N: b.ne[1], K: weights[0].ne[0] }, weights, target) ||
+    (weights.every((w) => w.dtype === weights[0].dtype) &&
+      (vectorForm({ N: b.ne[1], K: weights[0].ne[0] }, weights, b) ||
+        halfApplies({ N: b.ne[1], K: weights[0].ne[0] }, weights, b, target))))
+
+/**
+ * whether the int8 form computes a stack over `weights`: each part's type takes it, and all round b alike
+ * (a k-quant model's q4_K and q6_K parts, as llama.cpp's Q4_K_M mixes them)
+ */
+const int8Stack = (
+  product: Pick<Product.Product, "N" | "K">,
+  weights: ReadonlyArray<Tensor.Tensor>,
+  target: KernelTarget
+) => weights.every((w) => Int8.int8Applies(product, w, target)) && Int8.roundsAlike(weights.map((w) => w.dtype))
