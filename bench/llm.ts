@@ -27,7 +27,7 @@
  *   tsx llm.ts run DIR NAME --apart-stores   a layer's keys and values stored by two dispatches (default: one,
  *                                                 rope_set_rows_kv)
  *   tsx llm.ts run DIR NAME --stores-apart   a layer's keys and values stored by their own dispatch (default: by
- *                                                 the int8 q/k/v stack that computes them)
+ *                                                 the q/k/v stack that computes them)
  *   tsx llm.ts run DIR NAME --copy-loads words|vec4   how the f16 copy of q4_0 / q8_0 weights stages its runs
  *   tsx llm.ts run DIR NAME --q-prefill tiles|copy   a quantized prompt product's weights dequantized in its
  *                                                 tiles or copied into f16 first (default: the copy from 256 columns)

@@ -292,9 +292,9 @@ const program = Effect.gen(function*() {
       )
     }
   }
-  // a layer's q/k/v stack storing its keys (rotated, mode 0) and values into f16 caches at 32 lanes (an 8B
-  // model's shapes), against the CPU's products, rope and set_rows
-  for (const at of ["q4_0", "q4_K"] as const) {
+  // a layer's q/k/v stack (the int8 form; f16 weights by subgroups) storing its keys (rotated, mode 0) and
+  // values into f16 caches at 32 lanes (an 8B model's shapes), against the CPU's products, rope and set_rows
+  for (const at of ["q4_0", "q4_K", "f16"] as const) {
     const g = Graph.make()
     const x = yield* g.input("x", "f32", [4096, 1])
     const ws = yield* Effect.forEach([4096, 1024, 1024], (m, i) => g.param(`w${i}`, at, [4096, m]))
@@ -309,7 +309,10 @@ const program = Effect.gen(function*() {
     const flat = (t: Parameters<typeof Ops.cpy>[0], n: number) => Ops.reshape(Ops.cpy(t, "f32"), [n])
     const y = yield* g.output(Ops.concat(Ops.concat(flat(q, 4096), flat(yk, 16384), 0), flat(yv, 16384), 0))
     const { error, kernels } = yield* against(gpu, g, y, [
-      ...ws.map((w, i) => [w, Quant.unsafeQuantize(at, Generators.values(50 + i, 4096 * w.ne[1]))] as const),
+      ...ws.map((w, i) => {
+        const v = Generators.values(50 + i, 4096 * w.ne[1])
+        return [w, at === "f16" ? v : Quant.unsafeQuantize(at, v)] as const
+      }),
       [x, Generators.values(53, 4096)],
       [keys, Generators.values(54, 1024 * 16)],
       [values, Generators.values(55, 1024 * 16)],

@@ -122,9 +122,9 @@ export interface Options {
    */
   readonly storeValuesWithKeys?: boolean | undefined
   /**
-   * a decoding step's keys and values stored into their caches by the int8 q/k/v stack that computes them
-   * (its rows' epilogue: a dispatch a layer fewer, rope mode 0); default: on; `false` keeps the store's own
-   * dispatch (tests and tuning)
+   * a decoding step's keys and values stored into their caches by the q/k/v stack that computes them (the
+   * int8 form's or f16 weights' rows' epilogue: a dispatch a layer fewer, rope mode 0); default: on; `false`
+   * keeps the store's own dispatch (tests and tuning)
    *
    * @internal
    */

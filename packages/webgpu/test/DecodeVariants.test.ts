@@ -254,36 +254,37 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
       }),
     120_000
   )
-  // a layer's q/k/v stack (the int8 form) storing its keys, rotated, and its values into their caches as it
-  // writes its rows, the store's own dispatch gone (parts of one type, or q4_K and q6_K mixed): mode 0 over
-  // the whole head into an f16 cache, with
-  // frequency factors, YaRN and a partial rotation into an f32 one, the table's last row;
-  // two dispatches where the device is asked to keep them apart, and for a neox rope (pairs half a head
-  // apart, in other workgroups)
+  // a layer's q/k/v stack (the int8 form; f16 weights by subgroups) storing its keys, rotated, and its values
+  // into their caches as it writes its rows, the store's own dispatch gone (parts of one type, or q4_K and
+  // q6_K mixed): mode 0 over the whole head into an f16 cache, with frequency factors, YaRN and a partial
+  // rotation into an f32 one, the table's last row; two dispatches where the device is asked to keep them
+  // apart, and for a neox rope (pairs half a head apart, in other workgroups)
   it.scoped(
     "a q/k/v stack storing its keys and values (stores=kv) matches the CPU's products, rope and set_rows",
     () =>
       Effect.gen(function*() {
         const [d] = yield* WebGpu.make({ devices: 1 })
-        if (!WebGpuDevice.hasInt8Dot(d)) {
-          console.log(`no dot4I8Packed on ${d.description}: no int8 stack to store from`)
-          return
-        }
+        const int8 = WebGpuDevice.hasInt8Dot(d)
+        const half = d.description.includes("subgroups") && d.description.includes("shader-f16")
+        if (!int8 || !half) console.log(`on ${d.description}: no int8 or no f16-by-subgroups stack to store from`)
         const [apart] = yield* WebGpu.make({ devices: 1, storeKeysInProducts: false })
-        const cases = [
+        const all = [
           { dtype: "q4_0", mode: 0, nDims: 64, yarn: false, cache: "f16", slot: 5, device: d, fused: true },
           { dtype: "q4_K", mode: 0, nDims: 32, yarn: true, cache: "f32", slot: 2, device: d, fused: true },
           { dtype: "q8_0", mode: 0, nDims: 64, yarn: false, cache: "f16", slot: 8, device: d, fused: true },
           { dtype: "q4_K+q4_K+q6_K", mode: 0, nDims: 64, yarn: false, cache: "f16", slot: 3, device: d, fused: true },
           { dtype: "q4_0", mode: 0, nDims: 64, yarn: false, cache: "f16", slot: 5, device: apart, fused: false },
-          { dtype: "q4_0", mode: 2, nDims: 64, yarn: false, cache: "f16", slot: 5, device: d, fused: false }
+          { dtype: "q4_0", mode: 2, nDims: 64, yarn: false, cache: "f16", slot: 5, device: d, fused: false },
+          { dtype: "f16", mode: 0, nDims: 64, yarn: false, cache: "f16", slot: 4, device: d, fused: true },
+          { dtype: "f16", mode: 0, nDims: 32, yarn: true, cache: "f32", slot: 1, device: d, fused: true }
         ] as const
+        const cases = all.filter((c) => c.dtype === "f16" ? half : int8)
         for (const c of cases) {
           // 4 query heads and 2 KV heads of 64 over K = 512 (q6_K rows of whole words)
           const K = 512
           const g = Graph.make()
           const x = yield* g.input("x", "f32", [K, 1])
-          const types = c.dtype.split("+") as Array<"q4_0" | "q4_K" | "q6_K" | "q8_0">
+          const types = c.dtype.split("+") as Array<"q4_0" | "q4_K" | "q6_K" | "q8_0" | "f16">
           const ws = [
             yield* g.param("wq", types[0], [K, 256]),
             yield* g.param("wk", types[1] ?? types[0], [K, 128]),
@@ -312,7 +313,8 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
             Effect.gen(function*() {
               for (const [i, w] of ws.entries()) {
                 const t = w.dtype as (typeof types)[number]
-                yield* plan.set(w, Quant.unsafeQuantize(t, Generators.values(10 + i, K * w.ne[1])))
+                const v = Generators.values(10 + i, K * w.ne[1])
+                yield* plan.set(w, t === "f16" ? v : Quant.unsafeQuantize(t, v))
               }
               yield* plan.set(x, Generators.values(13, K))
               yield* plan.set(keys, Generators.values(14, 128 * 9))
@@ -324,7 +326,7 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           const stack = entries.find((e) => e.op === "mul_mat_stack")
           assert.strictEqual(
             stack?.variant?.family,
-            "mvq8_stack",
+            c.dtype === "f16" ? "mvh_stack" : "mvq8_stack",
             JSON.stringify({ ...c, device: c.device === d ? "default" : "apart" })
           )
           assert.strictEqual(

@@ -190,7 +190,7 @@ export interface KernelTarget {
   readonly registerTile?: RegisterTile
   /**
    * a decoding step's keys and values stored into their caches by the q/k/v stack that computes them (the
-   * int8 form), not by a dispatch of their own; default: on
+   * int8 form, f16 weights by subgroups), not by a dispatch of their own; default: on
    */
   readonly storesInProducts?: boolean
   /** overrides the quantized matrix-vector kernel's shape (tests and benchmarks) */

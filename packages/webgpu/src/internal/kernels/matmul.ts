@@ -348,7 +348,8 @@ export const fusesSwiglu = (target: KernelTarget) => (gate: Tensor.Tensor, up: T
 /**
  * @internal: mul_mat_stack, the products of several weights with one b, rows stacked: the int8 form where
  * every part's weights allow it (the only place the WebGPU device asks for the fusion), else a workgroup
- * per result; `stores` the int8 form also makes of its rows (stackStores.ts), where it is the one taken
+ * per result; `stores` the int8 form or the f16 one by subgroups also makes of its rows (stackStores.ts),
+ * where it is the one taken
  */
 export const mulMatStack = (
   node: Tensor.Tensor,
@@ -401,7 +402,9 @@ ${range(parts - 1).map((i) => `  if (m >= P.s${i + 1}) { pt = ${i + 1}u; lr = m 
     })
   }
   const vec = vectorForm(product, weights, b) ? matVec(product, target, true, { kind: "stack", parts }, rows) : rows
-  return halfApplies(product, weights, b, target) ? halfMatVec(product, target, { kind: "stack", parts }, vec) : vec
+  return halfApplies(product, weights, b, target)
+    ? halfMatVec(product, target, { kind: "stack", parts, ...(stores !== undefined ? { stores } : {}) }, vec)
+    : vec
 }
 
 /**

@@ -9,6 +9,7 @@ import * as KernelSpec from "./kernel.js"
 import { entry, stridesAligned, SUBGROUP_LANES, WG } from "./kernel.js"
 import type { Product } from "./product.js"
 import { stackRow, stackRows, stackWeights } from "./product.js"
+import type { RowStores } from "./stackStores.js"
 
 /**
  * elements of a row per thread at least, in the scalar form: 16 keeps a row's threads reading 64
@@ -57,7 +58,12 @@ const subgroupReduce = (N: number) =>
 export type MatVecForm =
   | { readonly kind: "plain" }
   | { readonly kind: "gated" }
-  | { readonly kind: "stack"; readonly parts: number }
+  | {
+    readonly kind: "stack"
+    readonly parts: number
+    /** stores made of the rows besides the result (halfMatVec, one column: a layer's keys and values) */
+    readonly stores?: RowStores
+  }
 
 /**
  * WGSL: the vec4 accumulation: each thread loads MV_LOADS vec4 of a's row before it multiplies them. A
@@ -249,6 +255,37 @@ export const halfMatVec = (product: Product, target: KernelTarget, form: MatVecF
   const load = (r: string, c: string) =>
     form.kind === "stack" ? `ldw_part(part[${r}], at[${r}] + ${c})` : `ldw_a(at[${r}] + ${c})`
   const partLoad = form.kind === "stack" ? partLoader(form.parts, "ldw") : ""
+  // a stack's stores (one column): every row's sum through workgroup memory, where the rows' epilogue sees
+  // its neighbours' (a key row's pair)
+  const stores = form.kind === "stack" && N === 1 ? form.stores : undefined
+  const results = stores === undefined
+    ? `  for (var r = 0u; r < ${R}u; r++) {
+    let m = row0 + r;
+    for (var nn = 0u; nn < ${N}u; nn++) {
+      let s = subgroupAdd(acc[r * ${C}u + nn]);${
+      gated ? `\n      let su = subgroupAdd(acc[r * ${C}u + ${N}u + nn]);` : ""
+    }
+      var v = ${gated ? "silu_s(s) * su" : "s"};
+      ${epilogue}
+      if (sgl == 0u && m < P.d_ne0) { st_d(ix_d(m, nn, b2, b3), v); }
+    }
+  }`
+    : `  for (var r = 0u; r < ${R}u; r++) {
+    let s = subgroupAdd(acc[r]);
+    if (sgl == 0u) { red[grp * ${R}u + r] = s; }
+  }
+  workgroupBarrier();
+  if (lid < ${rowsPerGroup}u) {
+    let row = (wid.x + wid.y * nwg.x) * ${rowsPerGroup}u + lid;
+    let m = row;
+    let nn = 0u;
+    var v = red[lid];
+    ${epilogue}
+    if (row < P.d_ne0) {
+      st_d(ix_d(m, nn, b2, b3), v);
+      ${stores.code}
+    }
+  }`
   const kernel = KernelSpec.make({
     variant: {
       family: gated ? "mvh_swiglu" : form.kind === "stack" ? "mvh_stack" : "mvh",
@@ -256,15 +293,17 @@ export const halfMatVec = (product: Product, target: KernelTarget, form: MatVecF
       rows: R,
       columns: N,
       bias,
-      ...(form.kind === "stack" ? { parts: form.parts } : {})
+      ...(form.kind === "stack" ? { parts: form.parts } : {}),
+      ...stores?.variant
     },
     enables: ["subgroups"],
-    operands,
-    params,
+    operands: [...operands, ...(stores?.operands ?? [])],
+    params: [...params, ...(stores?.params ?? [])],
     workgroups: [Math.min(groups, target.maxWorkgroups), Math.ceil(groups / target.maxWorkgroups), batches],
     main: `
 ${SUBGROUP_LANES}
 ${partLoad}
+${stores === undefined ? "" : `var<workgroup> red: array<f32, ${rowsPerGroup}>;\n${stores.decls}`}
 /** the 8 values of a 16-byte chunk against b's 8 at vec4 index k4 */
 fn dot8(w: vec4<u32>, b4: u32) -> f32 {
   let lo = vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));
@@ -306,18 +345,14 @@ ${rowStarts}
       }
     }
   }
-  for (var r = 0u; r < ${R}u; r++) {
-    let m = row0 + r;
-    for (var nn = 0u; nn < ${N}u; nn++) {
-      let s = subgroupAdd(acc[r * ${C}u + nn]);${
-      gated ? `\n      let su = subgroupAdd(acc[r * ${C}u + ${N}u + nn]);` : ""
-    }
-      var v = ${gated ? "silu_s(s) * su" : "s"};
-      ${epilogue}
-      if (sgl == 0u && m < P.d_ne0) { st_d(ix_d(m, nn, b2, b3), v); }
-    }
-  }
+${results}
 }`
   })
-  return { ...kernel, vec4: true, wide: true, fallback }
+  return {
+    ...kernel,
+    vec4: true,
+    wide: true,
+    ...(stores !== undefined ? { scalar: stores.operands.map((o) => o.name) } : {}),
+    fallback
+  }
 }

@@ -1,6 +1,7 @@
 /**
  * A decoding step's keys and values stored by the product that computes them: where a layer's q/k/v stack
- * (mul_mat_stack, the int8 form) is followed by the rope_set_rows_kv that rotates its key rows and stores
+ * (mul_mat_stack: the int8 form, or f16 weights by subgroups) is followed by the rope_set_rows_kv that
+ * rotates its key rows and stores
  * them and its value rows into the caches, the stack's kernel does both stores as it writes its rows, and
  * the store's own dispatch goes (a dispatch a layer fewer). Rope mode 0 only: it rotates adjacent pairs,
  * which a workgroup's rows hold side by side.
