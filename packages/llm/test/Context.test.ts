@@ -29,6 +29,25 @@ const open = (device: Device.Device, options: Context.Options) =>
     return { m, context: yield* Context.make(device, m.h, weights, options) }
   })
 
+/**
+ * decoding steps of `steps` after the tokens on `on` (a context of 16 positions, windows of 8 keys): the
+ * first step's trace entries and every step's logits
+ */
+const decodeSteps = (
+  on: Device.Device,
+  m: Effect.Effect.Success<ReturnType<typeof model>>,
+  steps: ReadonlyArray<number>
+) =>
+  Effect.gen(function*() {
+    const weights = yield* Weights.load(on, m.file, m.bytes)
+    const context = yield* Context.make(on, m.h, weights, { size: 16, keyPadding: 8 })
+    yield* context.evaluate(tokens)
+    const trace = yield* context.backend.captureNext
+    const logits: Array<number> = []
+    for (const t of steps) logits.push(...(yield* context.evaluate([t])))
+    return { entries: (yield* trace).entries, logits }
+  })
+
 const close = (got: ArrayLike<number>, want: ArrayLike<number>, what: string) => {
   assert.strictEqual(got.length, want.length, what)
   let worst = 0
@@ -152,18 +171,8 @@ const suite = (gpu: boolean) =>
           }
           const [apart] = yield* WebGpu.make({ devices: 1, storeKeysInProducts: false })
           const m = yield* model({ dtype: "q4_0", hidden: 128 })
-          const step = (on: Device.Device) =>
-            Effect.gen(function*() {
-              const weights = yield* Weights.load(on, m.file, m.bytes)
-              const context = yield* Context.make(on, m.h, weights, { size: 16, keyPadding: 8 })
-              yield* context.evaluate(tokens)
-              const trace = yield* context.backend.captureNext
-              const logits = yield* context.evaluate([10])
-              const after = yield* context.evaluate([11])
-              return { entries: (yield* trace).entries, logits: [...logits, ...after] }
-            })
-          const fused = yield* step(device)
-          const kept = yield* step(apart)
+          const fused = yield* decodeSteps(device, m, [10, 11])
+          const kept = yield* decodeSteps(apart, m, [10, 11])
           const stacks = fused.entries.filter((e) =>
             e.op === "mul_mat_stack"
           )
@@ -200,17 +209,8 @@ const suite = (gpu: boolean) =>
             ffn: 512,
             types: { attn_v: "q6_K", ffn_down: "q6_K" }
           })
-          const step = (on: Device.Device) =>
-            Effect.gen(function*() {
-              const weights = yield* Weights.load(on, m.file, m.bytes)
-              const context = yield* Context.make(on, m.h, weights, { size: 16, keyPadding: 8 })
-              yield* context.evaluate(tokens)
-              const trace = yield* context.backend.captureNext
-              const logits = yield* context.evaluate([10])
-              return { entries: (yield* trace).entries, logits }
-            })
-          const onGpu = yield* step(device)
-          const onCpu = yield* step(cpu)
+          const onGpu = yield* decodeSteps(device, m, [10])
+          const onCpu = yield* decodeSteps(cpu, m, [10])
           const stacks = onGpu.entries.filter((e) =>
             e.op === "mul_mat_stack"
           )
