@@ -91,6 +91,19 @@ describe.skipIf(!adapterAvailable)("WebGPU attention kernel variants", () => {
       across: "dims",
       heads: 1
     },
+    // the keys in one split over 32 subgroups, no merge (a short context's decode in one dispatch; at a 1B
+    // model's head size: at 128 its partials take more than 32 KiB of workgroup memory)
+    {
+      nQ: 1,
+      D: 64,
+      splits: 1,
+      sinks: true,
+      families: ["flash_attn_decode"],
+      wide: true,
+      maskHeads: 1,
+      across: "keys",
+      subgroups: 32
+    },
     // more splits than the merge's 64 threads (70 of 300 keys: 5 keys a split)
     { nQ: 2, D: 64, splits: 70, sinks: true, families: decodeFamilies, wide: true, maskHeads: 4, across: "dims" },
     {
@@ -151,13 +164,14 @@ describe.skipIf(!adapterAvailable)("WebGPU attention kernel variants", () => {
       `flash attention: ${form.families.join(" + ")} (${form.nQ} rows, D ${form.D}, ${form.splits} splits, mask ` +
         `over ${form.maskHeads} heads${form.across ? `, lanes across ${form.across}` : ""}${
           "heads" in form ? `, ${form.heads} head a workgroup` : ""
-        }) matches the CPU`,
+        }${"subgroups" in form ? `, ${form.subgroups} subgroups` : ""}) matches the CPU`,
       () =>
         Effect.gen(function*() {
           const forced = {
             splits: form.splits,
             ...(form.across !== undefined ? { across: form.across } : {}),
-            ...("heads" in form ? { heads: form.heads } : {})
+            ...("heads" in form ? { heads: form.heads } : {}),
+            ...("subgroups" in form ? { subgroups: form.subgroups } : {})
           }
           const [d] = yield* WebGpu.make({ devices: 1, attentionDecode: forced })
           // without subgroups the decode form is not offered: the row form runs
@@ -205,6 +219,9 @@ describe.skipIf(!adapterAvailable)("WebGPU attention kernel variants", () => {
             assert.strictEqual(entries[0].variant?.across, form.across, entries[0].kernel)
             assert.strictEqual(entries[0].variant?.mask, form.maskHeads === 1 ? "shared" : "per-head")
             assert.strictEqual(entries[0].variant?.heads, "heads" in form ? form.heads : 2, entries[0].kernel)
+            if ("subgroups" in form) {
+              assert.strictEqual(entries[0].variant?.subgroups, form.subgroups, entries[0].kernel)
+            }
           }
           // the matrix form rounds Q and P to f16, as ggml's GPU kernels do
           assert.isBelow(nmse(gpu, cpu), matrices && offered ? 1e-5 : 1e-6)
