@@ -29,6 +29,7 @@
  *   tsx llm.ts run DIR NAME --stores-apart   a layer's keys and values stored by their own dispatch (default: by
  *                                                 the q/k/v stack that computes them)
  *   tsx llm.ts run DIR NAME --copy-loads words|vec4   how the f16 copy of q4_0 / q8_0 weights stages its runs
+ *   tsx llm.ts run DIR NAME --steps-ahead N   greedy decoding's steps queued past the token awaited (default 1)
  *   tsx llm.ts run DIR NAME --q-prefill tiles|copy   a quantized prompt product's weights dequantized in its
  *                                                 tiles or copied into f16 first (default: the copy from 256 columns)
  */
@@ -79,7 +80,8 @@ const valued = [
   "--row-threads",
   "--q-prefill",
   "--projections",
-  "--copy-loads"
+  "--copy-loads",
+  "--steps-ahead"
 ]
 const names = rest.filter((n, i) => !n.startsWith("--") && !valued.includes(rest[i - 1]))
 const attentionAt = rest.indexOf("--attention")
@@ -160,7 +162,8 @@ const measure = (name: string) =>
       size: PROMPT + DECODE + 64,
       ubatch: PROMPT,
       ...(attention !== undefined ? { attention } : {}),
-      ...(projections !== undefined ? { projections } : {})
+      ...(projections !== undefined ? { projections } : {}),
+      ...(rest.includes("--steps-ahead") ? { stepsAhead: Number(rest[rest.indexOf("--steps-ahead") + 1]) } : {})
     })
     const loadS = (performance.now() - loadStart) / 1000
     const prompt = tokens(PROMPT, model.hyperparameters.vocab, 7)
@@ -202,6 +205,7 @@ const measure = (name: string) =>
         : "stack",
       copy_loads: gpuOptions.copyLoads ?? "words",
       mv_prefetch: gpuOptions.quantizedDecode?.prefetch === true,
+      steps_ahead: rest.includes("--steps-ahead") ? Number(rest[rest.indexOf("--steps-ahead") + 1]) : 1,
       device: device.name,
       bytes: model.bytes,
       load_s: Number(loadS.toFixed(2)),

@@ -50,6 +50,11 @@ export interface Options {
   readonly attention?: Forward.Options["attention"]
   /** q, k and v as one product or three (Forward.Options.projections; default auto) */
   readonly projections?: Forward.Options["projections"]
+  /**
+   * greedy decoding's steps queued past the one whose token is awaited (default 1): more absorb the host's
+   * pauses (a completion seen late) at the cost of as many steps computed past where a generation stops
+   */
+  readonly stepsAhead?: number
 }
 
 /**
@@ -96,11 +101,12 @@ export interface Context {
    */
   readonly next: (tokens: ReadonlyArray<number>) => Effect.Effect<number, EvaluateError>
   /**
-   * Greedy decoding with a step run ahead: runs `tokens` as `next` does, then each `take` gives the next
-   * greedy token while the device already computes the one after it. A step reads its token from where
-   * the step before left its argmax, so the host's work between steps no longer idles the device. The
-   * scope holds the context; closing it waits for the steps in flight and leaves in the cache `tokens` and
-   * every token taken whose step ran. `take` fails with ModelError once the context is full.
+   * Greedy decoding with steps run ahead: runs `tokens` as `next` does, then each `take` gives the next
+   * greedy token while the device already computes the ones after it (`Options.stepsAhead`). A step reads
+   * its token from where the step before left its argmax, so the host's work between steps no longer idles
+   * the device. The scope holds the context; closing it waits for the steps in flight and leaves in the
+   * cache `tokens` and every token taken whose step ran. `take` fails with ModelError once the context is
+   * full.
    */
   readonly greedy: (tokens: ReadonlyArray<number>) => Effect.Effect<Greedy, EvaluateError, Scope.Scope>
   /** forgets the cache from position `n` on (0: all of it) */
@@ -150,7 +156,12 @@ export const make = (
     const size = options.size ?? Math.min(h.contextLength, 4096)
     const ubatch = options.ubatch ?? 512
     const keyPadding = options.keyPadding ?? 256
-    for (const [name, value] of [["size", size], ["ubatch", ubatch], ["keyPadding", keyPadding]] as const) {
+    const stepsAhead = options.stepsAhead ?? 1
+    const settings = [["size", size], ["ubatch", ubatch], ["keyPadding", keyPadding], [
+      "stepsAhead",
+      stepsAhead
+    ]] as const
+    for (const [name, value] of settings) {
       if (!Number.isSafeInteger(value) || value < 1) {
         return yield* new ModelError({
           file,
@@ -307,8 +318,11 @@ export const make = (
             reads.push(Effect.map(bytes, (b) => new DataView(b.buffer, b.byteOffset, 4).getInt32(0, true)))
             ahead += piece === "fed" ? 1 : piece.length
           })
-        // the step after the last taken token, while the context has room for it
-        const runAhead = Effect.suspend(() => ahead < size ? queue("fed") : Effect.void)
+        // the steps after the last taken token, `stepsAhead` queued past the one awaited, while the context has
+        // room for them
+        const runAhead: Effect.Effect<void, EvaluateError> = Effect.suspend(() =>
+          ahead < size && reads.length <= stepsAhead ? Effect.zipRight(queue("fed"), runAhead) : Effect.void
+        )
         // the cache keeps the tokens and each token taken whose step was queued (its position told as they are
         // taken), once those steps are done
         const kept = Effect.suspend(() => Ref.set(position, Math.min(ahead, start + tokens.length + taken)))

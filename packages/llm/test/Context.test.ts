@@ -251,52 +251,55 @@ const suite = (gpu: boolean) =>
         assert.strictEqual(yield* context.next([9]), argmax(logits), "a decoding step")
       }).pipe(Effect.provide(layer)))
 
-    // greedy: each step reads the token the step before left on the device, one step queued ahead
-    it.scoped("greedy gives next's tokens with a step run ahead and keeps the tokens taken", () =>
-      Effect.gen(function*() {
-        const device = yield* pick(gpu)
-        if (device === undefined) {
-          return
-        }
-        const { context } = yield* open(device, { size: 16, ubatch: 3, keyPadding: 4 })
-        // token by token through next: the continuation fills the context (7 + 9 positions)
-        const want = [yield* context.next(tokens)]
-        while (want.length < 10) {
-          want.push(yield* context.next([want.at(-1)!]))
-        }
-        yield* context.truncate(0)
-        const taken = yield* Effect.scoped(Effect.gen(function*() {
-          const greedy = yield* context.greedy(tokens)
-          const got = [yield* greedy.take, yield* greedy.take, yield* greedy.take, yield* greedy.take]
-          // the position told as the tokens are taken, not only when the scope closes
-          assert.strictEqual(yield* context.position, tokens.length + 4, "while taking")
-          return got
-        }))
-        assert.deepStrictEqual(taken, want.slice(0, 4))
-        assert.strictEqual(yield* context.position, tokens.length + 4, "the prompt and the tokens taken")
-        assert.strictEqual(yield* context.next([want[4]]), want[5], "next goes on from the tokens taken")
-        // to the context's end, across its windows of 4 keys, after a prompt of three micro-batches
-        yield* context.truncate(0)
-        const all = yield* Effect.scoped(Effect.gen(function*() {
-          const greedy = yield* context.greedy(tokens)
-          const got: Array<number> = []
-          while (got.length < 10) {
-            got.push(yield* greedy.take)
+    // greedy: each step reads the token the step before left on the device, one step queued ahead (the
+    // default) or three
+    for (const stepsAhead of [1, 3]) {
+      it.scoped(`greedy gives next's tokens with ${stepsAhead} step(s) run ahead and keeps the tokens taken`, () =>
+        Effect.gen(function*() {
+          const device = yield* pick(gpu)
+          if (device === undefined) {
+            return
           }
-          const full = yield* Effect.exit(greedy.take)
-          assert.isTrue(Exit.isFailure(full) && String(full.cause).includes("is full"), String(full))
-          return got
-        }))
-        assert.deepStrictEqual(all, want)
-        assert.strictEqual(yield* context.position, 16)
-        // a prompt of one token, and bad input failing before anything runs
-        yield* context.truncate(0)
-        const one = yield* Effect.scoped(Effect.flatMap(context.greedy([tokens[0]]), (g) =>
-          g.take))
-        assert.strictEqual(one, yield* Effect.andThen(context.truncate(0), context.next([tokens[0]])))
-        const bad = yield* Effect.exit(Effect.scoped(context.greedy([shape.vocab])))
-        assert.isTrue(Exit.isFailure(bad) && String(bad.cause).includes("outside the vocabulary"), String(bad))
-      }).pipe(Effect.provide(layer)))
+          const { context } = yield* open(device, { size: 16, ubatch: 3, keyPadding: 4, stepsAhead })
+          // token by token through next: the continuation fills the context (7 + 9 positions)
+          const want = [yield* context.next(tokens)]
+          while (want.length < 10) {
+            want.push(yield* context.next([want.at(-1)!]))
+          }
+          yield* context.truncate(0)
+          const taken = yield* Effect.scoped(Effect.gen(function*() {
+            const greedy = yield* context.greedy(tokens)
+            const got = [yield* greedy.take, yield* greedy.take, yield* greedy.take, yield* greedy.take]
+            // the position told as the tokens are taken, not only when the scope closes
+            assert.strictEqual(yield* context.position, tokens.length + 4, "while taking")
+            return got
+          }))
+          assert.deepStrictEqual(taken, want.slice(0, 4))
+          assert.strictEqual(yield* context.position, tokens.length + 4, "the prompt and the tokens taken")
+          assert.strictEqual(yield* context.next([want[4]]), want[5], "next goes on from the tokens taken")
+          // to the context's end, across its windows of 4 keys, after a prompt of three micro-batches
+          yield* context.truncate(0)
+          const all = yield* Effect.scoped(Effect.gen(function*() {
+            const greedy = yield* context.greedy(tokens)
+            const got: Array<number> = []
+            while (got.length < 10) {
+              got.push(yield* greedy.take)
+            }
+            const full = yield* Effect.exit(greedy.take)
+            assert.isTrue(Exit.isFailure(full) && String(full.cause).includes("is full"), String(full))
+            return got
+          }))
+          assert.deepStrictEqual(all, want)
+          assert.strictEqual(yield* context.position, 16)
+          // a prompt of one token, and bad input failing before anything runs
+          yield* context.truncate(0)
+          const one = yield* Effect.scoped(Effect.flatMap(context.greedy([tokens[0]]), (g) =>
+            g.take))
+          assert.strictEqual(one, yield* Effect.andThen(context.truncate(0), context.next([tokens[0]])))
+          const bad = yield* Effect.exit(Effect.scoped(context.greedy([shape.vocab])))
+          assert.isTrue(Exit.isFailure(bad) && String(bad.cause).includes("outside the vocabulary"), String(bad))
+        }).pipe(Effect.provide(layer)))
+    }
 
     it.scoped("decoding allocates nothing per token once its plan exists", () =>
       Effect.gen(function*() {
