@@ -157,11 +157,7 @@ export const make = (
     const ubatch = options.ubatch ?? 512
     const keyPadding = options.keyPadding ?? 256
     const stepsAhead = options.stepsAhead ?? 1
-    const settings = [["size", size], ["ubatch", ubatch], ["keyPadding", keyPadding], [
-      "stepsAhead",
-      stepsAhead
-    ]] as const
-    for (const [name, value] of settings) {
+    for (const [name, value] of Object.entries({ size, ubatch, keyPadding, stepsAhead })) {
       if (!Number.isSafeInteger(value) || value < 1) {
         return yield* new ModelError({
           file,

@@ -369,8 +369,11 @@ const suite = (gpu: boolean) =>
           }
         }
         assert.strictEqual(yield* context.position, 2)
-        const bad = yield* Effect.exit(open(device, { ubatch: 0 }))
-        assert.isTrue(Exit.isFailure(bad))
+        for (const options of [{ ubatch: 0 }, { stepsAhead: 0 }, { stepsAhead: 1.5 }]) {
+          const bad = yield* Effect.exit(open(device, options))
+          const name = Object.keys(options)[0]
+          assert.isTrue(Exit.isFailure(bad) && String(bad.cause).includes(`context option ${name}`), String(bad))
+        }
       }).pipe(Effect.provide(layer)))
   })
 

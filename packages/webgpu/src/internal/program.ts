@@ -138,6 +138,12 @@ const bindOperands = (ctx: Context, kernel: Kernel, resolve: Resolve) => {
   return { bound, operands, vecOk, extentOk }
 }
 
+/** a tensor's bytes in its GPU buffer, or undefined where it has none */
+const memoryOf = (resolve: Resolve) => (t: Tensor.Tensor) => {
+  const loc = resolve(t)
+  return loc === undefined ? undefined : { buffer: loc.buffer, start: loc.offset, end: loc.offset + Tensor.nbytes(t) }
+}
+
 /**
  * Splits the nodes into dispatch units: runs of element-wise nodes where each reads the previous one's
  * result (its only user, not an output) become one unit. A run is cut where its result's memory would
@@ -146,10 +152,7 @@ const bindOperands = (ctx: Context, kernel: Kernel, resolve: Resolve) => {
 const chains = (plan: Plan, nodes: ReadonlyArray<Tensor.Tensor>, resolve: Resolve): Array<Array<Tensor.Tensor>> => {
   const users = Graph.users(plan.graph)
   const outputs = Graph.outputIds(plan.graph)
-  const range = (t: Tensor.Tensor) => {
-    const loc = resolve(t)
-    return loc === undefined ? undefined : { buffer: loc.buffer, start: loc.offset, end: loc.offset + Tensor.nbytes(t) }
-  }
+  const range = memoryOf(resolve)
   const safe = (chain: ReadonlyArray<Tensor.Tensor>) => {
     const out = range(chain[chain.length - 1])
     if (out === undefined) return false
@@ -192,10 +195,7 @@ const chains = (plan: Plan, nodes: ReadonlyArray<Tensor.Tensor>, resolve: Resolv
  * moved up into the stack's dispatch, its stores then change nothing those units see
  */
 const storeAfter = (units: ReadonlyArray<ReadonlyArray<Tensor.Tensor>>, i: number, resolve: Resolve) => {
-  const range = (t: Tensor.Tensor) => {
-    const loc = resolve(t)
-    return loc === undefined ? undefined : { buffer: loc.buffer, start: loc.offset, end: loc.offset + Tensor.nbytes(t) }
-  }
+  const range = memoryOf(resolve)
   const overlap = (a: Tensor.Tensor, b: Tensor.Tensor) => {
     const [p, q] = [range(a), range(b)]
     return p === undefined || q === undefined || (p.buffer === q.buffer && p.start < q.end && q.start < p.end)
