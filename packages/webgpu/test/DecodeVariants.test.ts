@@ -3,13 +3,25 @@
  * against the CPU: quantized blocks read in place (the GPU shapes, a's rows staged), the int8 form of every
  * block type, a gated FFN's products with their swiglu, and products stacked over shared activations.
  */
-import type { Tensor } from "@effect-gpu/core"
+import { DType, Tensor } from "@effect-gpu/core"
 import { Fusion, Graph, Ops, Quant } from "@effect-gpu/core"
 import { Generators } from "@effect-gpu/testing"
 import { WebGpu, WebGpuDevice } from "@effect-gpu/webgpu"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { adapterAvailable, nmse, onDeviceAndCpu } from "./utils.js"
+
+/** a stack's q, k and v weights of `rows` rows over K, of `types` ("q4_K", or one a part: "q4_K+q4_K+q6_K") */
+const qkvWeights = (g: Graph.Builder, types: string, K: number, rows: ReadonlyArray<number>) => {
+  const parts = types.split("+") as Array<DType.DType>
+  return Effect.forEach(["wq", "wk", "wv"], (name, i) => g.param(name, parts[i] ?? parts[0], [K, rows[i]]))
+}
+
+/** seeded values for weights `w`: as they are for f32 and f16, else quantized to its blocks */
+const weightsFor = (w: Tensor.Tensor, seed: number) => {
+  const v = Generators.values(seed, Tensor.nelements(w))
+  return DType.isQuantized(w.dtype) ? Quant.unsafeQuantize(w.dtype, v) : v
+}
 
 describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
   // the quantized decode kernels in the shapes GPUs get (2 rows per lane group, several columns, b staged
@@ -223,12 +235,8 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
         for (const [dtype, K, family, rows] of cases) {
           const fast = family !== rowsForm
           const g = Graph.make()
-          const types = dtype.split("+") as Array<Exclude<typeof dtype, `${string}+${string}`>>
-          const ws = [
-            yield* g.param("wq", types[0], [K, rows[0]]),
-            yield* g.param("wk", types[1] ?? types[0], [K, rows[1]]),
-            yield* g.param("wv", types[2] ?? types[0], [K, rows[2]])
-          ]
+          const types = dtype.split("+")
+          const ws = yield* qkvWeights(g, dtype, K, rows)
           const x = yield* g.input("x", "f32", [K, 1])
           const ys: Array<Tensor.Tensor> = []
           for (const w of ws) ys.push(yield* g.output(Ops.scale(Ops.mulMat(w, x), 1)))
@@ -238,11 +246,7 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           const fused = Fusion.optimize(graph, { mulMatStack: () => true })
           const { cpu, entries, gpu } = yield* onDeviceAndCpu(d, fused, graph, (plan) =>
             Effect.gen(function*() {
-              for (const [i, w] of ws.entries()) {
-                const v = Generators.values(3 + i, K * w.ne[1])
-                const t = w.dtype as (typeof types)[number]
-                yield* plan.set(w, t === "f16" || t === "f32" ? v : Quant.unsafeQuantize(t, v))
-              }
+              for (const [i, w] of ws.entries()) yield* plan.set(w, weightsFor(w, 3 + i))
               yield* plan.set(x, Generators.values(9, K))
             }), ys)
           assert.include(entries.map((e) => e.variant?.family), family, `${dtype} K ${K}`)
@@ -254,6 +258,7 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
       }),
     120_000
   )
+
   // a layer's q/k/v stack (the int8 form; f16 weights by subgroups) storing its keys, rotated, and its values
   // into their caches as it writes its rows, the store's own dispatch gone (parts of one type, or q4_K and
   // q6_K mixed): mode 0 over the whole head into an f16 cache, with frequency factors, YaRN and a partial
@@ -284,12 +289,7 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           const K = 512
           const g = Graph.make()
           const x = yield* g.input("x", "f32", [K, 1])
-          const types = c.dtype.split("+") as Array<"q4_0" | "q4_K" | "q6_K" | "q8_0" | "f16">
-          const ws = [
-            yield* g.param("wq", types[0], [K, 256]),
-            yield* g.param("wk", types[1] ?? types[0], [K, 128]),
-            yield* g.param("wv", types[2] ?? types[0], [K, 128])
-          ]
+          const ws = yield* qkvWeights(g, c.dtype, K, [256, 128, 128])
           const keys = yield* g.param("keys", c.cache, [128, 9])
           const values = yield* g.param("values", c.cache, [128, 9])
           const pos = yield* g.input("pos", "i32", [1])
@@ -311,11 +311,7 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           assert.includeMembers(fused.nodes.map((n) => n.op._tag), ["MulMatStack", "RopeSetRowsKv"])
           const { cpu, entries, gpu } = yield* onDeviceAndCpu(c.device, fused, graph, (plan) =>
             Effect.gen(function*() {
-              for (const [i, w] of ws.entries()) {
-                const t = w.dtype as (typeof types)[number]
-                const v = Generators.values(10 + i, K * w.ne[1])
-                yield* plan.set(w, t === "f16" ? v : Quant.unsafeQuantize(t, v))
-              }
+              for (const [i, w] of ws.entries()) yield* plan.set(w, weightsFor(w, 10 + i))
               yield* plan.set(x, Generators.values(13, K))
               yield* plan.set(keys, Generators.values(14, 128 * 9))
               yield* plan.set(values, Generators.values(15, 128 * 9))
