@@ -323,6 +323,30 @@ const program = Effect.gen(function*() {
     if (!ok) failed++
     console.log(JSON.stringify({ stackStores: { a: at }, kernels, nmse: error, bound: 1e-4, ok }))
   }
+  // a 1B model's norms made by the int8 products that read them (normIn.ts) at 32 lanes: a q/k/v stack over
+  // rms_norm(x) * w and a gated FFN over rms_norm(x2) * w2, against the CPU's norms and products
+  for (const at of ["q4_0", "q8_0", "q4_K"] as const) {
+    const g = Graph.make()
+    const [x, x2] = yield* Effect.forEach(["x", "x2"], (n) => g.input(n, "f32", [2048, 1]))
+    const [w, w2] = yield* Effect.forEach(["w", "w2"], (n) => g.param(n, "f32", [2048]))
+    const ws = yield* Effect.forEach([2048, 512, 512, 8192, 8192], (m, i) => g.param(`w${i}`, at, [2048, m]))
+    const norm = Ops.mul(Ops.rmsNorm(x, 1e-5), w)
+    const norm2 = Ops.mul(Ops.rmsNorm(x2, 1e-5), w2)
+    const [q, k, v] = yield* Effect.forEach(ws.slice(0, 3), (wt) => Ops.mulMat(wt, norm))
+    const [gate, up] = yield* Effect.forEach(ws.slice(3), (wt) => Ops.mulMat(wt, norm2))
+    const y = yield* g.output(Ops.concat(Ops.concat(Ops.concat(q, k, 0), v, 0), Ops.swiglu(gate, up), 0))
+    const { error, kernels } = yield* against(gpu, g, y, [
+      ...ws.map((wt, i) => [wt, Quant.unsafeQuantize(at, Generators.values(60 + i, 2048 * wt.ne[1]))] as const),
+      [x, Generators.values(66, 2048)],
+      [x2, Generators.values(67, 2048)],
+      [w, Generators.values(68, 2048).map((z) => 1 + z)],
+      [w2, Generators.values(69, 2048).map((z) => 1 - z)]
+    ])
+    const ok = error <= 1e-4 && kernels.split("norm=true").length === 3 &&
+      !kernels.split(" + ").some((k) => k.startsWith("row"))
+    if (!ok) failed++
+    console.log(JSON.stringify({ normsInProducts: { a: at }, kernels, nmse: error, bound: 1e-4, ok }))
+  }
   if (failed > 0) process.exitCode = 1
 })
 

@@ -45,6 +45,12 @@ export interface Options {
    * it; one row only; default: never
    */
   readonly addRmsNormKeep?: boolean
+  /**
+   * whether a backend computes a one-row rms_norm * weight inside the products that read it (`readers`, as
+   * the graph has them before fusing): the sum before it is then not kept beside it (`addRmsNormKeep`) but
+   * left to the product that makes it (mul_mat_add), and the norm to its readers; default: never
+   */
+  readonly normsInProducts?: (norm: Tensor.Tensor, readers: ReadonlyArray<Tensor.Tensor>) => boolean
   /** whether a backend rotates rows as it stores them (rope then set_rows, a key cache's write); default: never */
   readonly ropeSetRows?: boolean
   /**
@@ -92,6 +98,8 @@ export const optimize = (g: Graph.Graph, options: Options = {}): Graph.Graph => 
     return true
   }
   const order = new Map(g.nodes.map((n, i) => [n.id, i]))
+  /** the nodes that read tensor t */
+  const readersOf = (t: Tensor.Tensor) => g.nodes.filter((n) => n.src.includes(t))
   /**
    * whether node `a` depends on node `b` (b is among its sources, theirs, ...): the graph's order is
    * topological, so only nodes between b and a can lead to b (the walk stays there)
@@ -147,7 +155,8 @@ export const optimize = (g: Graph.Graph, options: Options = {}): Graph.Graph => 
         options.addRmsNormKeep === true && x.op._tag === "Add" && x.dtype === "f32" && y.dtype === "f32" &&
         !outputs.has(x.id) && x.viewSrc === undefined &&
         Tensor.nrows(x) === 1 && Tensor.sameShape(x, x.src[0]) && rowsOk(x.src[0]) && s1.op._tag === "None" &&
-        !absorbed.has(x.id) && !fusions.has(x.id) && !kept.has(x.id)
+        !absorbed.has(x.id) && !fusions.has(x.id) && !kept.has(x.id) &&
+        options.normsInProducts?.(y, readersOf(y)) !== true
       ) {
         kept.set(x.id, { norm: y, weight: s1, eps })
         absorbed.add(s0.id)
@@ -207,6 +216,13 @@ export const optimize = (g: Graph.Graph, options: Options = {}): Graph.Graph => 
     }
     if (y.op._tag === "Add" && s0.op._tag === "MulMat" && inner(s0)) {
       if (claim(y, { op: Op.MulMatAdd(), src: [s0.src[0], s0.src[1], s1], absorbed: [s0] })) continue
+    }
+    // a one-row sum of a product and the residual stream (x + W a, as a decoding step adds a layer's output)
+    if (
+      y.op._tag === "Add" && s1.op._tag === "MulMat" && inner(s1) && Tensor.nrows(y) === 1 &&
+      Tensor.sameShape(s0, s1) && s0.dtype === s1.dtype
+    ) {
+      if (claim(y, { op: Op.MulMatAdd(), src: [s1.src[0], s1.src[1], s0], absorbed: [s1] })) continue
     }
     if (y.op._tag === "Mul") {
       for (const [s, gate] of [[s0, s1], [s1, s0]] as const) {

@@ -206,6 +206,51 @@ describe("Fusion", () => {
       }
     }))
 
+  it.effect("leaves a one-row norm to its readers where the backend asks, its sum to the product before; same results", () =>
+    Effect.gen(function*() {
+      for (const rows of [1, 3]) {
+        const g = Graph.make()
+        const x = yield* g.input("x", "f32", [32, rows])
+        const a = yield* g.input("a", "f32", [32, rows])
+        const w = yield* g.param("w", "f32", [32])
+        const [wo, wq, wd] = yield* Effect.forEach(["wo", "wq", "wd"], (n) => g.param(n, "f32", [32, 32]))
+        // a layer's output added to the residual stream (x + W a), its norm read by a product
+        const s = yield* Ops.add(x, Ops.mulMat(wo, a))
+        const q = yield* g.output(Ops.mulMat(wq, Ops.mul(Ops.rmsNorm(s, 1e-5), w)), "q")
+        const y = yield* g.output(Ops.add(s, Ops.mulMat(wd, q)), "y")
+        const graph = g.build()
+        const tags = (f: Graph.Graph) => f.nodes.map((n) => n.op._tag)
+        const asked: Array<ReadonlyArray<string>> = []
+        const fused = Fusion.optimize(graph, {
+          addRmsNormKeep: true,
+          normsInProducts: (norm, readers) => {
+            asked.push(readers.map((r) => r.op._tag))
+            return norm.ne[0] === 32
+          }
+        })
+        const kept = Fusion.optimize(graph, { addRmsNormKeep: true, normsInProducts: () => false })
+        assert.deepStrictEqual(asked, rows === 1 ? [["MulMat"]] : [], `${rows} rows`)
+        // one row: both sums made by their products (the residual as the bias); the norm its own node
+        assert.strictEqual(tags(fused).filter((t) => t === "MulMatAdd").length, rows === 1 ? 2 : 0, `${rows} rows`)
+        assert.include(tags(fused), "RmsNormMul")
+        assert.notInclude(tags(fused), "AddRmsNormKeep")
+        assert.strictEqual(tags(kept).includes("AddRmsNormKeep"), rows === 1, `${rows} rows`)
+        const inputs = new Map<Tensor.Tensor, ReadonlyArray<number>>([
+          [x, random(1)(32 * rows)],
+          [a, random(2)(32 * rows)],
+          [w, random(3)(32)],
+          [wo, random(4)(32 * 32)],
+          [wq, random(5)(32 * 32)],
+          [wd, random(6)(32 * 32)]
+        ])
+        const want = yield* compute(graph, inputs, [q, y])
+        for (const f of [fused, kept]) {
+          const got = yield* compute(f, inputs, [q, y])
+          assert.isTrue(close(got[0], want[0]) && close(got[1], want[1]), `${rows} rows`)
+        }
+      }
+    }))
+
   it.effect("stacks products sharing their activations only where the backend asks; their views give the same results", () =>
     Effect.gen(function*() {
       for (const dtype of ["f32", "q8_0"] as const) {

@@ -188,6 +188,45 @@ const suite = (gpu: boolean) =>
           assert.isBelow(worst, 1e-5)
         }).pipe(Effect.provide(layer)), 120_000)
 
+      // ... and its norms made by the products that read them (the residual sums by the products before:
+      // mul_mat_add), giving the logits of a device that keeps each sum beside its norm in a dispatch of its
+      // own; the output's norm, before the head's plain product, keeps its dispatch
+      it.scoped("a decoding step's stacks and gated FFNs make the norms they read, as a norm of its own would", () =>
+        Effect.gen(function*() {
+          const device = yield* pick(gpu)
+          if (device === undefined) {
+            return
+          }
+          if (!WebGpuDevice.hasInt8Dot(device)) {
+            console.log(`no dot4I8Packed on ${device.description}: no int8 product to norm in`)
+            return
+          }
+          const [apart] = yield* WebGpu.make({ devices: 1, normsInProducts: false })
+          const m = yield* model({ dtype: "q8_0", hidden: 128 })
+          const fused = yield* decodeSteps(device, m, [10, 11, 12])
+          const kept = yield* decodeSteps(apart, m, [10, 11, 12])
+          const ops = fused.entries.map((e) =>
+            e.op
+          )
+          assert.deepStrictEqual(
+            fused.entries.filter((e) =>
+              e.variant?.norm === true
+            ).map((e) => e.op),
+            Array.from({ length: shape.layers }, () => ["mul_mat_stack", "mul_mat_swiglu"]).flat()
+          )
+          assert.notInclude(ops, "add_rms_norm_keep")
+          // every sum but the last (with the output's norm, add_rms_norm) made by its product
+          assert.strictEqual(ops.filter((op) => op === "mul_mat_add").length, 2 * shape.layers - 1)
+          assert.strictEqual(kept.entries.filter((e) => e.op === "add_rms_norm_keep").length, 2 * shape.layers - 1)
+          assert.strictEqual(fused.entries.length, kept.entries.length - 2 * shape.layers)
+          let worst = 0
+          for (let i = 0; i < kept.logits.length; i++) {
+            worst = Math.max(worst, Math.abs(fused.logits[i] - kept.logits[i]))
+          }
+          assert.strictEqual(fused.logits.length, 3 * shape.vocab)
+          assert.isBelow(worst, 1e-4)
+        }).pipe(Effect.provide(layer)), 120_000)
+
       // a k-quant mix as llama.cpp's Q4_K_M makes it (attn_v and ffn_down in q6_K, the rest q4_K): each
       // layer's q/k/v one stack of both types storing its keys and values, the CPU's logits
       it.scoped("a decoding step of a q4_K / q6_K mix stacks q, k and v over both types, as the CPU computes it", () =>

@@ -70,6 +70,8 @@ export interface Options {
   readonly storeValuesWithKeys?: WebGpuDevice.Options["storeValuesWithKeys"]
   /** @internal a layer's keys and values stored by its q/k/v stack's dispatch (default on), for tests and measuring */
   readonly storeKeysInProducts?: WebGpuDevice.Options["storeKeysInProducts"]
+  /** @internal a residual sum and its norm made by the product that reads the norm (default: rows up to 2048), for tests and measuring */
+  readonly normsInProducts?: WebGpuDevice.Options["normsInProducts"]
 }
 
 /**
@@ -183,7 +185,8 @@ const wrapDevice = (
       rowThreads: options.rowThreads,
       halfActivations: options.halfActivations,
       storeValuesWithKeys: options.storeValuesWithKeys,
-      storeKeysInProducts: options.storeKeysInProducts
+      storeKeysInProducts: options.storeKeysInProducts,
+      normsInProducts: options.normsInProducts
     })
     // runs before the GPUDevice is destroyed: from then on the device refuses new backends and events
     yield* Effect.addFinalizer(() => Device.markReleased(device))

@@ -130,6 +130,14 @@ export interface Options {
    */
   readonly storeKeysInProducts?: boolean | undefined
   /**
+   * a decoding step's residual sum and its norm made by the q/k/v stack or gated FFN that reads the norm
+   * (the int8 form: a dispatch fewer before each), not by a dispatch of their own; default: for rows of up to
+   * 2048 values; `true` for any, `false` for none (tests and tuning)
+   *
+   * @internal
+   */
+  readonly normsInProducts?: boolean | undefined
+  /**
    * the WGSL language features of the GPU the device comes from (`navigator.gpu.wgslLanguageFeatures`);
    * default: navigator.gpu's where there is one, else none
    */
@@ -261,7 +269,8 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
     ...(options.copyLoads ? { copyLoads: options.copyLoads } : {}),
     ...(options.writeOut !== undefined ? { writeOut: options.writeOut } : {}),
     ...(options.rowThreads !== undefined ? { rowThreads: options.rowThreads } : {}),
-    ...(options.storeKeysInProducts === false ? { storesInProducts: false } : {})
+    ...(options.storeKeysInProducts === false ? { storesInProducts: false } : {}),
+    ...(options.normsInProducts !== undefined ? { normsInProducts: options.normsInProducts } : {})
   })
   const ledger = Ledger.make(options.memory ?? gpu.limits.maxBufferSize, name)
   const alignment = gpu.limits.minStorageBufferOffsetAlignment
@@ -310,13 +319,15 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
     offloadMinBatch: options.offloadMinBatch ?? 32,
     // a gated FFN's two products, and products sharing their activations (q, k, v), fuse where the int8
     // form computes them; a one-row residual sum and its next norm, and rope with the set_rows storing it
-    // (and the values' set_rows beside it), fuse everywhere; q's rope with its attention where the decode
-    // form computes it
+    // (and the values' set_rows beside it), fuse everywhere, but a norm the int8 products reading it make
+    // (its sum then made by the product before it); q's rope with its attention where the decode form
+    // computes it
     optimize: (graph) =>
       Fusion.optimize(graph, {
         mulMatSwiglu: MatMul.fusesSwiglu(ctx.target),
         mulMatStack: MatMul.stacks(ctx.target),
         addRmsNormKeep: true,
+        normsInProducts: MatMul.leavesNorms(ctx.target),
         ropeSetRows: true,
         ropeSetRowsKv: options.storeValuesWithKeys !== false,
         ropeAttention: Attention.fusesRope(ctx.target),

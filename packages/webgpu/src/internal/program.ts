@@ -19,7 +19,8 @@ import * as Elementwise from "./kernels/elementwise.js"
 import type { Kernel } from "./kernels/kernel.js"
 import type { Variant } from "./kernels/kernel.js"
 import { keyOf } from "./kernels/kernel.js"
-import { mulMatStack } from "./kernels/matmul.js"
+import { mulMatStack, mulMatSwiglu } from "./kernels/matmul.js"
+import * as NormIn from "./kernels/normIn.js"
 import * as Select from "./kernels/select.js"
 import * as StackStores from "./kernels/stackStores.js"
 import { header, operandFields } from "./wgsl.js"
@@ -269,38 +270,67 @@ export const build = (
       const types = fields.map((f) => f.type)
       return { node, kernel, bound, source, key, values, types, access }
     }
-    // a q/k/v stack followed by the store of its keys and values (rope_set_rows_kv): the stack's kernel makes
-    // the stores where it can, and the store's dispatch goes (stackStores.ts)
-    const storedBy = new Map<number, ReturnType<typeof prepare>>()
-    const storeGone = new Set<number>()
+    // products that also make what a dispatch next to them would: a q/k/v stack its keys' and values' stores
+    // (the rope_set_rows_kv after it, stackStores.ts), a stack or gated FFN its activations, the norm just
+    // before it (rms_norm_mul, normIn.ts); those dispatches go
+    const fusedAt = new Map<number, ReturnType<typeof prepare>>()
+    const gone = new Set<number>()
+    const users = Graph.users(plan.graph)
+    const outputs = Graph.outputIds(plan.graph)
+    const range = memoryOf(resolve)
+    const apart = (a: Tensor.Tensor, b: Tensor.Tensor) => {
+      const [p, q] = [range(a), range(b)]
+      return p !== undefined && q !== undefined && (p.buffer !== q.buffer || p.end <= q.start || q.end <= p.start)
+    }
+    const maxBindings = ctx.limits.maxStorageBuffersPerShaderStage
     units.forEach((unit, i) => {
-      const stack = unit[0]
-      if (unit.length !== 1 || stack.op._tag !== "MulMatStack") return
-      const at = storeAfter(units, i, resolve)
-      if (at === undefined) return
-      const stores = StackStores.keysAndValues(
-        stack,
-        units[at][0],
-        ctx.target,
-        resolve,
-        stack.src.length + 1,
-        ctx.limits.maxStorageBuffersPerShaderStage
-      )
-      if (stores === undefined) return
-      try {
-        const p = prepare(stack, mulMatStack(stack, stack.op.parts, ctx.target, stores))
-        // where the form with the stores fell back (its bindings' offsets), both keep their own dispatches
-        if (p.kernel.variant.stores !== "kv") return
-        storedBy.set(i, p)
-        storeGone.add(at)
-      } catch {
-        // the stack and the store each as they run alone
+      const node = unit[0]
+      if (unit.length !== 1 || (node.op._tag !== "MulMatStack" && node.op._tag !== "MulMatSwiglu")) return
+      const bindings = node.src.length + 1
+      const storeAt = node.op._tag === "MulMatStack" ? storeAfter(units, i, resolve) : undefined
+      const stores = storeAt === undefined
+        ? undefined
+        : StackStores.keysAndValues(node, units[storeAt][0], ctx.target, resolve, bindings, maxBindings)
+      // the norm's row is read while the product writes its result: they may not overlap; the norm itself is
+      // not written, so nothing else may read it
+      const before = units[i - 1]?.length === 1 ? units[i - 1][0] : undefined
+      const b = node.src[node.src.length - 1]
+      const norm = before === b && users.get(b.id) === 1 && !outputs.has(b.id) && b.src.every((s) => apart(s, node))
+        ? NormIn.normBefore(b, ctx.target, bindings + (stores?.operands.length ?? 0), maxBindings)
+        : undefined
+      // both where they fit, else each alone
+      const tries: Array<readonly [StackStores.RowStores | undefined, NormIn.NormIn | undefined]> = [
+        [stores, norm],
+        [stores, undefined],
+        [undefined, norm]
+      ]
+      for (const [s, n] of tries.filter(([s, n]) => s !== undefined || n !== undefined)) {
+        try {
+          const p = prepare(
+            node,
+            node.op._tag === "MulMatStack"
+              ? mulMatStack(node, node.op.parts, ctx.target, s, n)
+              : mulMatSwiglu(node, ctx.target, n)
+          )
+          // where the form fell back (its bindings' offsets), the dispatches stay apart
+          if (
+            (s !== undefined && p.kernel.variant.stores !== "kv") || (n !== undefined && p.kernel.variant.norm !== true)
+          ) {
+            continue
+          }
+          fusedAt.set(i, p)
+          if (s !== undefined) gone.add(storeAt!)
+          if (n !== undefined) gone.add(i - 1)
+          return
+        } catch {
+          // the product and its neighbours each as they run alone
+        }
       }
     })
     const prepared = units.flatMap((unit, i): Array<ReturnType<typeof prepare> | KernelError | UnsupportedOp> => {
-      const fused = storedBy.get(i)
+      const fused = fusedAt.get(i)
       if (fused !== undefined) return [fused]
-      if (storeGone.has(i)) return []
+      if (gone.has(i)) return []
       const node = unit[unit.length - 1]
       const kernel = unit.length > 1 ? Elementwise.chain(unit, ctx.target) : Select.kernelFor(node, ctx.target)
       if (kernel === undefined) {

@@ -10,6 +10,7 @@ import type * as Tensor from "@effect-gpu/core/Tensor"
 import type { Kernel, KernelTarget } from "./kernel.js"
 import * as KernelSpec from "./kernel.js"
 import { entry, range, repeat, stridesAligned, SUBGROUP_LANES } from "./kernel.js"
+import type { NormIn } from "./normIn.js"
 import type { Product } from "./product.js"
 import { stackRows, stackWeights } from "./product.js"
 import type { RowStores } from "./stackStores.js"
@@ -24,7 +25,11 @@ const LANES = 32
  */
 export type Int8Form =
   | { readonly kind: "plain" }
-  | { readonly kind: "gated" }
+  | {
+    readonly kind: "gated"
+    /** b the norm of a residual sum this kernel makes (normIn.ts) */
+    readonly norm?: NormIn
+  }
   | {
     readonly kind: "stack"
     readonly parts: number
@@ -33,6 +38,8 @@ export type Int8Form =
     readonly types?: ReadonlyArray<Int8Type>
     /** stores made of the rows besides the result (a layer's keys and values into their caches) */
     readonly stores?: RowStores
+    /** b the norm of a residual sum this kernel makes (normIn.ts) */
+    readonly norm?: NormIn
   }
 
 /**
@@ -268,7 +275,10 @@ export const int8MatVec = (
 ): Kernel => {
   const gated = form.kind === "gated"
   const stores = form.kind === "stack" ? form.stores : undefined
-  const { K, M, batches, bias, epilogue, operands, params } = product
+  const norm = form.kind === "plain" ? undefined : form.norm
+  const { K, M, batches, bias, epilogue, params } = product
+  // b made here from the norm's rows, not bound
+  const operands = norm === undefined ? product.operands : product.operands.filter((o) => o.name !== "b")
   const WGS = INT8_WARPS * LANES
   const R = INT8_ROWS
   const rowsPerGroup = INT8_WARPS * R
@@ -421,7 +431,9 @@ ${dot("acc")}`
   }`
   // b's four values from k
   const fourAt = (k: string) =>
-    fours
+    norm !== undefined
+      ? norm.fourAt(k)
+      : fours
       ? `ld4_b(ix_b(${k}, 0u, b2, b3) >> 2u)`
       : `vec4<f32>(${range(4).map((i) => `ld_b(ix_b(${k} + ${i}u, 0u, b2, b3))`).join(", ")})`
   // a block's 32 int8 values (in q) and their sum stored where the pairs read them, with its scale d
@@ -504,11 +516,12 @@ ${storeBlock}
       ...(uniform ? { uniform } : {}),
       ...(prefetch ? { prefetch } : {}),
       ...(types.length > 1 ? { types: weights.map(typeOf).join(",") } : {}),
+      ...(norm !== undefined ? { norm: true } : {}),
       ...stores?.variant
     },
     enables: subgroups ? ["subgroups"] : [],
-    operands: [...operands, ...(stores?.operands ?? [])],
-    params: [...params, ...(stores?.params ?? [])],
+    operands: [...operands, ...(stores?.operands ?? []), ...(norm?.operands ?? [])],
+    params: [...params, ...(stores?.params ?? []), ...(norm?.params ?? [])],
     workgroups: [Math.min(groups, target.maxWorkgroups), Math.ceil(groups / target.maxWorkgroups), batches],
     vec4: true,
     scalar: [...weights, ...(stores?.operands.map((o) => o.name) ?? [])],
@@ -521,6 +534,7 @@ var<workgroup> es: array<vec2<f32>, ${K / 32}>;
 ${kQuant(dtype) ? `var<workgroup> tops: array<f32, ${K / 256}>;` : ""}
 ${types.map(helpers).join("\n")}
 ${stores?.decls ?? ""}
+${norm?.decls(WGS) ?? ""}
 var<workgroup> part: array<f32, ${subgroups ? 1 : WGS}>;
 var<workgroup> red: array<f32, ${rowsPerGroup}>;
 ${gated ? `var<workgroup> redu: array<f32, ${rowsPerGroup}>;` : ""}
@@ -531,6 +545,7 @@ ${subgroups ? `${SUBGROUP_LANES}\n${entry(WGS, true)}` : entry(WGS)}
   let b3 = wid.z / P.d_ne2;
   let row0 = (wid.x + wid.y * nwg.x) * ${rowsPerGroup}u + grp * ${R}u;
 ${early}
+${norm?.prologue(WGS) ?? ""}
 ${kQuant(dtype) ? roundQ8K : roundQ80}
   workgroupBarrier();
   // rows past the end read row M - 1 again and are not written

@@ -193,6 +193,11 @@ export interface KernelTarget {
    * int8 form, f16 weights by subgroups), not by a dispatch of their own; default: on
    */
   readonly storesInProducts?: boolean
+  /**
+   * a decoding step's residual sum and its norm made by the product that reads the norm (normIn.ts);
+   * default: for rows of up to 2048 values; true for any, false for none
+   */
+  readonly normsInProducts?: boolean
   /** overrides the quantized matrix-vector kernel's shape (tests and benchmarks) */
   readonly quantizedDecode?: QuantizedDecode
   /** overrides flash attention's decode form (tests and benchmarks) */

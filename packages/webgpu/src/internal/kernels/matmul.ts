@@ -14,6 +14,8 @@ import type { Kernel, KernelTarget, MatrixTile, RegisterTile } from "./kernel.js
 import * as KernelSpec from "./kernel.js"
 import { entry, range, u32, WG } from "./kernel.js"
 import { halfApplies, halfMatVec, matVec } from "./matvec.js"
+import type { NormIn } from "./normIn.js"
+import { leavesNorm } from "./normIn.js"
 import * as Product from "./product.js"
 import * as Quantized from "./quantized.js"
 import * as Decode from "./quantizedMatVec.js"
@@ -277,7 +279,7 @@ ${terms.map((_, i) => `  r${i}[lid] = s${i};`).join("\n")}
  * @internal: mul_mat_swiglu, silu(gate b) * (up b): the int8 form with both weights where it applies (the
  * only place the WebGPU device asks for the fusion), else a workgroup per result summing both rows
  */
-export const mulMatSwiglu = (node: Tensor.Tensor, target: KernelTarget): Kernel => {
+export const mulMatSwiglu = (node: Tensor.Tensor, target: KernelTarget, norm?: NormIn): Kernel => {
   const [gate, up, b] = node.src
   const product: Product.Product = {
     operands: [{ name: "a", tensor: gate }, { name: "u", tensor: up }, { name: "b", tensor: b }, {
@@ -304,7 +306,10 @@ export const mulMatSwiglu = (node: Tensor.Tensor, target: KernelTarget): Kernel 
     "silu_s(r0[0]) * r1[0]"
   )
   if (int8Gated(product, gate, up, target)) {
-    return Int8.int8MatVec(product, b, gate.dtype as Int8.Int8Type, target, rows, { kind: "gated" })
+    return Int8.int8MatVec(product, b, gate.dtype as Int8.Int8Type, target, rows, {
+      kind: "gated",
+      ...(norm !== undefined ? { norm } : {})
+    })
   }
   const vec = vectorForm(product, [gate, up], b) ? matVec(product, target, true, { kind: "gated" }, rows) : rows
   return halfApplies(product, [gate, up], b, target) ? halfMatVec(product, target, { kind: "gated" }, vec) : vec
@@ -355,7 +360,8 @@ export const mulMatStack = (
   node: Tensor.Tensor,
   parts: number,
   target: KernelTarget,
-  stores?: RowStores
+  stores?: RowStores,
+  norm?: NormIn
 ): Kernel => {
   const weights = node.src.slice(0, parts)
   const b = node.src[parts]
@@ -398,7 +404,8 @@ ${range(parts - 1).map((i) => `  if (m >= P.s${i + 1}) { pt = ${i + 1}u; lr = m 
       parts,
       starts,
       ...(types.some((t) => t !== types[0]) ? { types } : {}),
-      ...(stores !== undefined ? { stores } : {})
+      ...(stores !== undefined ? { stores } : {}),
+      ...(norm !== undefined ? { norm } : {})
     })
   }
   const vec = vectorForm(product, weights, b) ? matVec(product, target, true, { kind: "stack", parts }, rows) : rows
@@ -429,3 +436,10 @@ const int8Stack = (
   weights: ReadonlyArray<Tensor.Tensor>,
   target: KernelTarget
 ) => weights.every((w) => Int8.int8Applies(product, w, target)) && Int8.roundsAlike(weights.map((w) => w.dtype))
+
+/**
+ * @internal: whether the WebGPU device leaves a one-row norm to the products that read it (normIn.ts): each
+ * of them one the int8 form computes
+ */
+export const leavesNorms = (target: KernelTarget) =>
+  leavesNorm(target, (weights, b) => Int8.int8Applies({ N: b.ne[1], K: weights.ne[0] }, weights, target))

@@ -1,0 +1,92 @@
+/**
+ * A decoding step's norm made by the product that reads it: where a one-row rms_norm * weight (the hidden
+ * state's norm before a layer's attention or FFN; the residual sum before it is made by the product before
+ * that, mul_mat_add) comes right before the one product that reads it (a q/k/v stack or a gated FFN in the
+ * int8 form), each of that product's workgroups takes the norm of the row itself as it reads its
+ * activations, and the norm's own dispatch goes: a dispatch fewer before each of a layer's two products of
+ * the hidden state. Each workgroup then reads two rows of the hidden size where it read one, so by default
+ * only where those are short (a decoding step's host time, not its bytes, sets a small model's pace).
+ *
+ * @internal
+ */
+import * as Tensor from "@effect-gpu/core/Tensor"
+import type { KernelTarget, Operand, Param } from "./kernel.js"
+import { f32 } from "./kernel.js"
+
+/**
+ * the longest row whose norm the products take by default: a 1B model's hidden size (each workgroup of
+ * an 8B model's products reading 48 KiB more ran its step 5% slower, benchmarks/RESULTS.md)
+ */
+const DEFAULT_MOST = 2048
+
+/**
+ * @internal: a norm made by the product after it: the operands it adds (the row and the norm's weight), its
+ * parameter, its workgroup memory, the WGSL each invocation runs before reading b (it sets `nscale`), and
+ * b's four values from element k
+ */
+export interface NormIn {
+  readonly operands: ReadonlyArray<Operand>
+  readonly params: ReadonlyArray<Param>
+  readonly decls: (invocations: number) => string
+  readonly prologue: (invocations: number) => string
+  readonly fourAt: (k: string) => string
+}
+
+/** a contiguous f32 row of `n` values (one row in all) */
+const row = (t: Tensor.Tensor, n: number) =>
+  t.dtype === "f32" && t.ne[0] === n && Tensor.nrows(t) === 1 && Tensor.isContiguous(t)
+
+/**
+ * @internal: where a backend leaves a one-row norm to the products that read it (`readers`, before they are
+ * fused), so that the sum before it is better made by the product before it than kept beside the norm: its
+ * rows short enough (`normsInProducts`), every reader a one-column product of weights `int8` takes
+ */
+export const leavesNorm = (
+  target: KernelTarget,
+  int8: (weights: Tensor.Tensor, b: Tensor.Tensor) => boolean
+) =>
+(norm: Tensor.Tensor, readers: ReadonlyArray<Tensor.Tensor>): boolean =>
+  norm.ne[0] <= mostOf(target) && readers.length > 0 &&
+  readers.every((r) => r.op._tag === "MulMat" && r.src[1] === norm && int8(r.src[0], norm))
+
+const mostOf = (target: KernelTarget) =>
+  target.normsInProducts === true ? Infinity : target.normsInProducts === false ? 0 : DEFAULT_MOST
+
+/**
+ * @internal: the norm `norm` (rms_norm_mul) as the product reading it can make it, or undefined where it
+ * cannot or is not asked to: one contiguous f32 row of a length the kernels read four at a time, and its
+ * weight; `bindings` the product's own leaving room for the norm's (b's goes) under the adapter's
+ * `maxBindings`
+ */
+export const normBefore = (
+  norm: Tensor.Tensor,
+  target: KernelTarget,
+  bindings: number,
+  maxBindings: number
+): NormIn | undefined => {
+  if (norm.op._tag !== "RmsNormMul") return undefined
+  const [x, w] = norm.src
+  const D = x.ne[0]
+  if (D > mostOf(target) || D % 4 !== 0 || !row(x, D) || !row(w, D) || bindings + 1 > maxBindings) return undefined
+  const at = (n: string, k: string) => `ld4_${n}(ix_${n}(${k}, 0u, 0u, 0u) >> 2u)`
+  return {
+    operands: [{ name: "nx", tensor: x }, { name: "nw", tensor: w }],
+    params: [f32("eps", norm.op.eps)],
+    decls: (n) => `var<workgroup> nred: array<f32, ${n}>;`,
+    // the row's squares reduced over the workgroup (a tree: the same order whatever the adapter's subgroups)
+    prologue: (n) =>
+      `  var nss = 0.0;
+  for (var k = 4u * lid; k < ${D}u; k += ${4 * n}u) {
+    let x4 = ${at("nx", "k")};
+    nss += dot(x4, x4);
+  }
+  nred[lid] = nss;
+  workgroupBarrier();
+  for (var s = ${n / 2}u; s > 0u; s >>= 1u) {
+    if (lid < s) { nred[lid] += nred[lid + s]; }
+    workgroupBarrier();
+  }
+  let nscale = inverseSqrt(nred[0] / ${D}.0 + P.eps);`,
+    fourAt: (k) => `${at("nx", k)} * nscale * ${at("nw", k)}`
+  }
+}
