@@ -323,9 +323,10 @@ const program = Effect.gen(function*() {
     if (!ok) failed++
     console.log(JSON.stringify({ stackStores: { a: at }, kernels, nmse: error, bound: 1e-4, ok }))
   }
-  // a 1B model's norms made by the int8 products that read them (normIn.ts) at 32 lanes: a q/k/v stack over
-  // rms_norm(x) * w and a gated FFN over rms_norm(x2) * w2, against the CPU's norms and products
-  for (const at of ["q4_0", "q8_0", "q4_K"] as const) {
+  // a 1B model's norms made by the products that read them (normIn.ts; the int8 form, f16 weights by
+  // subgroups) at 32 lanes: a q/k/v stack over rms_norm(x) * w and a gated FFN over rms_norm(x2) * w2, against
+  // the CPU's norms and products
+  for (const at of ["q4_0", "q8_0", "q4_K", "f16"] as const) {
     const g = Graph.make()
     const [x, x2] = yield* Effect.forEach(["x", "x2"], (n) => g.input(n, "f32", [2048, 1]))
     const [w, w2] = yield* Effect.forEach(["w", "w2"], (n) => g.param(n, "f32", [2048]))
@@ -336,7 +337,10 @@ const program = Effect.gen(function*() {
     const [gate, up] = yield* Effect.forEach(ws.slice(3), (wt) => Ops.mulMat(wt, norm2))
     const y = yield* g.output(Ops.concat(Ops.concat(Ops.concat(q, k, 0), v, 0), Ops.swiglu(gate, up), 0))
     const { error, kernels } = yield* against(gpu, g, y, [
-      ...ws.map((wt, i) => [wt, Quant.unsafeQuantize(at, Generators.values(60 + i, 2048 * wt.ne[1]))] as const),
+      ...ws.map((wt, i) => {
+        const v = Generators.values(60 + i, 2048 * wt.ne[1])
+        return [wt, at === "f16" ? v : Quant.unsafeQuantize(at, v)] as const
+      }),
       [x, Generators.values(66, 2048)],
       [x2, Generators.values(67, 2048)],
       [w, Generators.values(68, 2048).map((z) => 1 + z)],

@@ -197,34 +197,45 @@ const suite = (gpu: boolean) =>
           if (device === undefined) {
             return
           }
-          if (!WebGpuDevice.hasInt8Dot(device)) {
-            console.log(`no dot4I8Packed on ${device.description}: no int8 product to norm in`)
-            return
-          }
           const [apart] = yield* WebGpu.make({ devices: 1, normsInProducts: false })
-          const m = yield* model({ dtype: "q8_0", hidden: 128 })
-          const fused = yield* decodeSteps(device, m, [10, 11, 12])
-          const kept = yield* decodeSteps(apart, m, [10, 11, 12])
-          const ops = fused.entries.map((e) =>
-            e.op
-          )
-          assert.deepStrictEqual(
-            fused.entries.filter((e) =>
-              e.variant?.norm === true
-            ).map((e) => e.op),
-            Array.from({ length: shape.layers }, () => ["mul_mat_stack", "mul_mat_swiglu"]).flat()
-          )
-          assert.notInclude(ops, "add_rms_norm_keep")
-          // every sum but the last (with the output's norm, add_rms_norm) made by its product
-          assert.strictEqual(ops.filter((op) => op === "mul_mat_add").length, 2 * shape.layers - 1)
-          assert.strictEqual(kept.entries.filter((e) => e.op === "add_rms_norm_keep").length, 2 * shape.layers - 1)
-          assert.strictEqual(fused.entries.length, kept.entries.length - 2 * shape.layers)
-          let worst = 0
-          for (let i = 0; i < kept.logits.length; i++) {
-            worst = Math.max(worst, Math.abs(fused.logits[i] - kept.logits[i]))
+          const half = device.description.includes("subgroups") && device.description.includes("shader-f16")
+          const dtypes = [
+            ...(WebGpuDevice.hasInt8Dot(device) ? ["q8_0" as const] : []),
+            ...(half ? ["f16" as const] : [])
+          ]
+          if (dtypes.length < 2) {
+            console.log(`on ${device.description}: no int8 or no f16-by-subgroups product`)
           }
-          assert.strictEqual(fused.logits.length, 3 * shape.vocab)
-          assert.isBelow(worst, 1e-4)
+          for (const dtype of dtypes) {
+            const m = yield* model({ dtype, hidden: 128 })
+            const fused = yield* decodeSteps(device, m, [10, 11, 12])
+            const kept = yield* decodeSteps(apart, m, [10, 11, 12])
+            const ops = fused.entries.map((e) =>
+              e.op
+            )
+            assert.deepStrictEqual(
+              fused.entries.filter((e) =>
+                e.variant?.norm === true
+              ).map((e) => e.op),
+              Array.from({ length: shape.layers }, () => ["mul_mat_stack", "mul_mat_swiglu"]).flat(),
+              dtype
+            )
+            assert.notInclude(ops, "add_rms_norm_keep", dtype)
+            // every sum but the last (with the output's norm, add_rms_norm) made by its product
+            assert.strictEqual(ops.filter((op) => op === "mul_mat_add").length, 2 * shape.layers - 1, dtype)
+            assert.strictEqual(
+              kept.entries.filter((e) => e.op === "add_rms_norm_keep").length,
+              2 * shape.layers - 1,
+              dtype
+            )
+            assert.strictEqual(fused.entries.length, kept.entries.length - 2 * shape.layers, dtype)
+            let worst = 0
+            for (let i = 0; i < kept.logits.length; i++) {
+              worst = Math.max(worst, Math.abs(fused.logits[i] - kept.logits[i]))
+            }
+            assert.strictEqual(fused.logits.length, 3 * shape.vocab, dtype)
+            assert.isBelow(worst, 1e-4, dtype)
+          }
         }).pipe(Effect.provide(layer)), 120_000)
 
       // a k-quant mix as llama.cpp's Q4_K_M makes it (attn_v and ffn_down in q6_K, the rest q4_K): each

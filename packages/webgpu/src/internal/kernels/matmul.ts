@@ -312,7 +312,9 @@ export const mulMatSwiglu = (node: Tensor.Tensor, target: KernelTarget, norm?: N
     })
   }
   const vec = vectorForm(product, [gate, up], b) ? matVec(product, target, true, { kind: "gated" }, rows) : rows
-  return halfApplies(product, [gate, up], b, target) ? halfMatVec(product, target, { kind: "gated" }, vec) : vec
+  return halfApplies(product, [gate, up], b, target)
+    ? halfMatVec(product, target, { kind: "gated", ...(norm !== undefined ? { norm } : {}) }, vec)
+    : vec
 }
 
 /**
@@ -410,7 +412,12 @@ ${range(parts - 1).map((i) => `  if (m >= P.s${i + 1}) { pt = ${i + 1}u; lr = m 
   }
   const vec = vectorForm(product, weights, b) ? matVec(product, target, true, { kind: "stack", parts }, rows) : rows
   return halfApplies(product, weights, b, target)
-    ? halfMatVec(product, target, { kind: "stack", parts, ...(stores !== undefined ? { stores } : {}) }, vec)
+    ? halfMatVec(product, target, {
+      kind: "stack",
+      parts,
+      ...(stores !== undefined ? { stores } : {}),
+      ...(norm !== undefined ? { norm } : {})
+    }, vec)
     : vec
 }
 
@@ -439,7 +446,10 @@ const int8Stack = (
 
 /**
  * @internal: whether the WebGPU device leaves a one-row norm to the products that read it (normIn.ts): each
- * of them one the int8 form computes
+ * of them one the int8 form or f16 weights by subgroups compute
  */
 export const leavesNorms = (target: KernelTarget) =>
-  leavesNorm(target, (weights, b) => Int8.int8Applies({ N: b.ne[1], K: weights.ne[0] }, weights, target))
+  leavesNorm(target, (weights, b) => {
+    const product = { N: b.ne[1], K: weights.ne[0] }
+    return Int8.int8Applies(product, weights, target) || halfApplies(product, [weights], b, target)
+  })

@@ -7,6 +7,7 @@ import type { Tensor } from "@effect-gpu/core/Tensor"
 import type { Kernel, KernelTarget } from "./kernel.js"
 import * as KernelSpec from "./kernel.js"
 import { entry, stridesAligned, SUBGROUP_LANES, WG } from "./kernel.js"
+import type { NormIn } from "./normIn.js"
 import type { Product } from "./product.js"
 import { stackRow, stackRows, stackWeights } from "./product.js"
 import type { RowStores } from "./stackStores.js"
@@ -57,12 +58,18 @@ const subgroupReduce = (N: number) =>
  */
 export type MatVecForm =
   | { readonly kind: "plain" }
-  | { readonly kind: "gated" }
+  | {
+    readonly kind: "gated"
+    /** b the norm this kernel makes (halfMatVec, one column: normIn.ts) */
+    readonly norm?: NormIn
+  }
   | {
     readonly kind: "stack"
     readonly parts: number
     /** stores made of the rows besides the result (halfMatVec, one column: a layer's keys and values) */
     readonly stores?: RowStores
+    /** b the norm this kernel makes (halfMatVec, one column: normIn.ts) */
+    readonly norm?: NormIn
   }
 
 /**
@@ -235,8 +242,17 @@ export const halfApplies = (
  * not allow 16-byte bindings.
  */
 export const halfMatVec = (product: Product, target: KernelTarget, form: MatVecForm, fallback: Kernel): Kernel => {
-  const { M, N, batches, bias, epilogue, operands, params } = product
+  const { K, M, N, batches, bias, epilogue, params } = product
   const W = target.subgroupSize!
+  const WGS = HALF_GROUPS * W
+  // the norm made here (one column, a workgroup size the reduction halves, b's row in workgroup memory):
+  // each workgroup stages the normed row, and the products read it there; b is not bound
+  const asked = form.kind === "plain" ? undefined : form.norm
+  const norm = asked !== undefined && N === 1 && (WGS & (WGS - 1)) === 0 &&
+      4 * K + 4 * WGS <= (target.workgroupStorage ?? 16384)
+    ? asked
+    : undefined
+  const operands = norm === undefined ? product.operands : product.operands.filter((o) => o.name !== "b")
   const R = Math.ceil(M / (HALF_GROUPS * HALF_ROWS)) * batches < HALF_FEW ? 1 : HALF_ROWS
   const rowsPerGroup = HALF_GROUPS * R
   const groups = Math.ceil(M / rowsPerGroup)
@@ -294,31 +310,42 @@ export const halfMatVec = (product: Product, target: KernelTarget, form: MatVecF
       columns: N,
       bias,
       ...(form.kind === "stack" ? { parts: form.parts } : {}),
+      ...(norm !== undefined ? { norm: true } : {}),
       ...stores?.variant
     },
     enables: ["subgroups"],
-    operands: [...operands, ...(stores?.operands ?? [])],
-    params: [...params, ...(stores?.params ?? [])],
+    operands: [...operands, ...(stores?.operands ?? []), ...(norm?.operands ?? [])],
+    params: [...params, ...(stores?.params ?? []), ...(norm?.params ?? [])],
     workgroups: [Math.min(groups, target.maxWorkgroups), Math.ceil(groups / target.maxWorkgroups), batches],
     main: `
 ${SUBGROUP_LANES}
 ${partLoad}
 ${stores === undefined ? "" : `var<workgroup> red: array<f32, ${rowsPerGroup}>;\n${stores.decls}`}
+${norm === undefined ? "" : `${norm.decls(WGS)}\nvar<workgroup> bs: array<vec4<f32>, ${K / 4}>;`}
 /** the 8 values of a 16-byte chunk against b's 8 at vec4 index k4 */
 fn dot8(w: vec4<u32>, b4: u32) -> f32 {
   let lo = vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));
   let hi = vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w));
-  return dot(lo, ld4_b(b4)) + dot(hi, ld4_b(b4 + 1u));
+  return ${
+      norm === undefined ? "dot(lo, ld4_b(b4)) + dot(hi, ld4_b(b4 + 1u))" : "dot(lo, bs[b4]) + dot(hi, bs[b4 + 1u])"
+    };
 }
-${entry(HALF_GROUPS * W, true)}
+${entry(WGS, true)}
   let grp = lid / ${W}u;
   let b2 = wid.z % P.d_ne2;
   let b3 = wid.z / P.d_ne2;
   let row0 = (wid.x + wid.y * nwg.x) * ${rowsPerGroup}u + grp * ${R}u;
   // rows past the end read row M - 1 again and are not written
 ${rowStarts}
-  var bcol: array<u32, ${N}>;
-  for (var j = 0u; j < ${N}u; j++) { bcol[j] = ix_b(0u, j, b2, b3) >> 2u; }
+${
+      norm === undefined
+        ? `  var bcol: array<u32, ${N}>;
+  for (var j = 0u; j < ${N}u; j++) { bcol[j] = ix_b(0u, j, b2, b3) >> 2u; }`
+        : `${norm.prologue(WGS)}
+  for (var k = 4u * lid; k < ${K}u; k += ${4 * WGS}u) { bs[k / 4u] = ${norm.fourAt("k")}; }
+  workgroupBarrier();
+  let bcol = array<u32, 1>(0u);`
+    }
   let chunks = P.a_ne0 / 8u;
   var acc: array<f32, ${R * C}>;
   for (var c0 = sgl; c0 < chunks; c0 += ${HALF_LOADS * W}u) {

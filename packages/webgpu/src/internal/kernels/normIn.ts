@@ -2,8 +2,8 @@
  * A decoding step's norm made by the product that reads it: where a one-row rms_norm * weight (the hidden
  * state's norm before a layer's attention or FFN; the residual sum before it is made by the product before
  * that, mul_mat_add) comes right before the one product that reads it (a q/k/v stack or a gated FFN in the
- * int8 form), each of that product's workgroups takes the norm of the row itself as it reads its
- * activations, and the norm's own dispatch goes: a dispatch fewer before each of a layer's two products of
+ * int8 form, or of f16 weights by subgroups), each of that product's workgroups takes the norm of the row
+ * itself as it reads its activations, and the norm's own dispatch goes: a dispatch fewer before each of a layer's two products of
  * the hidden state. Each workgroup then reads two rows of the hidden size where it read one, so by default
  * only where those are short (a decoding step's host time, not its bytes, sets a small model's pace).
  *
