@@ -21,6 +21,7 @@ import type { Variant } from "./kernels/kernel.js"
 import { keyOf } from "./kernels/kernel.js"
 import { mulMatStack, mulMatSwiglu } from "./kernels/matmul.js"
 import * as NormIn from "./kernels/normIn.js"
+import type { MadeB } from "./kernels/product.js"
 import * as Select from "./kernels/select.js"
 import * as StackStores from "./kernels/stackStores.js"
 import { header, operandFields } from "./wgsl.js"
@@ -215,6 +216,9 @@ const storeAfter = (units: ReadonlyArray<ReadonlyArray<Tensor.Tensor>>, i: numbe
   return undefined
 }
 
+/** whether a kernel makes its b as `made` has it (not a fallback that reads b) */
+const takes = (kernel: Kernel, made: MadeB) => Object.entries(made.variant).every(([k, v]) => kernel.variant[k] === v)
+
 /** the work of a node: 2 M N K flops for a product, else the bytes it reads and writes */
 const costOf = (node: Tensor.Tensor): number => {
   const bytes = Tensor.nbytes(node) + node.src.reduce((sum, s) => sum + Tensor.nbytes(s), 0)
@@ -299,7 +303,7 @@ export const build = (
         ? NormIn.normBefore(b, ctx.target, bindings + (stores?.operands.length ?? 0), maxBindings)
         : undefined
       // both where they fit, else each alone
-      const tries: Array<readonly [StackStores.RowStores | undefined, NormIn.NormIn | undefined]> = [
+      const tries: Array<readonly [StackStores.RowStores | undefined, MadeB | undefined]> = [
         [stores, norm],
         [stores, undefined],
         [undefined, norm]
@@ -314,7 +318,7 @@ export const build = (
           )
           // where the form fell back (its bindings' offsets), the dispatches stay apart
           if (
-            (s !== undefined && p.kernel.variant.stores !== "kv") || (n !== undefined && p.kernel.variant.norm !== true)
+            (s !== undefined && p.kernel.variant.stores !== "kv") || (n !== undefined && !takes(p.kernel, n))
           ) {
             continue
           }

@@ -10,8 +10,7 @@ import type * as Tensor from "@effect-gpu/core/Tensor"
 import type { Kernel, KernelTarget } from "./kernel.js"
 import * as KernelSpec from "./kernel.js"
 import { entry, range, repeat, stridesAligned, SUBGROUP_LANES } from "./kernel.js"
-import type { NormIn } from "./normIn.js"
-import type { Product } from "./product.js"
+import type { MadeB, Product } from "./product.js"
 import { stackRows, stackWeights } from "./product.js"
 import type { RowStores } from "./stackStores.js"
 
@@ -24,11 +23,15 @@ const LANES = 32
  * and in `starts` where known)
  */
 export type Int8Form =
-  | { readonly kind: "plain" }
+  | {
+    readonly kind: "plain"
+    /** b made by this kernel (MadeB) */
+    readonly made?: MadeB
+  }
   | {
     readonly kind: "gated"
-    /** b the norm of a residual sum this kernel makes (normIn.ts) */
-    readonly norm?: NormIn
+    /** b made by this kernel (MadeB) */
+    readonly made?: MadeB
   }
   | {
     readonly kind: "stack"
@@ -38,8 +41,8 @@ export type Int8Form =
     readonly types?: ReadonlyArray<Int8Type>
     /** stores made of the rows besides the result (a layer's keys and values into their caches) */
     readonly stores?: RowStores
-    /** b the norm of a residual sum this kernel makes (normIn.ts) */
-    readonly norm?: NormIn
+    /** b made by this kernel (MadeB) */
+    readonly made?: MadeB
   }
 
 /**
@@ -275,10 +278,10 @@ export const int8MatVec = (
 ): Kernel => {
   const gated = form.kind === "gated"
   const stores = form.kind === "stack" ? form.stores : undefined
-  const norm = form.kind === "plain" ? undefined : form.norm
+  const made = form.made
   const { K, M, batches, bias, epilogue, params } = product
-  // b made here from the norm's rows, not bound
-  const operands = norm === undefined ? product.operands : product.operands.filter((o) => o.name !== "b")
+  // b made here, not bound
+  const operands = made === undefined ? product.operands : product.operands.filter((o) => o.name !== "b")
   const WGS = INT8_WARPS * LANES
   const R = INT8_ROWS
   const rowsPerGroup = INT8_WARPS * R
@@ -431,8 +434,8 @@ ${dot("acc")}`
   }`
   // b's four values from k
   const fourAt = (k: string) =>
-    norm !== undefined
-      ? norm.fourAt(k)
+    made !== undefined
+      ? made.fourAt(k)
       : fours
       ? `ld4_b(ix_b(${k}, 0u, b2, b3) >> 2u)`
       : `vec4<f32>(${range(4).map((i) => `ld_b(ix_b(${k} + ${i}u, 0u, b2, b3))`).join(", ")})`
@@ -516,12 +519,12 @@ ${storeBlock}
       ...(uniform ? { uniform } : {}),
       ...(prefetch ? { prefetch } : {}),
       ...(types.length > 1 ? { types: weights.map(typeOf).join(",") } : {}),
-      ...(norm !== undefined ? { norm: true } : {}),
+      ...made?.variant,
       ...stores?.variant
     },
     enables: subgroups ? ["subgroups"] : [],
-    operands: [...operands, ...(stores?.operands ?? []), ...(norm?.operands ?? [])],
-    params: [...params, ...(stores?.params ?? []), ...(norm?.params ?? [])],
+    operands: [...operands, ...(stores?.operands ?? []), ...(made?.operands ?? [])],
+    params: [...params, ...(stores?.params ?? []), ...(made?.params ?? [])],
     workgroups: [Math.min(groups, target.maxWorkgroups), Math.ceil(groups / target.maxWorkgroups), batches],
     vec4: true,
     scalar: [...weights, ...(stores?.operands.map((o) => o.name) ?? [])],
@@ -534,7 +537,7 @@ var<workgroup> es: array<vec2<f32>, ${K / 32}>;
 ${kQuant(dtype) ? `var<workgroup> tops: array<f32, ${K / 256}>;` : ""}
 ${types.map(helpers).join("\n")}
 ${stores?.decls ?? ""}
-${norm?.decls(WGS) ?? ""}
+${made?.decls(WGS) ?? ""}
 var<workgroup> part: array<f32, ${subgroups ? 1 : WGS}>;
 var<workgroup> red: array<f32, ${rowsPerGroup}>;
 ${gated ? `var<workgroup> redu: array<f32, ${rowsPerGroup}>;` : ""}
@@ -545,7 +548,7 @@ ${subgroups ? `${SUBGROUP_LANES}\n${entry(WGS, true)}` : entry(WGS)}
   let b3 = wid.z / P.d_ne2;
   let row0 = (wid.x + wid.y * nwg.x) * ${rowsPerGroup}u + grp * ${R}u;
 ${early}
-${norm?.prologue(WGS) ?? ""}
+${made?.prologue(WGS) ?? ""}
 ${kQuant(dtype) ? roundQ8K : roundQ80}
   workgroupBarrier();
   // rows past the end read row M - 1 again and are not written

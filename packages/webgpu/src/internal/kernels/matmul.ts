@@ -14,7 +14,6 @@ import type { Kernel, KernelTarget, MatrixTile, RegisterTile } from "./kernel.js
 import * as KernelSpec from "./kernel.js"
 import { entry, range, u32, WG } from "./kernel.js"
 import { halfApplies, halfMatVec, matVec } from "./matvec.js"
-import type { NormIn } from "./normIn.js"
 import { leavesNorm } from "./normIn.js"
 import * as Product from "./product.js"
 import * as Quantized from "./quantized.js"
@@ -279,7 +278,7 @@ ${terms.map((_, i) => `  r${i}[lid] = s${i};`).join("\n")}
  * @internal: mul_mat_swiglu, silu(gate b) * (up b): the int8 form with both weights where it applies (the
  * only place the WebGPU device asks for the fusion), else a workgroup per result summing both rows
  */
-export const mulMatSwiglu = (node: Tensor.Tensor, target: KernelTarget, norm?: NormIn): Kernel => {
+export const mulMatSwiglu = (node: Tensor.Tensor, target: KernelTarget, made?: Product.MadeB): Kernel => {
   const [gate, up, b] = node.src
   const product: Product.Product = {
     operands: [{ name: "a", tensor: gate }, { name: "u", tensor: up }, { name: "b", tensor: b }, {
@@ -308,12 +307,12 @@ export const mulMatSwiglu = (node: Tensor.Tensor, target: KernelTarget, norm?: N
   if (int8Gated(product, gate, up, target)) {
     return Int8.int8MatVec(product, b, gate.dtype as Int8.Int8Type, target, rows, {
       kind: "gated",
-      ...(norm !== undefined ? { norm } : {})
+      ...(made !== undefined ? { made } : {})
     })
   }
   const vec = vectorForm(product, [gate, up], b) ? matVec(product, target, true, { kind: "gated" }, rows) : rows
   return halfApplies(product, [gate, up], b, target)
-    ? halfMatVec(product, target, { kind: "gated", ...(norm !== undefined ? { norm } : {}) }, vec)
+    ? halfMatVec(product, target, { kind: "gated", ...(made !== undefined ? { made } : {}) }, vec)
     : vec
 }
 
@@ -363,7 +362,7 @@ export const mulMatStack = (
   parts: number,
   target: KernelTarget,
   stores?: RowStores,
-  norm?: NormIn
+  made?: Product.MadeB
 ): Kernel => {
   const weights = node.src.slice(0, parts)
   const b = node.src[parts]
@@ -407,7 +406,7 @@ ${range(parts - 1).map((i) => `  if (m >= P.s${i + 1}) { pt = ${i + 1}u; lr = m 
       starts,
       ...(types.some((t) => t !== types[0]) ? { types } : {}),
       ...(stores !== undefined ? { stores } : {}),
-      ...(norm !== undefined ? { norm } : {})
+      ...(made !== undefined ? { made } : {})
     })
   }
   const vec = vectorForm(product, weights, b) ? matVec(product, target, true, { kind: "stack", parts }, rows) : rows
@@ -416,7 +415,7 @@ ${range(parts - 1).map((i) => `  if (m >= P.s${i + 1}) { pt = ${i + 1}u; lr = m 
       kind: "stack",
       parts,
       ...(stores !== undefined ? { stores } : {}),
-      ...(norm !== undefined ? { norm } : {})
+      ...(made !== undefined ? { made } : {})
     }, vec)
     : vec
 }

@@ -7,8 +7,7 @@ import type { Tensor } from "@effect-gpu/core/Tensor"
 import type { Kernel, KernelTarget } from "./kernel.js"
 import * as KernelSpec from "./kernel.js"
 import { entry, stridesAligned, SUBGROUP_LANES, WG } from "./kernel.js"
-import type { NormIn } from "./normIn.js"
-import type { Product } from "./product.js"
+import type { MadeB, Product } from "./product.js"
 import { stackRow, stackRows, stackWeights } from "./product.js"
 import type { RowStores } from "./stackStores.js"
 
@@ -60,16 +59,16 @@ export type MatVecForm =
   | { readonly kind: "plain" }
   | {
     readonly kind: "gated"
-    /** b the norm this kernel makes (halfMatVec, one column: normIn.ts) */
-    readonly norm?: NormIn
+    /** b made by this kernel (halfMatVec, one column: MadeB) */
+    readonly made?: MadeB
   }
   | {
     readonly kind: "stack"
     readonly parts: number
     /** stores made of the rows besides the result (halfMatVec, one column: a layer's keys and values) */
     readonly stores?: RowStores
-    /** b the norm this kernel makes (halfMatVec, one column: normIn.ts) */
-    readonly norm?: NormIn
+    /** b made by this kernel (halfMatVec, one column: MadeB) */
+    readonly made?: MadeB
   }
 
 /**
@@ -247,7 +246,7 @@ export const halfMatVec = (product: Product, target: KernelTarget, form: MatVecF
   const WGS = HALF_GROUPS * W
   // the norm made here (one column, a workgroup size the reduction halves, b's row in workgroup memory):
   // each workgroup stages the normed row, and the products read it there; b is not bound
-  const asked = form.kind === "plain" ? undefined : form.norm
+  const asked = form.kind === "plain" ? undefined : form.made
   const norm = asked !== undefined && N === 1 && (WGS & (WGS - 1)) === 0 &&
       4 * K + 4 * WGS <= (target.workgroupStorage ?? 16384)
     ? asked
@@ -310,7 +309,7 @@ export const halfMatVec = (product: Product, target: KernelTarget, form: MatVecF
       columns: N,
       bias,
       ...(form.kind === "stack" ? { parts: form.parts } : {}),
-      ...(norm !== undefined ? { norm: true } : {}),
+      ...norm?.variant,
       ...stores?.variant
     },
     enables: ["subgroups"],

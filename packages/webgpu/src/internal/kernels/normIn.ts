@@ -10,27 +10,15 @@
  * @internal
  */
 import * as Tensor from "@effect-gpu/core/Tensor"
-import type { KernelTarget, Operand, Param } from "./kernel.js"
+import type { KernelTarget } from "./kernel.js"
 import { f32 } from "./kernel.js"
+import type { MadeB } from "./product.js"
 
 /**
  * the longest row whose norm the products take by default: a 1B model's hidden size (each workgroup of
  * an 8B model's products reading 48 KiB more ran its step 5% slower, benchmarks/RESULTS.md)
  */
 const DEFAULT_MOST = 2048
-
-/**
- * @internal: a norm made by the product after it: the operands it adds (the row and the norm's weight), its
- * parameter, its workgroup memory, the WGSL each invocation runs before reading b (it sets `nscale`), and
- * b's four values from element k
- */
-export interface NormIn {
-  readonly operands: ReadonlyArray<Operand>
-  readonly params: ReadonlyArray<Param>
-  readonly decls: (invocations: number) => string
-  readonly prologue: (invocations: number) => string
-  readonly fourAt: (k: string) => string
-}
 
 /** a contiguous f32 row of `n` values (one row in all) */
 const row = (t: Tensor.Tensor, n: number) =>
@@ -63,7 +51,7 @@ export const normBefore = (
   target: KernelTarget,
   bindings: number,
   maxBindings: number
-): NormIn | undefined => {
+): MadeB | undefined => {
   if (norm.op._tag !== "RmsNormMul") return undefined
   const [x, w] = norm.src
   const D = x.ne[0]
@@ -87,6 +75,7 @@ export const normBefore = (
     workgroupBarrier();
   }
   let nscale = inverseSqrt(nred[0] / ${D}.0 + P.eps);`,
-    fourAt: (k) => `${at("nx", k)} * nscale * ${at("nw", k)}`
+    fourAt: (k) => `${at("nx", k)} * nscale * ${at("nw", k)}`,
+    variant: { norm: true }
   }
 }

@@ -25,6 +25,21 @@ export interface Product {
   readonly params: ReadonlyArray<Param>
 }
 
+/**
+ * @internal: a product's b made by its own kernel from other operands, where a dispatch before made it (a
+ * norm, normIn.ts; attention's split partials merged, mergeIn.ts): the operands and parameters it adds (b's
+ * binding goes), its workgroup memory and the WGSL each of the `n` invocations runs first, b's four values
+ * from element k, and what it adds to the kernel's variant
+ */
+export interface MadeB {
+  readonly operands: ReadonlyArray<Operand>
+  readonly params: ReadonlyArray<Param>
+  readonly decls: (n: number) => string
+  readonly prologue: (n: number) => string
+  readonly fourAt: (k: string) => string
+  readonly variant: { readonly [choice: string]: string | number | boolean }
+}
+
 /** @internal: the product computed by `node` (mul_mat, or mul_mat_add with its bias) */
 export const of = (node: Tensor.Tensor, bias: Tensor.Tensor | undefined): Product => {
   const [a, b] = node.src
