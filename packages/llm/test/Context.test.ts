@@ -238,6 +238,40 @@ const suite = (gpu: boolean) =>
           }
         }).pipe(Effect.provide(layer)), 120_000)
 
+      // ... and its attention, split over the keys, merged by the output projection that reads it (no merge
+      // dispatch), giving the logits of a device that merges apart
+      it.scoped("a decoding step's output projections merge the split attention they read, as a merge would", () =>
+        Effect.gen(function*() {
+          const device = yield* pick(gpu)
+          if (device === undefined) {
+            return
+          }
+          if (!WebGpuDevice.hasInt8Dot(device) || !device.description.includes("subgroups")) {
+            console.log(`on ${device.description}: no int8 product or no decode attention to merge`)
+            return
+          }
+          const [split] = yield* WebGpu.make({ devices: 1, attentionDecode: { splits: 3 } })
+          const [apart] = yield* WebGpu.make({ devices: 1, attentionDecode: { splits: 3 }, mergesInProducts: false })
+          const m = yield* model({ dtype: "q8_0", hidden: 128 })
+          const fused = yield* decodeSteps(split, m, [10, 11, 12])
+          const kept = yield* decodeSteps(apart, m, [10, 11, 12])
+          const merged = fused.entries.filter((e) =>
+            e.variant?.merge !== undefined
+          )
+          assert.strictEqual(merged.length, shape.layers)
+          assert.isTrue(merged.every((e) =>
+            e.op === "mul_mat_add" && e.variant?.merge === "4x3x32"
+          ))
+          assert.notInclude(fused.entries.map((e) => e.variant?.family), "flash_attn_merge")
+          assert.strictEqual(fused.entries.length, kept.entries.length - shape.layers)
+          let worst = 0
+          for (let i = 0; i < kept.logits.length; i++) {
+            worst = Math.max(worst, Math.abs(fused.logits[i] - kept.logits[i]))
+          }
+          assert.strictEqual(fused.logits.length, 3 * shape.vocab)
+          assert.isBelow(worst, 1e-4)
+        }).pipe(Effect.provide(layer)), 120_000)
+
       // a k-quant mix as llama.cpp's Q4_K_M makes it (attn_v and ffn_down in q6_K, the rest q4_K): each
       // layer's q/k/v one stack of both types storing its keys and values, the CPU's logits
       it.scoped("a decoding step of a q4_K / q6_K mix stacks q, k and v over both types, as the CPU computes it", () =>

@@ -72,6 +72,8 @@ export interface Options {
   readonly storeKeysInProducts?: WebGpuDevice.Options["storeKeysInProducts"]
   /** @internal a residual sum and its norm made by the product that reads the norm (default: rows up to 2048), for tests and measuring */
   readonly normsInProducts?: WebGpuDevice.Options["normsInProducts"]
+  /** @internal attention's split partials merged by the product that reads them (default on), for tests and measuring */
+  readonly mergesInProducts?: WebGpuDevice.Options["mergesInProducts"]
 }
 
 /**
@@ -186,7 +188,8 @@ const wrapDevice = (
       halfActivations: options.halfActivations,
       storeValuesWithKeys: options.storeValuesWithKeys,
       storeKeysInProducts: options.storeKeysInProducts,
-      normsInProducts: options.normsInProducts
+      normsInProducts: options.normsInProducts,
+      mergesInProducts: options.mergesInProducts
     })
     // runs before the GPUDevice is destroyed: from then on the device refuses new backends and events
     yield* Effect.addFinalizer(() => Device.markReleased(device))

@@ -138,6 +138,14 @@ export interface Options {
    */
   readonly normsInProducts?: boolean | undefined
   /**
+   * a decoding step's attention, where its keys are split, merged by the int8 product that reads it (the
+   * layer's output projection: a dispatch a layer fewer), not by a dispatch of its own; default: on; `false`
+   * keeps the merge's dispatch (tests and tuning)
+   *
+   * @internal
+   */
+  readonly mergesInProducts?: boolean | undefined
+  /**
    * the WGSL language features of the GPU the device comes from (`navigator.gpu.wgslLanguageFeatures`);
    * default: navigator.gpu's where there is one, else none
    */
@@ -270,7 +278,8 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
     ...(options.writeOut !== undefined ? { writeOut: options.writeOut } : {}),
     ...(options.rowThreads !== undefined ? { rowThreads: options.rowThreads } : {}),
     ...(options.storeKeysInProducts === false ? { storesInProducts: false } : {}),
-    ...(options.normsInProducts !== undefined ? { normsInProducts: options.normsInProducts } : {})
+    ...(options.normsInProducts !== undefined ? { normsInProducts: options.normsInProducts } : {}),
+    ...(options.mergesInProducts === false ? { mergesInProducts: false } : {})
   })
   const ledger = Ledger.make(options.memory ?? gpu.limits.maxBufferSize, name)
   const alignment = gpu.limits.minStorageBufferOffsetAlignment

@@ -401,4 +401,80 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
       }),
     120_000
   )
+
+  // attention's split partials merged by the int8 product that reads its result (mergeIn.ts): a layer's
+  // output projection, plain and with the residual added (mul_mat_add), over 3 and 5 splits of the keys, 8
+  // query heads over 2 KV heads of 64 and 128, a masked key; the attention's merge dispatch goes, and a
+  // device merging apart keeps it
+  it.scoped(
+    "a product merging the attention it reads (merge=HxSxDv) matches the CPU's attention and product",
+    () =>
+      Effect.gen(function*() {
+        const [probe] = yield* WebGpu.make({ devices: 1 })
+        if (!WebGpuDevice.hasInt8Dot(probe) || !probe.description.includes("subgroups")) {
+          console.log(`on ${probe.description}: no int8 product or no decode attention to merge`)
+          return
+        }
+        const cases = [
+          { D: 64, splits: 3, bias: false, apart: false },
+          { D: 128, splits: 5, bias: true, apart: false },
+          { D: 64, splits: 3, bias: true, apart: true }
+        ] as const
+        for (const c of cases) {
+          const [d] = yield* WebGpu.make({
+            devices: 1,
+            attentionDecode: { splits: c.splits },
+            ...(c.apart ? { mergesInProducts: false } : {})
+          })
+          const { D } = c
+          const nKv = 200
+          const g = Graph.make()
+          const q = yield* g.input("q", "f32", [D, 8, 1])
+          const k = yield* g.input("k", "f16", [D, nKv, 2])
+          const v = yield* g.input("v", "f16", [D, nKv, 2])
+          const mask = yield* g.input("mask", "f16", [nKv, 1])
+          const wo = yield* g.param("wo", "q8_0", [8 * D, 96])
+          const r = yield* g.input("r", "f32", [96, 1])
+          const attn = Ops.flashAttnExt(Ops.permute(q, [0, 2, 1, 3]), k, v, { scale: 0.125, mask })
+          const o = Ops.mulMat(wo, Ops.reshape(attn, [8 * D, 1]))
+          const y = yield* g.output(c.bias ? Ops.add(r, o) : Ops.scale(o, 1))
+          const graph = g.build()
+          const backend = yield* d.makeBackend()
+          const { cpu, entries, gpu } = yield* onDeviceAndCpu(d, backend.optimize(graph), graph, (plan) =>
+            Effect.gen(function*() {
+              yield* plan.set(q, Generators.values(1, D * 8))
+              yield* plan.set(k, Generators.values(2, D * nKv * 2))
+              yield* plan.set(v, Generators.values(3, D * nKv * 2))
+              yield* plan.set(mask, Generators.values(4, nKv).map((x, j) => (j === 7 ? -Infinity : x)))
+              yield* plan.set(wo, weightsFor(wo, 5))
+              if (c.bias) {
+                yield* plan.set(r, Generators.values(6, 96))
+              }
+            }), [y])
+          const what = JSON.stringify(c)
+          const product = entries.find((e) =>
+            e.op === (c.bias ? "mul_mat_add" : "mul_mat")
+          )
+          assert.strictEqual(product?.variant?.family, "mvq8", what)
+          assert.strictEqual(product?.variant?.merge, c.apart ? undefined : `8x${c.splits}x${D}`, what)
+          assert.strictEqual(
+            entries.some((e) =>
+              e.variant?.family === "flash_attn_merge"
+            ),
+            c.apart,
+            what
+          )
+          assert.strictEqual(
+            entries.find((e) =>
+              e.op === "flash_attn_ext"
+            )?.variant?.split,
+            true,
+            what
+          )
+          // the CPU rounds the attention's output to q8_0 blocks as the kernel does: a rounding flip at most
+          assert.isBelow(nmse(gpu, cpu), 1e-6, what)
+        }
+      }),
+    120_000
+  )
 })

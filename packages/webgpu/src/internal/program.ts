@@ -19,7 +19,8 @@ import * as Elementwise from "./kernels/elementwise.js"
 import type { Kernel } from "./kernels/kernel.js"
 import type { Variant } from "./kernels/kernel.js"
 import { keyOf } from "./kernels/kernel.js"
-import { mulMatStack, mulMatSwiglu } from "./kernels/matmul.js"
+import { mulMat, mulMatStack, mulMatSwiglu } from "./kernels/matmul.js"
+import * as MergeIn from "./kernels/mergeIn.js"
 import * as NormIn from "./kernels/normIn.js"
 import type { MadeB } from "./kernels/product.js"
 import * as Select from "./kernels/select.js"
@@ -287,8 +288,39 @@ export const build = (
       return p !== undefined && q !== undefined && (p.buffer !== q.buffer || p.end <= q.start || q.end <= p.start)
     }
     const maxBindings = ctx.limits.maxStorageBuffersPerShaderStage
+    /**
+     * the product of unit i merging the split attention just before it (its one reader, through a view of the
+     * whole result): the attention's dispatch without its merge, the product's weighing the splits
+     */
+    const mergeInto = (i: number) => {
+      const node = units[i][0]
+      const before = units[i - 1]?.length === 1 ? units[i - 1][0] : undefined
+      const b = node.src[1]
+      if (
+        before === undefined || b.viewSrc !== before || b.viewOffset !== 0 || !Tensor.isContiguous(b) ||
+        Tensor.nelements(b) !== Tensor.nelements(before) || users.get(before.id) !== 1 || users.get(b.id) !== 1 ||
+        outputs.has(before.id) || outputs.has(b.id)
+      ) return
+      const merge = MergeIn.mergeBefore(before, ctx.target)
+      const kernel = merge === undefined ? undefined : Select.kernelFor(before, ctx.target)
+      if (merge === undefined || kernel === undefined) return
+      try {
+        const attention = prepare(before, kernel)
+        if (attention.kernel.variant.split !== true || attention.kernel.next === undefined) return
+        const p = prepare(node, mulMat(node, ctx.target, node.op._tag === "MulMatAdd" ? node.src[2] : undefined, merge))
+        if (!takes(p.kernel, merge)) return
+        fusedAt.set(i - 1, attention)
+        fusedAt.set(i, p)
+      } catch {
+        // the attention, its merge and the product each as they run alone
+      }
+    }
     units.forEach((unit, i) => {
       const node = unit[0]
+      if (unit.length === 1 && (node.op._tag === "MulMat" || node.op._tag === "MulMatAdd")) {
+        mergeInto(i)
+        return
+      }
       if (unit.length !== 1 || (node.op._tag !== "MulMatStack" && node.op._tag !== "MulMatSwiglu")) return
       const bindings = node.src.length + 1
       const storeAt = node.op._tag === "MulMatStack" ? storeAfter(units, i, resolve) : undefined

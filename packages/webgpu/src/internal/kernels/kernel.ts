@@ -198,6 +198,11 @@ export interface KernelTarget {
    * default: for rows of up to 2048 values; true for any, false for none
    */
   readonly normsInProducts?: boolean
+  /**
+   * a decoding step's attention merged by the product that reads it (mergeIn.ts), not by a dispatch of its
+   * own; default: on
+   */
+  readonly mergesInProducts?: boolean
   /** overrides the quantized matrix-vector kernel's shape (tests and benchmarks) */
   readonly quantizedDecode?: QuantizedDecode
   /** overrides flash attention's decode form (tests and benchmarks) */

@@ -169,7 +169,12 @@ const plainProduct = (product: Product.Product, a: Tensor.Tensor, b: Tensor.Tens
 }
 
 /** @internal: the kernel of mul_mat (`bias` undefined) or of mul_mat_add */
-export const mulMat = (node: Tensor.Tensor, target: KernelTarget, bias: Tensor.Tensor | undefined): Kernel => {
+export const mulMat = (
+  node: Tensor.Tensor,
+  target: KernelTarget,
+  bias: Tensor.Tensor | undefined,
+  made?: Product.MadeB
+): Kernel => {
   const [a, b] = node.src
   const product = Product.of(node, bias)
   if (product.quantized) {
@@ -193,7 +198,10 @@ export const mulMat = (node: Tensor.Tensor, target: KernelTarget, bias: Tensor.T
         )
       // q4_0 and q8_0 against b rounded to q8_0, as ggml's CPU computes them, with int8 dot products
       return decode.int8 !== false && Int8.int8Applies(product, a, target)
-        ? Int8.int8MatVec(product, b, a.dtype as Int8.Int8Type, target, f32Form)
+        ? Int8.int8MatVec(product, b, a.dtype as Int8.Int8Type, target, f32Form, {
+          kind: "plain",
+          ...(made !== undefined ? { made } : {})
+        })
         : f32Form
     }
     if (product.N <= 8) return matVec(product, target, false)
