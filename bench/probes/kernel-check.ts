@@ -353,14 +353,14 @@ const program = Effect.gen(function*() {
   }
   // attention's split partials merged by the output projection that reads them (mergeIn.ts) at 32 lanes: a
   // decoding step at 640 keys with the 1B and 8B shapes (32 query heads over 8, D 64 and 128), the device's
-  // own splits, against the CPU's attention and product
-  for (const D of [64, 128]) {
+  // own splits, q4_0 and f16 weights, against the CPU's attention and product
+  for (const [D, wt] of [[64, "q4_0"], [128, "q4_0"], [64, "f16"], [128, "f16"]] as const) {
     const g = Graph.make()
     const q = yield* g.input("q", "f32", [D, 32, 1])
     const k = yield* g.input("k", "f16", [D, 640, 8])
     const v = yield* g.input("v", "f16", [D, 640, 8])
     const mask = yield* g.input("mask", "f16", [640, 1])
-    const wo = yield* g.param("wo", "q4_0", [32 * D, 32 * D])
+    const wo = yield* g.param("wo", wt, [32 * D, 32 * D])
     const attn = Ops.flashAttnExt(Ops.permute(q, [0, 2, 1, 3]), k, v, { scale: 1 / Math.sqrt(D), mask })
     const y = yield* g.output(Ops.mulMat(wo, Ops.reshape(attn, [32 * D, 1])))
     const { error, kernels } = yield* against(gpu, g, y, [
@@ -368,11 +368,16 @@ const program = Effect.gen(function*() {
       [k, Generators.values(71, D * 640 * 8)],
       [v, Generators.values(72, D * 640 * 8)],
       [mask, new Float32Array(640)],
-      [wo, Quant.unsafeQuantize("q4_0", Generators.values(73, 32 * D * 32 * D))]
+      [
+        wo,
+        wt === "f16"
+          ? Generators.values(73, 32 * D * 32 * D)
+          : Quant.unsafeQuantize(wt, Generators.values(73, 32 * D * 32 * D))
+      ]
     ])
     const ok = error <= 1e-4 && kernels.includes("merge=32x") && !kernels.includes("flash_attn_merge")
     if (!ok) failed++
-    console.log(JSON.stringify({ mergeInProduct: { D }, kernels, nmse: error, bound: 1e-4, ok }))
+    console.log(JSON.stringify({ mergeInProduct: { D, wo: wt }, kernels, nmse: error, bound: 1e-4, ok }))
   }
   if (failed > 0) process.exitCode = 1
 })

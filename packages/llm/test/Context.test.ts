@@ -252,24 +252,30 @@ const suite = (gpu: boolean) =>
           }
           const [split] = yield* WebGpu.make({ devices: 1, attentionDecode: { splits: 3 } })
           const [apart] = yield* WebGpu.make({ devices: 1, attentionDecode: { splits: 3 }, mergesInProducts: false })
-          const m = yield* model({ dtype: "q8_0", hidden: 128 })
-          const fused = yield* decodeSteps(split, m, [10, 11, 12])
-          const kept = yield* decodeSteps(apart, m, [10, 11, 12])
-          const merged = fused.entries.filter((e) =>
-            e.variant?.merge !== undefined
-          )
-          assert.strictEqual(merged.length, shape.layers)
-          assert.isTrue(merged.every((e) =>
-            e.op === "mul_mat_add" && e.variant?.merge === "4x3x32"
-          ))
-          assert.notInclude(fused.entries.map((e) => e.variant?.family), "flash_attn_merge")
-          assert.strictEqual(fused.entries.length, kept.entries.length - shape.layers)
-          let worst = 0
-          for (let i = 0; i < kept.logits.length; i++) {
-            worst = Math.max(worst, Math.abs(fused.logits[i] - kept.logits[i]))
+          const dtypes = ["q8_0" as const, ...(device.description.includes("shader-f16") ? ["f16" as const] : [])]
+          for (const dtype of dtypes) {
+            const m = yield* model({ dtype, hidden: 128 })
+            const fused = yield* decodeSteps(split, m, [10, 11, 12])
+            const kept = yield* decodeSteps(apart, m, [10, 11, 12])
+            const merged = fused.entries.filter((e) =>
+              e.variant?.merge !== undefined
+            )
+            assert.strictEqual(merged.length, shape.layers, dtype)
+            assert.isTrue(
+              merged.every((e) =>
+                e.op === "mul_mat_add" && e.variant?.merge === "4x3x32"
+              ),
+              dtype
+            )
+            assert.notInclude(fused.entries.map((e) => e.variant?.family), "flash_attn_merge", dtype)
+            assert.strictEqual(fused.entries.length, kept.entries.length - shape.layers, dtype)
+            let worst = 0
+            for (let i = 0; i < kept.logits.length; i++) {
+              worst = Math.max(worst, Math.abs(fused.logits[i] - kept.logits[i]))
+            }
+            assert.strictEqual(fused.logits.length, 3 * shape.vocab, dtype)
+            assert.isBelow(worst, 1e-4, dtype)
           }
-          assert.strictEqual(fused.logits.length, 3 * shape.vocab)
-          assert.isBelow(worst, 1e-4)
         }).pipe(Effect.provide(layer)), 120_000)
 
       // a k-quant mix as llama.cpp's Q4_K_M makes it (attn_v and ffn_down in q6_K, the rest q4_K): each

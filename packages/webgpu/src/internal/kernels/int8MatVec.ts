@@ -278,11 +278,15 @@ export const int8MatVec = (
 ): Kernel => {
   const gated = form.kind === "gated"
   const stores = form.kind === "stack" ? form.stores : undefined
-  const made = form.made
+  const WGS = INT8_WARPS * LANES
+  // b made here where its workgroup memory fits beside b's blocks (else b is read, and no fusion takes this)
+  const made = form.made !== undefined &&
+      int8Bytes(product.K, dtype) + form.made.workgroupBytes(WGS) <= (target.workgroupStorage ?? 16384)
+    ? form.made
+    : undefined
   const { K, M, batches, bias, epilogue, params } = product
   // b made here, not bound
   const operands = made === undefined ? product.operands : product.operands.filter((o) => o.name !== "b")
-  const WGS = INT8_WARPS * LANES
   const R = INT8_ROWS
   const rowsPerGroup = INT8_WARPS * R
   const groups = Math.ceil(M / rowsPerGroup)

@@ -225,7 +225,9 @@ export const mulMat = (
     // vec4 loads pay once every thread has a vec4 of K to load (on lavapipe, K = 256 ran 6% slower)
     const vec = matVec(product, target, Product.fourAligned(product, a, b) && product.K >= 4 * WG)
     // f16 weights 16 bytes a load by subgroups, falling back to that where offsets do not allow it
-    return halfApplies(product, [a], b, target) ? halfMatVec(product, target, { kind: "plain" }, vec) : vec
+    return halfApplies(product, [a], b, target)
+      ? halfMatVec(product, target, { kind: "plain", ...(made !== undefined ? { made } : {}) }, vec)
+      : vec
   }
   return plainProduct(product, a, b, target)
 }

@@ -56,7 +56,11 @@ const subgroupReduce = (N: number) =>
  * first rows in params s1..; weights a, a1, ...)
  */
 export type MatVecForm =
-  | { readonly kind: "plain" }
+  | {
+    readonly kind: "plain"
+    /** b made by this kernel (halfMatVec, one column: MadeB) */
+    readonly made?: MadeB
+  }
   | {
     readonly kind: "gated"
     /** b made by this kernel (halfMatVec, one column: MadeB) */
@@ -244,14 +248,14 @@ export const halfMatVec = (product: Product, target: KernelTarget, form: MatVecF
   const { K, M, N, batches, bias, epilogue, params } = product
   const W = target.subgroupSize!
   const WGS = HALF_GROUPS * W
-  // the norm made here (one column, a workgroup size the reduction halves, b's row in workgroup memory):
-  // each workgroup stages the normed row, and the products read it there; b is not bound
-  const asked = form.kind === "plain" ? undefined : form.made
-  const norm = asked !== undefined && N === 1 && (WGS & (WGS - 1)) === 0 &&
-      4 * K + 4 * WGS <= (target.workgroupStorage ?? 16384)
+  // b made here (one column, a workgroup size a reduction halves, b's row in workgroup memory): each
+  // workgroup stages the row it makes, and the products read it there; b is not bound
+  const asked = form.made
+  const made = asked !== undefined && N === 1 && (WGS & (WGS - 1)) === 0 &&
+      4 * K + asked.workgroupBytes(WGS) <= (target.workgroupStorage ?? 16384)
     ? asked
     : undefined
-  const operands = norm === undefined ? product.operands : product.operands.filter((o) => o.name !== "b")
+  const operands = made === undefined ? product.operands : product.operands.filter((o) => o.name !== "b")
   const R = Math.ceil(M / (HALF_GROUPS * HALF_ROWS)) * batches < HALF_FEW ? 1 : HALF_ROWS
   const rowsPerGroup = HALF_GROUPS * R
   const groups = Math.ceil(M / rowsPerGroup)
@@ -309,24 +313,24 @@ export const halfMatVec = (product: Product, target: KernelTarget, form: MatVecF
       columns: N,
       bias,
       ...(form.kind === "stack" ? { parts: form.parts } : {}),
-      ...norm?.variant,
+      ...made?.variant,
       ...stores?.variant
     },
     enables: ["subgroups"],
-    operands: [...operands, ...(stores?.operands ?? []), ...(norm?.operands ?? [])],
-    params: [...params, ...(stores?.params ?? []), ...(norm?.params ?? [])],
+    operands: [...operands, ...(stores?.operands ?? []), ...(made?.operands ?? [])],
+    params: [...params, ...(stores?.params ?? []), ...(made?.params ?? [])],
     workgroups: [Math.min(groups, target.maxWorkgroups), Math.ceil(groups / target.maxWorkgroups), batches],
     main: `
 ${SUBGROUP_LANES}
 ${partLoad}
 ${stores === undefined ? "" : `var<workgroup> red: array<f32, ${rowsPerGroup}>;\n${stores.decls}`}
-${norm === undefined ? "" : `${norm.decls(WGS)}\nvar<workgroup> bs: array<vec4<f32>, ${K / 4}>;`}
+${made === undefined ? "" : `${made.decls(WGS)}\nvar<workgroup> bs: array<vec4<f32>, ${K / 4}>;`}
 /** the 8 values of a 16-byte chunk against b's 8 at vec4 index k4 */
 fn dot8(w: vec4<u32>, b4: u32) -> f32 {
   let lo = vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));
   let hi = vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w));
   return ${
-      norm === undefined ? "dot(lo, ld4_b(b4)) + dot(hi, ld4_b(b4 + 1u))" : "dot(lo, bs[b4]) + dot(hi, bs[b4 + 1u])"
+      made === undefined ? "dot(lo, ld4_b(b4)) + dot(hi, ld4_b(b4 + 1u))" : "dot(lo, bs[b4]) + dot(hi, bs[b4 + 1u])"
     };
 }
 ${entry(WGS, true)}
@@ -337,11 +341,11 @@ ${entry(WGS, true)}
   // rows past the end read row M - 1 again and are not written
 ${rowStarts}
 ${
-      norm === undefined
+      made === undefined
         ? `  var bcol: array<u32, ${N}>;
   for (var j = 0u; j < ${N}u; j++) { bcol[j] = ix_b(0u, j, b2, b3) >> 2u; }`
-        : `${norm.prologue(WGS)}
-  for (var k = 4u * lid; k < ${K}u; k += ${4 * WGS}u) { bs[k / 4u] = ${norm.fourAt("k")}; }
+        : `${made.prologue(WGS)}
+  for (var k = 4u * lid; k < ${K}u; k += ${4 * WGS}u) { bs[k / 4u] = ${made.fourAt("k")}; }
   workgroupBarrier();
   let bcol = array<u32, 1>(0u);`
     }

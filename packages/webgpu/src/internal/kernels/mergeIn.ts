@@ -1,9 +1,9 @@
 /**
  * A decoding step's attention merged by the product that reads it: where attention's decode form splits
  * the keys (each split's max, sum and output row in scratch after the result, merged by a second dispatch)
- * and its one reader is a product of one column in the int8 form (a layer's output projection), each of
- * that product's workgroups weighs the splits itself as it reads its activations, and the merge's dispatch
- * goes. Each workgroup then reads every split's rows (the splits times the attention's output, from L2)
+ * and its one reader is a product of one column (a layer's output projection; the int8 form, or f16
+ * weights by subgroups, which stage the merged row in workgroup memory), each of that product's workgroups
+ * weighs the splits itself as it reads its activations, and the merge's dispatch goes. Each workgroup then reads every split's rows (the splits times the attention's output, from L2)
  * where it read the merged output once.
  *
  * @internal
@@ -40,6 +40,7 @@ export const mergeBefore = (attention: Tensor.Tensor, target: KernelTarget): Mad
   return {
     operands: [{ name: "ma", tensor: attention, extent }],
     params: [],
+    workgroupBytes: () => 4 * H * S,
     decls: () =>
       `var<workgroup> mw: array<f32, ${H * S}>;
 /** the merged output's four values from element k (head k / Dv): the splits' rows weighed */

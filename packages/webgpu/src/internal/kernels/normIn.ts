@@ -61,6 +61,7 @@ export const normBefore = (
     operands: [{ name: "nx", tensor: x }, { name: "nw", tensor: w }],
     params: [f32("eps", norm.op.eps)],
     decls: (n) => `var<workgroup> nred: array<f32, ${n}>;`,
+    workgroupBytes: (n) => 4 * n,
     // the row's squares reduced over the workgroup (a tree: the same order whatever the adapter's subgroups)
     prologue: (n) =>
       `  var nss = 0.0;

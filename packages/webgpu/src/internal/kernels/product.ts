@@ -28,13 +28,15 @@ export interface Product {
 /**
  * @internal: a product's b made by its own kernel from other operands, where a dispatch before made it (a
  * norm, normIn.ts; attention's split partials merged, mergeIn.ts): the operands and parameters it adds (b's
- * binding goes), its workgroup memory and the WGSL each of the `n` invocations runs first, b's four values
+ * binding goes), its workgroup memory (and its bytes) and the WGSL each of the `n` invocations runs first, b's four values
  * from element k, and what it adds to the kernel's variant
  */
 export interface MadeB {
   readonly operands: ReadonlyArray<Operand>
   readonly params: ReadonlyArray<Param>
   readonly decls: (n: number) => string
+  /** the bytes of workgroup memory `decls` takes */
+  readonly workgroupBytes: (n: number) => number
   readonly prologue: (n: number) => string
   readonly fourAt: (k: string) => string
   readonly variant: { readonly [choice: string]: string | number | boolean }
