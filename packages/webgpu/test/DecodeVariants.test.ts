@@ -404,9 +404,8 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
 
   // attention's split partials merged by the product that reads its result (mergeIn.ts; the int8 form, f16
   // weights by subgroups): a layer's output projection, plain and with the residual added (mul_mat_add), over
-  // 3 and 5 splits of the keys, 8
-  // query heads over 2 KV heads of 64 and 128, a masked key; the attention's merge dispatch goes, and a
-  // device merging apart keeps it
+  // 3 and 5 splits of the keys, 8 query heads over 2 KV heads of 64 and 128, a masked key; the attention's
+  // merge dispatch goes, and a device merging apart, or 11 splits (past the most merged in a product), keep it
   it.scoped(
     "a product merging the attention it reads (merge=HxSxDv) matches the CPU's attention and product",
     () =>
@@ -417,12 +416,14 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           return
         }
         const half = probe.description.includes("shader-f16")
+        // [heads of D, splits, the residual added, a device merging apart, o's type, merged by the product]
         const all = [
-          { D: 64, splits: 3, bias: false, apart: false, wo: "q8_0" },
-          { D: 128, splits: 5, bias: true, apart: false, wo: "q8_0" },
-          { D: 64, splits: 3, bias: true, apart: true, wo: "q8_0" },
-          { D: 64, splits: 3, bias: true, apart: false, wo: "f16" },
-          { D: 128, splits: 5, bias: false, apart: false, wo: "f16" }
+          { D: 64, splits: 3, bias: false, apart: false, wo: "q8_0", merged: true },
+          { D: 128, splits: 5, bias: true, apart: false, wo: "q8_0", merged: true },
+          { D: 64, splits: 3, bias: true, apart: true, wo: "q8_0", merged: false },
+          { D: 64, splits: 11, bias: false, apart: false, wo: "q8_0", merged: false },
+          { D: 64, splits: 3, bias: true, apart: false, wo: "f16", merged: true },
+          { D: 128, splits: 5, bias: false, apart: false, wo: "f16", merged: true }
         ] as const
         const cases = all.filter((c) => c.wo !== "f16" || half)
         for (const c of cases) {
@@ -461,12 +462,12 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
             e.op === (c.bias ? "mul_mat_add" : "mul_mat")
           )
           assert.strictEqual(product?.variant?.family, c.wo === "f16" ? "mvh" : "mvq8", what)
-          assert.strictEqual(product?.variant?.merge, c.apart ? undefined : `8x${c.splits}x${D}`, what)
+          assert.strictEqual(product?.variant?.merge, c.merged ? `8x${c.splits}x${D}` : undefined, what)
           assert.strictEqual(
             entries.some((e) =>
               e.variant?.family === "flash_attn_merge"
             ),
-            c.apart,
+            !c.merged,
             what
           )
           assert.strictEqual(

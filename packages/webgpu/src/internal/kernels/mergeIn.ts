@@ -15,11 +15,17 @@ import type { MadeB } from "./product.js"
 
 /** the most weights (heads x splits) a workgroup keeps */
 const MOST_WEIGHTS = 2048
+/**
+ * the most splits merged in the product: each of its workgroups reads every split's rows, so many splits (a
+ * long cache: 32 at 4096 keys) would read the product's weights' bytes several times over from L2
+ */
+const MOST_SPLITS = 8
 
 /**
  * @internal: the merge of `attention`'s split partials as the product reading its result can make it, or
  * undefined where it cannot or is not asked to: one query row of the decode form with its keys split, no
- * sinks, value rows of whole fours and an even count of partials (their output rows at whole vec4s)
+ * sinks, at most MOST_SPLITS splits, value rows of whole fours and an even count of partials (their
+ * output rows at whole vec4s)
  */
 export const mergeBefore = (attention: Tensor.Tensor, target: KernelTarget): MadeB | undefined => {
   const op = attention.op
@@ -31,7 +37,9 @@ export const mergeBefore = (attention: Tensor.Tensor, target: KernelTarget): Mad
   const H = q.ne[2]
   const S = plan.splits
   const Dv = v.ne[0]
-  if (Dv % 4 !== 0 || (H * S) % 2 !== 0 || H * S > MOST_WEIGHTS || attention.dtype !== "f32") return undefined
+  if (S > MOST_SPLITS || Dv % 4 !== 0 || (H * S) % 2 !== 0 || H * S > MOST_WEIGHTS || attention.dtype !== "f32") {
+    return undefined
+  }
   // the partials (in elements from the result's first): each head's splits' max and sum, then their rows
   const scratch = Tensor.nelements(attention)
   const rows = scratch + 2 * H * S
