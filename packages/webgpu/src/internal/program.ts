@@ -277,7 +277,8 @@ export const build = (
     }
     // products that also make what a dispatch next to them would: a q/k/v stack its keys' and values' stores
     // (the rope_set_rows_kv after it, stackStores.ts), a stack or gated FFN its activations, the norm just
-    // before it (rms_norm_mul, normIn.ts); those dispatches go
+    // before it (rms_norm_mul, normIn.ts), a plain product its activations, the merge of the split attention
+    // just before it (mergeIn.ts); those dispatches go
     const fusedAt = new Map<number, ReturnType<typeof prepare>>()
     const gone = new Set<number>()
     const users = Graph.users(plan.graph)
