@@ -48,13 +48,18 @@ const decodeSteps = (
     return { entries: (yield* trace).entries, logits }
   })
 
-const close = (got: ArrayLike<number>, want: ArrayLike<number>, what: string) => {
+/** asserts `got` has `want`'s length and each value within `bound` of it (of 1 + |want| where `relative`) */
+const within = (got: ArrayLike<number>, want: ArrayLike<number>, bound: number, what: string, relative = false) => {
   assert.strictEqual(got.length, want.length, what)
   let worst = 0
-  for (let i = 0; i < want.length; i++) worst = Math.max(worst, Math.abs(got[i] - want[i]) / (1 + Math.abs(want[i])))
-  // the cache holds keys and values in f16; the uncached graph keeps them in f32
-  assert.isBelow(worst, 5e-3, what)
+  for (let i = 0; i < want.length; i++) {
+    worst = Math.max(worst, Math.abs(got[i] - want[i]) / (relative ? 1 + Math.abs(want[i]) : 1))
+  }
+  assert.isBelow(worst, bound, what)
 }
+
+// the cache holds keys and values in f16; the uncached graph keeps them in f32
+const close = (got: ArrayLike<number>, want: ArrayLike<number>, what: string) => within(got, want, 5e-3, what, true)
 
 /** the CPU, or the WebGPU adapter (lavapipe in CI; a missing one fails under CI=true) */
 const pick = (gpu: boolean) =>
@@ -147,10 +152,7 @@ const suite = (gpu: boolean) =>
             // three products a layer fewer: two of q, k and v, one of gate and up (a backend's fusions may
             // merge more of the apart ones)
             if (!gpu) assert.strictEqual(apartProducts - stackedProducts, 3 * shape.layers, options.architecture)
-            let worst = 0
-            for (let i = 0; i < apart.length; i++) worst = Math.max(worst, Math.abs(stacked[i] - apart[i]))
-            assert.strictEqual(stacked.length, apart.length)
-            assert.isBelow(worst, 1e-4, options.architecture)
+            within(stacked, apart, 1e-4, options.architecture)
           }
         }).pipe(Effect.provide(layer)),
       120_000
@@ -181,11 +183,7 @@ const suite = (gpu: boolean) =>
           assert.notInclude(fused.entries.map((e) => e.op), "rope_set_rows_kv")
           assert.include(kept.entries.map((e) => e.op), "rope_set_rows_kv")
           assert.strictEqual(fused.entries.length, kept.entries.length - shape.layers)
-          let worst = 0
-          for (let i = 0; i < kept.logits.length; i++) {
-            worst = Math.max(worst, Math.abs(fused.logits[i] - kept.logits[i]))
-          }
-          assert.isBelow(worst, 1e-5)
+          within(fused.logits, kept.logits, 1e-5, "stores")
         }).pipe(Effect.provide(layer)), 120_000)
 
       // ... and its norms made by the products that read them (the residual sums by the products before:
@@ -229,12 +227,8 @@ const suite = (gpu: boolean) =>
               dtype
             )
             assert.strictEqual(fused.entries.length, kept.entries.length - 2 * shape.layers, dtype)
-            let worst = 0
-            for (let i = 0; i < kept.logits.length; i++) {
-              worst = Math.max(worst, Math.abs(fused.logits[i] - kept.logits[i]))
-            }
             assert.strictEqual(fused.logits.length, 3 * shape.vocab, dtype)
-            assert.isBelow(worst, 1e-4, dtype)
+            within(fused.logits, kept.logits, 1e-4, dtype)
           }
         }).pipe(Effect.provide(layer)), 120_000)
 
@@ -269,12 +263,8 @@ const suite = (gpu: boolean) =>
             )
             assert.notInclude(fused.entries.map((e) => e.variant?.family), "flash_attn_merge", dtype)
             assert.strictEqual(fused.entries.length, kept.entries.length - shape.layers, dtype)
-            let worst = 0
-            for (let i = 0; i < kept.logits.length; i++) {
-              worst = Math.max(worst, Math.abs(fused.logits[i] - kept.logits[i]))
-            }
             assert.strictEqual(fused.logits.length, 3 * shape.vocab, dtype)
-            assert.isBelow(worst, 1e-4, dtype)
+            within(fused.logits, kept.logits, 1e-4, dtype)
           }
         }).pipe(Effect.provide(layer)), 120_000)
 
@@ -310,11 +300,7 @@ const suite = (gpu: boolean) =>
           }
           // the GPU's prompt products of 7 columns keep the activations in f32 where the CPU rounds them to q8_K
           // as ggml does: a looser bound than an f32 model's
-          let worst = 0
-          for (let i = 0; i < onCpu.logits.length; i++) {
-            worst = Math.max(worst, Math.abs(onGpu.logits[i] - onCpu.logits[i]) / (1 + Math.abs(onCpu.logits[i])))
-          }
-          assert.isBelow(worst, 0.05, "a mixed model's decoding step")
+          within(onGpu.logits, onCpu.logits, 0.05, "a mixed model's decoding step", true)
         }).pipe(Effect.provide(layer)), 120_000)
     }
 
