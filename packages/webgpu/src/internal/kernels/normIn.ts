@@ -3,9 +3,10 @@
  * state's norm before a layer's attention or FFN; the residual sum before it is made by the product before
  * that, mul_mat_add) comes right before the one product that reads it (a q/k/v stack or a gated FFN in the
  * int8 form, or of f16 weights by subgroups), each of that product's workgroups takes the norm of the row
- * itself as it reads its activations, and the norm's own dispatch goes: a dispatch fewer before each of a layer's two products of
- * the hidden state. Each workgroup then reads two rows of the hidden size where it read one, so by default
- * only where those are short (a decoding step's host time, not its bytes, sets a small model's pace).
+ * itself as it reads its activations, and the norm's own dispatch goes: a dispatch fewer before each of a
+ * layer's two products of the hidden state. Each workgroup then reads two rows of the hidden size where it
+ * read one, so by default only where those are short (a small model's step is paced by its dispatches'
+ * fixed costs, host and GPU, more than by its bytes).
  *
  * @internal
  */
@@ -15,8 +16,8 @@ import { f32 } from "./kernel.js"
 import type { MadeB } from "./product.js"
 
 /**
- * the longest row whose norm the products take by default: a 1B model's hidden size (each workgroup of
- * an 8B model's products reading 48 KiB more ran its step 5% slower, benchmarks/RESULTS.md)
+ * the longest row whose norm the products take by default: a 1B model's hidden size (an 8B model's step
+ * with a norm folded into its products ran 5% slower, benchmarks/RESULTS.md)
  */
 const DEFAULT_MOST = 2048
 
@@ -27,15 +28,15 @@ const row = (t: Tensor.Tensor, n: number) =>
 /**
  * @internal: where a backend leaves a one-row norm to the products that read it (`readers`, before they are
  * fused), so that the sum before it is better made by the product before it than kept beside the norm: its
- * rows short enough (`normsInProducts`), every reader a one-column product of weights `int8` takes
+ * rows short enough (`normsInProducts`), every reader a one-column product whose weights `takes` accepts
  */
 export const leavesNorm = (
   target: KernelTarget,
-  int8: (weights: Tensor.Tensor, b: Tensor.Tensor) => boolean
+  takes: (weights: Tensor.Tensor, b: Tensor.Tensor) => boolean
 ) =>
 (norm: Tensor.Tensor, readers: ReadonlyArray<Tensor.Tensor>): boolean =>
   norm.ne[0] <= mostOf(target) && readers.length > 0 &&
-  readers.every((r) => r.op._tag === "MulMat" && r.src[1] === norm && int8(r.src[0], norm))
+  readers.every((r) => r.op._tag === "MulMat" && r.src[1] === norm && takes(r.src[0], norm))
 
 const mostOf = (target: KernelTarget) =>
   target.normsInProducts === true ? Infinity : target.normsInProducts === false ? 0 : DEFAULT_MOST
