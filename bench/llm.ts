@@ -32,7 +32,8 @@
  *                                                 int8 products that read them, for hidden sizes up to 2048)
  *   tsx llm.ts run DIR NAME --norms-in-products   the same at every hidden size (the 8B shapes too)
  *   tsx llm.ts run DIR NAME --merges-apart   decode attention's splits merged by a dispatch of their own (default:
- *                                                 by the output projection that reads them)
+ *                                                 by the output projection that reads them, for outputs up to 2048)
+ *   tsx llm.ts run DIR NAME --merges-in-products   the same at every size (the 8B shapes too)
  *   tsx llm.ts run DIR NAME --copy-loads words|vec4   how the f16 copy of q4_0 / q8_0 weights stages its runs
  *   tsx llm.ts run DIR NAME --steps-ahead N   greedy decoding's steps queued past the token awaited (default 1)
  *   tsx llm.ts run DIR NAME --q-prefill tiles|copy   a quantized prompt product's weights dequantized in its
@@ -130,6 +131,7 @@ const gpuOptions = {
   ...(rest.includes("--norms-apart") ? { normsInProducts: false } : {}),
   ...(rest.includes("--norms-in-products") ? { normsInProducts: true } : {}),
   ...(rest.includes("--merges-apart") ? { mergesInProducts: false } : {}),
+  ...(rest.includes("--merges-in-products") ? { mergesInProducts: true } : {}),
   ...(rest.includes("--copy-loads") ? { copyLoads: rest[rest.indexOf("--copy-loads") + 1] as "words" | "vec4" } : {}),
   ...(rowThreadsAt >= 0 ? { rowThreads: Number(rest[rowThreadsAt + 1]) } : {}),
   ...(rest.includes("--q-prefill")
@@ -212,7 +214,11 @@ const measure = (name: string) =>
         ? "kv"
         : "stack",
       norms: gpuOptions.normsInProducts === false ? "apart" : gpuOptions.normsInProducts === true ? "products" : "auto",
-      merges: gpuOptions.mergesInProducts === false ? "apart" : "products",
+      merges: gpuOptions.mergesInProducts === false
+        ? "apart"
+        : gpuOptions.mergesInProducts === true
+        ? "products"
+        : "auto",
       copy_loads: gpuOptions.copyLoads ?? "words",
       mv_prefetch: gpuOptions.quantizedDecode?.prefetch === true,
       steps_ahead: rest.includes("--steps-ahead") ? Number(rest[rest.indexOf("--steps-ahead") + 1]) : 1,

@@ -80,6 +80,7 @@ const program = Effect.gen(function*() {
   const [copyGpu] = yield* WebGpu.make({ devices: 1, quantizedPrefill: "copy" })
   const [wideCopyGpu] = yield* WebGpu.make({ devices: 1, quantizedPrefill: "copy", copyLoads: "vec4" })
   const [tilesGpu] = yield* WebGpu.make({ devices: 1, quantizedPrefill: "tiles" })
+  const [mergingGpu] = yield* WebGpu.make({ devices: 1, mergesInProducts: true })
   let failed = 0
   for (const [at, bt, K, M, N, bound] of cases) {
     for (const form of at !== "f16" && N >= 256 ? ["copy", "copy-vec4", "tiles"] as const : [undefined]) {
@@ -353,7 +354,8 @@ const program = Effect.gen(function*() {
   }
   // attention's split partials merged by the output projection that reads them (mergeIn.ts) at 32 lanes: a
   // decoding step at 640 keys with the 1B and 8B shapes (32 query heads over 8, D 64 and 128), the device's
-  // own splits, q4_0 and f16 weights, against the CPU's attention and product
+  // own splits (the 8B shapes' merge asked for: not taken by default), q4_0 and f16 weights, against the CPU's
+  // attention and product
   for (const [D, wt] of [[64, "q4_0"], [128, "q4_0"], [64, "f16"], [128, "f16"]] as const) {
     const g = Graph.make()
     const q = yield* g.input("q", "f32", [D, 32, 1])
@@ -363,7 +365,7 @@ const program = Effect.gen(function*() {
     const wo = yield* g.param("wo", wt, [32 * D, 32 * D])
     const attn = Ops.flashAttnExt(Ops.permute(q, [0, 2, 1, 3]), k, v, { scale: 1 / Math.sqrt(D), mask })
     const y = yield* g.output(Ops.mulMat(wo, Ops.reshape(attn, [32 * D, 1])))
-    const { error, kernels } = yield* against(gpu, g, y, [
+    const { error, kernels } = yield* against(D === 128 ? mergingGpu : gpu, g, y, [
       [q, Generators.values(70, D * 32)],
       [k, Generators.values(71, D * 640 * 8)],
       [v, Generators.values(72, D * 640 * 8)],

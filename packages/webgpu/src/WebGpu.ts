@@ -72,7 +72,7 @@ export interface Options {
   readonly storeKeysInProducts?: WebGpuDevice.Options["storeKeysInProducts"]
   /** @internal a residual sum and its norm made by the product that reads the norm (default: rows up to 2048), for tests and measuring */
   readonly normsInProducts?: WebGpuDevice.Options["normsInProducts"]
-  /** @internal attention's split partials merged by the product that reads them (default on), for tests and measuring */
+  /** @internal attention's split partials merged by the product that reads them (default: outputs up to 2048), for tests and measuring */
   readonly mergesInProducts?: WebGpuDevice.Options["mergesInProducts"]
 }
 

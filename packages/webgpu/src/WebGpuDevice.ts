@@ -138,9 +138,9 @@ export interface Options {
    */
   readonly normsInProducts?: boolean | undefined
   /**
-   * a decoding step's attention, where its keys are split, merged by the int8 product that reads it (the
-   * layer's output projection: a dispatch a layer fewer), not by a dispatch of its own; default: on; `false`
-   * keeps the merge's dispatch (tests and tuning)
+   * a decoding step's attention, where its keys are split, merged by the product that reads it (the layer's
+   * output projection: a dispatch a layer fewer), not by a dispatch of its own; default: for outputs of up
+   * to 2048 values (heads x head size); `true` for any, `false` for none (tests and tuning)
    *
    * @internal
    */
@@ -279,7 +279,7 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
     ...(options.rowThreads !== undefined ? { rowThreads: options.rowThreads } : {}),
     ...(options.storeKeysInProducts === false ? { storesInProducts: false } : {}),
     ...(options.normsInProducts !== undefined ? { normsInProducts: options.normsInProducts } : {}),
-    ...(options.mergesInProducts === false ? { mergesInProducts: false } : {})
+    ...(options.mergesInProducts !== undefined ? { mergesInProducts: options.mergesInProducts } : {})
   })
   const ledger = Ledger.make(options.memory ?? gpu.limits.maxBufferSize, name)
   const alignment = gpu.limits.minStorageBufferOffsetAlignment

@@ -405,7 +405,8 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
   // attention's split partials merged by the product that reads its result (mergeIn.ts; the int8 form, f16
   // weights by subgroups): a layer's output projection, plain and with the residual added (mul_mat_add), over
   // 3 and 5 splits of the keys, 8 query heads over 2 KV heads of 64 and 128, a masked key; the attention's
-  // merge dispatch goes, and a device merging apart, or 11 splits (past the most merged in a product), keep it
+  // merge dispatch goes, and a device merging apart, 11 splits (past the most merged in a product) or an
+  // output of 2560 values (past the default's 2048; merged where asked) keep it
   it.scoped(
     "a product merging the attention it reads (merge=HxSxDv) matches the CPU's attention and product",
     () =>
@@ -416,39 +417,42 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           return
         }
         const half = probe.description.includes("shader-f16")
-        // [heads of D, splits, the residual added, a device merging apart, o's type, merged by the product]
+        // [query heads of D, splits, the residual added, the device's merges (apart, asked, by default), o's
+        // type, merged by the product]
         const all = [
-          { D: 64, splits: 3, bias: false, apart: false, wo: "q8_0", merged: true },
-          { D: 128, splits: 5, bias: true, apart: false, wo: "q8_0", merged: true },
-          { D: 64, splits: 3, bias: true, apart: true, wo: "q8_0", merged: false },
-          { D: 64, splits: 11, bias: false, apart: false, wo: "q8_0", merged: false },
-          { D: 64, splits: 3, bias: true, apart: false, wo: "f16", merged: true },
-          { D: 128, splits: 5, bias: false, apart: false, wo: "f16", merged: true }
+          { D: 64, H: 8, splits: 3, bias: false, merges: undefined, wo: "q8_0", merged: true },
+          { D: 128, H: 8, splits: 5, bias: true, merges: undefined, wo: "q8_0", merged: true },
+          { D: 64, H: 8, splits: 3, bias: true, merges: false, wo: "q8_0", merged: false },
+          { D: 64, H: 8, splits: 11, bias: false, merges: undefined, wo: "q8_0", merged: false },
+          { D: 64, H: 40, splits: 3, bias: false, merges: undefined, wo: "q8_0", merged: false },
+          { D: 64, H: 40, splits: 3, bias: false, merges: true, wo: "q8_0", merged: true },
+          { D: 64, H: 8, splits: 3, bias: true, merges: undefined, wo: "f16", merged: true },
+          { D: 128, H: 8, splits: 5, bias: false, merges: undefined, wo: "f16", merged: true }
         ] as const
         const cases = all.filter((c) => c.wo !== "f16" || half)
         for (const c of cases) {
           const [d] = yield* WebGpu.make({
             devices: 1,
             attentionDecode: { splits: c.splits },
-            ...(c.apart ? { mergesInProducts: false } : {})
+            ...(c.merges !== undefined ? { mergesInProducts: c.merges } : {})
           })
-          const { D } = c
+          const { D, H } = c
           const nKv = 200
           const g = Graph.make()
-          const q = yield* g.input("q", "f32", [D, 8, 1])
+          const q = yield* g.input("q", "f32", [D, H, 1])
           const k = yield* g.input("k", "f16", [D, nKv, 2])
           const v = yield* g.input("v", "f16", [D, nKv, 2])
           const mask = yield* g.input("mask", "f16", [nKv, 1])
-          const wo = yield* g.param("wo", c.wo, [8 * D, 96])
+          const wo = yield* g.param("wo", c.wo, [H * D, 96])
           const r = yield* g.input("r", "f32", [96, 1])
           const attn = Ops.flashAttnExt(Ops.permute(q, [0, 2, 1, 3]), k, v, { scale: 0.125, mask })
-          const o = Ops.mulMat(wo, Ops.reshape(attn, [8 * D, 1]))
+          const o = Ops.mulMat(wo, Ops.reshape(attn, [H * D, 1]))
           const y = yield* g.output(c.bias ? Ops.add(r, o) : Ops.scale(o, 1))
           const graph = g.build()
           const backend = yield* d.makeBackend()
           const { cpu, entries, gpu } = yield* onDeviceAndCpu(d, backend.optimize(graph), graph, (plan) =>
             Effect.gen(function*() {
-              yield* plan.set(q, Generators.values(1, D * 8))
+              yield* plan.set(q, Generators.values(1, D * H))
               yield* plan.set(k, Generators.values(2, D * nKv * 2))
               yield* plan.set(v, Generators.values(3, D * nKv * 2))
               yield* plan.set(mask, Generators.values(4, nKv).map((x, j) => (j === 7 ? -Infinity : x)))
@@ -462,7 +466,7 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
             e.op === (c.bias ? "mul_mat_add" : "mul_mat")
           )
           assert.strictEqual(product?.variant?.family, c.wo === "f16" ? "mvh" : "mvq8", what)
-          assert.strictEqual(product?.variant?.merge, c.merged ? `8x${c.splits}x${D}` : undefined, what)
+          assert.strictEqual(product?.variant?.merge, c.merged ? `${H}x${c.splits}x${D}` : undefined, what)
           assert.strictEqual(
             entries.some((e) =>
               e.variant?.family === "flash_attn_merge"

@@ -200,7 +200,7 @@ export interface KernelTarget {
   readonly normsInProducts?: boolean
   /**
    * a decoding step's attention merged by the product that reads it (mergeIn.ts), not by a dispatch of its
-   * own; default: on
+   * own; default: for outputs of up to 2048 values; true for any, false for none
    */
   readonly mergesInProducts?: boolean
   /** overrides the quantized matrix-vector kernel's shape (tests and benchmarks) */

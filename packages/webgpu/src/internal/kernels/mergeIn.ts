@@ -20,24 +20,34 @@ const MOST_WEIGHTS = 2048
  * long cache: 32 at 4096 keys) would read the product's weights' bytes several times over from L2
  */
 const MOST_SPLITS = 8
+/**
+ * the longest attention output merged in its product by default: a 1B model's (32 heads of 64); at an 8B
+ * model's 4096 each workgroup's reads of the splits' rows cost more than the merge's dispatch (decode 289
+ * -> 284 tok/s, benchmarks/RESULTS.md), where at 2048 they gained (915 -> 925)
+ */
+const DEFAULT_MOST = 2048
 
 /**
  * @internal: the merge of `attention`'s split partials as the product reading its result can make it, or
  * undefined where it cannot or is not asked to: one query row of the decode form with its keys split, no
- * sinks, at most MOST_SPLITS splits, value rows of whole fours and an even count of partials (their
- * output rows at whole vec4s)
+ * sinks, at most MOST_SPLITS splits, an output of at most DEFAULT_MOST values unless asked
+ * (`mergesInProducts`), value rows of whole fours and an even count of partials (their output rows at whole
+ * vec4s)
  */
 export const mergeBefore = (attention: Tensor.Tensor, target: KernelTarget): MadeB | undefined => {
   const op = attention.op
   if ((op._tag !== "FlashAttnExt" && op._tag !== "RopeFlashAttnExt") || op.hasSinks) return undefined
-  if (target.mergesInProducts === false) return undefined
   const plan = decodePlan(attention, target)
   const [q, , v] = attention.src
   if (plan === undefined || plan.splits < 2 || q.ne[1] !== 1 || q.ne[3] !== 1) return undefined
   const H = q.ne[2]
   const S = plan.splits
   const Dv = v.ne[0]
-  if (S > MOST_SPLITS || Dv % 4 !== 0 || (H * S) % 2 !== 0 || H * S > MOST_WEIGHTS || attention.dtype !== "f32") {
+  const most = target.mergesInProducts === true ? Infinity : target.mergesInProducts === false ? 0 : DEFAULT_MOST
+  if (
+    H * Dv > most || S > MOST_SPLITS || Dv % 4 !== 0 || (H * S) % 2 !== 0 || H * S > MOST_WEIGHTS ||
+    attention.dtype !== "f32"
+  ) {
     return undefined
   }
   // the partials (in elements from the result's first): each head's splits' max and sum, then their rows
