@@ -10,7 +10,7 @@ import type * as Tensor from "@effect-gpu/core/Tensor"
 import type { Kernel, KernelTarget } from "./kernel.js"
 import * as KernelSpec from "./kernel.js"
 import { entry, range, repeat, stridesAligned, SUBGROUP_LANES } from "./kernel.js"
-import type { MadeB, Product } from "./product.js"
+import type { MakesB, Product } from "./product.js"
 import { stackRows, stackWeights } from "./product.js"
 import type { RowStores } from "./stackStores.js"
 
@@ -23,27 +23,20 @@ const LANES = 32
  * and in `starts` where known)
  */
 export type Int8Form =
-  | {
-    readonly kind: "plain"
-    /** b made by this kernel (MadeB) */
-    readonly made?: MadeB
-  }
-  | {
-    readonly kind: "gated"
-    /** b made by this kernel (MadeB) */
-    readonly made?: MadeB
-  }
-  | {
-    readonly kind: "stack"
-    readonly parts: number
-    readonly starts?: ReadonlyArray<number>
-    /** each part's weight type, where they differ (of one rounding of b: `roundsAlike`) */
-    readonly types?: ReadonlyArray<Int8Type>
-    /** stores made of the rows besides the result (a layer's keys and values into their caches) */
-    readonly stores?: RowStores
-    /** b made by this kernel (MadeB) */
-    readonly made?: MadeB
-  }
+  & (
+    | { readonly kind: "plain" }
+    | { readonly kind: "gated" }
+    | {
+      readonly kind: "stack"
+      readonly parts: number
+      readonly starts?: ReadonlyArray<number>
+      /** each part's weight type, where they differ (of one rounding of b: `roundsAlike`) */
+      readonly types?: ReadonlyArray<Int8Type>
+      /** stores made of the rows besides the result (a layer's keys and values into their caches) */
+      readonly stores?: RowStores
+    }
+  )
+  & MakesB
 
 /**
  * the int8 form's shape: subgroups of 32 lanes per workgroup, rows per subgroup (the best on the H200 over

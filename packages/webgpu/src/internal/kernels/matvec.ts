@@ -7,7 +7,7 @@ import type { Tensor } from "@effect-gpu/core/Tensor"
 import type { Kernel, KernelTarget } from "./kernel.js"
 import * as KernelSpec from "./kernel.js"
 import { entry, stridesAligned, SUBGROUP_LANES, WG } from "./kernel.js"
-import type { MadeB, Product } from "./product.js"
+import type { MakesB, Product } from "./product.js"
 import { stackRow, stackRows, stackWeights } from "./product.js"
 import type { RowStores } from "./stackStores.js"
 
@@ -56,24 +56,17 @@ const subgroupReduce = (N: number) =>
  * first rows in params s1..; weights a, a1, ...)
  */
 export type MatVecForm =
-  | {
-    readonly kind: "plain"
-    /** b made by this kernel (halfMatVec, one column: MadeB) */
-    readonly made?: MadeB
-  }
-  | {
-    readonly kind: "gated"
-    /** b made by this kernel (halfMatVec, one column: MadeB) */
-    readonly made?: MadeB
-  }
-  | {
-    readonly kind: "stack"
-    readonly parts: number
-    /** stores made of the rows besides the result (halfMatVec, one column: a layer's keys and values) */
-    readonly stores?: RowStores
-    /** b made by this kernel (halfMatVec, one column: MadeB) */
-    readonly made?: MadeB
-  }
+  & (
+    | { readonly kind: "plain" }
+    | { readonly kind: "gated" }
+    | {
+      readonly kind: "stack"
+      readonly parts: number
+      /** stores made of the rows besides the result (halfMatVec, one column: a layer's keys and values) */
+      readonly stores?: RowStores
+    }
+  )
+  & MakesB
 
 /**
  * WGSL: the vec4 accumulation: each thread loads MV_LOADS vec4 of a's row before it multiplies them. A

@@ -42,6 +42,11 @@ export interface MadeB {
   readonly variant: { readonly [choice: string]: string | number | boolean }
 }
 
+/** @internal: a kernel form's b made by its own kernel, where it is (MadeB) */
+export interface MakesB {
+  readonly made?: MadeB
+}
+
 /** @internal: the product computed by `node` (mul_mat, or mul_mat_add with its bias) */
 export const of = (node: Tensor.Tensor, bias: Tensor.Tensor | undefined): Product => {
   const [a, b] = node.src
