@@ -10,6 +10,8 @@ start=$(date +%s)
 mark() { echo "$1 $(($(date +%s) - start))s" >> "$out/times.txt"; }
 # shellcheck disable=SC2086 # PIN is a command and its words
 engine() { timeout "$1" ${PIN:-} "${@:2}"; }
+# the models not yet written (several A/Bs in one call share them)
+missing=$(for n in $names; do [ -s "$dir/$n.gguf" ] || echo "$n"; done)
 # shellcheck disable=SC2086 # names are words
-node llm.mjs models $dir $names 2>> "$out/models.txt"
+[ -z "$missing" ] || node llm.mjs models $dir $missing 2>> "$out/models.txt"
 mark models

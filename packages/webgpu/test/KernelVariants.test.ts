@@ -1,7 +1,7 @@
 /**
  * Which kernel variant runs, on the adapter at hand, and that each matches the CPU: matrix-vector loads,
  * register and subgroup-matrix tilings, row kernels (vec4 rows on software adapters, the GPU form, soft_max
- * a row per subgroup, a residual sum kept beside its norm), and what the device supports. The decode
+ * a row per subgroup, a residual sum kept beside its norm), glu's four-value form, and what the device supports. The decode
  * products' forms are in DecodeVariants.test.ts, attention's in AttentionVariants.test.ts.
  */
 import { Cpu, Float16, Graph, Ops, Registry } from "@effect-gpu/core"
@@ -467,4 +467,46 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
       }),
     60_000
   )
+
+  // glu four values a thread where every operand's rows are runs of fours (a prompt's halves of its stacked
+  // gate and up product), the element form where a row's length or an offset is not
+  it.layer(WebGpu.layer({ devices: 1 }), { timeout: "60 seconds" })("glu's forms", (it) => {
+    it.scoped("glu runs four values a thread where rows are runs of fours, one otherwise; all match the CPU", () =>
+      Effect.gen(function*() {
+        const d = yield* Registry.deviceByName("WebGPU0")
+        // [dtype, the result's row length, a gate operand, swapped, a's rows this many elements into a
+        // wider tensor (0: a tensor of its own), a's first element this far in, the form]
+        const table: ReadonlyArray<readonly [string, number, boolean, boolean, number, number, number]> = [
+          ["f32", 12, false, false, 0, 0, 4],
+          ["f16", 12, false, true, 0, 0, 4],
+          ["f32", 12, true, true, 0, 0, 4],
+          ["f16", 16, true, false, 40, 0, 4],
+          ["f32", 16, false, false, 40, 8, 4],
+          ["f32", 16, false, false, 40, 1, 1],
+          ["f32", 10, false, false, 0, 0, 1]
+        ]
+        for (const [dtype, n, gated, swapped, wide, shift, width] of table) {
+          const g = Graph.make()
+          const cols = gated ? n : 2 * n
+          const rows = 5
+          const stride = wide === 0 ? cols : wide
+          const size = stride * rows * 2 + shift
+          const x = yield* g.input("x", dtype as "f32" | "f16", [size])
+          const elt = dtype === "f16" ? 2 : 4
+          const a = Ops.view(x, [cols, rows, 2], [elt * stride, elt * stride * rows], elt * shift)
+          const gate = gated ? yield* g.input("gate", dtype as "f32" | "f16", [n, rows, 2]) : undefined
+          const y = yield* g.output(Ops.glu(a, swapped ? "geglu" : "swiglu", { gate, swapped }))
+          const graph = g.build()
+          const { cpu, entries, gpu } = yield* onDeviceAndCpu(d, graph, graph, (plan) =>
+            Effect.gen(function*() {
+              yield* plan.set(x, Generators.values(3, size))
+              if (gate !== undefined) yield* plan.set(gate, Generators.values(4, n * rows * 2))
+            }), [y])
+          const [entry] = entries.filter((e) => e.op === "glu")
+          const label = `${dtype} ${n} gated ${gated} in ${wide} from ${shift}: ${entry.kernel}`
+          assert.strictEqual(entry.variant?.width ?? 1, width, label)
+          assert.isBelow(nmse(gpu, cpu), dtype === "f16" ? 1e-5 : 1e-10, label)
+        }
+      }))
+  })
 })

@@ -11,7 +11,7 @@ import * as Tensor from "@effect-gpu/core/Tensor"
 import { fold } from "../wgsl.js"
 import type { Kernel, KernelTarget, Operand, Param, Variant } from "./kernel.js"
 import * as KernelSpec from "./kernel.js"
-import { bcast, entry, f32, u32, WG } from "./kernel.js"
+import { bcast, entry, f32, stridesAligned, u32, WG } from "./kernel.js"
 
 /**
  * @internal: the grid template: one thread per element of the iteration operand `it`, whose indices
@@ -276,32 +276,79 @@ export const diagMaskInf = (node: Tensor.Tensor, nPast: number, target: KernelTa
     target
   )
 
+/**
+ * act(x) * y four values a thread, where every operand's rows are contiguous runs of fours (a prompt's gate
+ * and up halves of one product): the element form's index arithmetic and scalar f16 loads ran a traced 8B
+ * prompt's glu at about 1 TB/s (benchmarks/RESULTS.md)
+ */
+const glu4 = (
+  variant: Variant,
+  operands: ReadonlyArray<Operand>,
+  act: string,
+  x: readonly [string, string],
+  y: readonly [string, string],
+  target: KernelTarget,
+  fallback: Kernel
+): Kernel => {
+  const d = operands.find((o) => o.name === "d")!.tensor
+  const at = ([t, i0]: readonly [string, string]) => `ld4_${t}(ix_${t}(${i0}, i1, i2, i3) >> 2u)`
+  const kernel = KernelSpec.make({
+    variant: { ...variant, width: 4 },
+    operands,
+    params: [],
+    workgroups: fold(Math.ceil(Tensor.nelements(d) / 4 / WG), target.maxWorkgroups),
+    main: `
+${entry()}
+  let q = P.d_ne0 / 4u;
+  let idx = wg_linear(wid, nwg) * ${WG}u + lid;
+  if (idx >= q * P.d_ne1 * P.d_ne2 * P.d_ne3) { return; }
+  let i0 = 4u * (idx % q);
+  let r1 = idx / q;
+  let i1 = r1 % P.d_ne1;
+  let r2 = r1 / P.d_ne1;
+  let i2 = r2 % P.d_ne2;
+  let i3 = r2 / P.d_ne2;
+  let g = ${at(x)};
+  let u = ${at(y)};
+  st4_d(ix_d(i0, i1, i2, i3) >> 2u, vec4<f32>(${act}(g.x), ${act}(g.y), ${act}(g.z), ${act}(g.w)) * u);
+}`
+  })
+  return { ...kernel, vec4: true, fallback }
+}
+
 /** @internal: act(x) * y over the halves of one operand, or of an operand and a gate */
 export const glu = (node: Tensor.Tensor, op: Extract<Op, { _tag: "Glu" }>, target: KernelTarget): Kernel => {
   const act = op.kind === "swiglu" ? "silu_s" : "gelu_s"
   const a = { name: "a", tensor: node.src[0] }
   const d = { name: "d", tensor: node }
   const at = (t: string, i0: string) => `ld_${t}(ix_${t}(${i0}, i1, i2, i3))`
+  // the four-value form where every operand's rows are runs of fours (its offsets checked when bound)
+  const fours = node.ne[0] % 4 === 0 && node.src.every((t) => stridesAligned(t, 4)) && stridesAligned(node, 4)
   if (node.src.length > 1) {
     const [x, y] = op.swapped ? ["g", "a"] : ["a", "g"]
-    return elementwise(
-      { family: "ew", op: "glu", kind: op.kind, swapped: op.swapped, gate: true },
-      [a, { name: "g", tensor: node.src[1] }, d],
+    const variant = { family: "ew", op: "glu", kind: op.kind, swapped: op.swapped, gate: true }
+    const operands = [a, { name: "g", tensor: node.src[1] }, d]
+    const scalar = elementwise(
+      variant,
+      operands,
       "d",
       `  st_d(ix_d(i0, i1, i2, i3), ${act}(${at(x, "i0")}) * ${at(y, "i0")});`,
       [],
       target
     )
+    return fours ? glu4(variant, operands, act, [x, "i0"], [y, "i0"], target, scalar) : scalar
   }
   const [ox, oy] = op.swapped ? ["P.d_ne0", "0u"] : ["0u", "P.d_ne0"]
-  return elementwise(
-    { family: "ew", op: "glu", kind: op.kind, swapped: op.swapped, gate: false },
+  const variant = { family: "ew", op: "glu", kind: op.kind, swapped: op.swapped, gate: false }
+  const scalar = elementwise(
+    variant,
     [a, d],
     "d",
     `  st_d(ix_d(i0, i1, i2, i3), ${act}(${at("a", `i0 + ${ox}`)}) * ${at("a", `i0 + ${oy}`)});`,
     [],
     target
   )
+  return fours ? glu4(variant, [a, d], act, ["a", `i0 + ${ox}`], ["a", `i0 + ${oy}`], target, scalar) : scalar
 }
 
 /** element-wise ops that a chain kernel can evaluate one after another on a register */
