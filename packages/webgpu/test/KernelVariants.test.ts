@@ -468,9 +468,10 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
     60_000
   )
 
-  // glu four values a thread where every operand's rows are runs of fours (a prompt's halves of its stacked
-  // gate and up product), the element form where a row's length or an offset is not
-  it.layer(WebGpu.layer({ devices: 1 }), { timeout: "60 seconds" })("glu's forms", (it) => {
+  // glu, copies and unary ops on views four values a thread where every operand's rows are runs of fours (a
+  // prompt's halves of its stacked gate and up product, a permute that keeps dimension 0), the element form
+  // where a row's length or an offset is not
+  it.layer(WebGpu.layer({ devices: 1 }), { timeout: "60 seconds" })("rows of fours", (it) => {
     it.scoped("glu runs four values a thread where rows are runs of fours, one otherwise; all match the CPU", () =>
       Effect.gen(function*() {
         const d = yield* Registry.deviceByName("WebGPU0")
@@ -506,6 +507,40 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
           const label = `${dtype} ${n} gated ${gated} in ${wide} from ${shift}: ${entry.kernel}`
           assert.strictEqual(entry.variant?.width ?? 1, width, label)
           assert.isBelow(nmse(gpu, cpu), dtype === "f16" ? 1e-5 : 1e-10, label)
+        }
+      }))
+
+    it.scoped("copies and unary ops of views run four values a thread where rows are runs of fours; all match the CPU", () =>
+      Effect.gen(function*() {
+        const d = yield* Registry.deviceByName("WebGPU0")
+        // [the source's shape, the permute, the result's type, scale (else cont), the form]
+        const table: ReadonlyArray<readonly [ReadonlyArray<number>, ReadonlyArray<number>, string, boolean, number]> = [
+          [[8, 6, 5, 1], [0, 2, 1, 3], "f32", false, 4],
+          [[8, 6, 5, 1], [0, 2, 1, 3], "f16", false, 4],
+          [[12, 3, 2, 2], [0, 3, 2, 1], "f32", true, 4],
+          [[8, 6, 5, 1], [1, 0, 2, 3], "f32", false, 1],
+          [[6, 6, 5, 1], [0, 2, 1, 3], "f32", false, 1]
+        ]
+        for (const [ne, axes, dtype, scaled, width] of table) {
+          const g = Graph.make()
+          const size = ne.reduce((p, x) => p * x, 1)
+          const x = yield* g.input("x", "f32", [...ne])
+          const p = Ops.permute(x, axes as [number, number, number, number])
+          const y = yield* g.output(
+            scaled ? Ops.scale(p, 0.5) : dtype === "f16" ? Ops.cpy(p, "f16") : Ops.cont(p)
+          )
+          const graph = g.build()
+          const { cpu, entries, gpu } = yield* onDeviceAndCpu(
+            d,
+            graph,
+            graph,
+            (plan) => plan.set(x, Generators.values(5, size)),
+            [y]
+          )
+          const entry = entries.find((e) => e.op === "cont" || e.op === "scale" || e.op === "cpy")!
+          const label = `${ne} by ${axes} to ${dtype}: ${entry.kernel}`
+          assert.strictEqual(entry.variant?.width ?? 1, width, label)
+          assert.isBelow(nmse(gpu, cpu), dtype === "f16" ? 1e-5 : 1e-12, label)
         }
       }))
   })

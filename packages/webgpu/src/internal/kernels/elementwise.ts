@@ -11,7 +11,7 @@ import * as Tensor from "@effect-gpu/core/Tensor"
 import { fold } from "../wgsl.js"
 import type { Kernel, KernelTarget, Operand, Param, Variant } from "./kernel.js"
 import * as KernelSpec from "./kernel.js"
-import { bcast, entry, f32, stridesAligned, u32, WG } from "./kernel.js"
+import { bcast, entry, f32, range, stridesAligned, u32, WG } from "./kernel.js"
 
 /**
  * @internal: the grid template: one thread per element of the iteration operand `it`, whose indices
@@ -46,6 +46,48 @@ ${entry()}
 ${body}
 }`
   })
+}
+
+/** every operand's rows are runs of fours (ne0 and the strides past it multiples of four elements) */
+const rowsOfFours = (node: Tensor.Tensor): boolean =>
+  node.ne[0] % 4 === 0 && [node, ...node.src].every((t) => stridesAligned(t, 4))
+
+/**
+ * The grid template four values a thread, where every operand's rows are runs of fours (`rowsOfFours`; its
+ * offsets checked when bound, else `fallback` runs): the body reads i0 (a multiple of four), i1, i2, i3
+ * through the ld4_/st4_ accessors. Views such as a prompt's gate and up halves of one product or a permute
+ * that keeps dimension 0: the one-value form's index arithmetic and scalar f16 loads ran a traced 8B
+ * prompt's glu at about 1 TB/s (benchmarks/RESULTS.md)
+ */
+const elementwise4 = (
+  variant: Variant,
+  operands: ReadonlyArray<Operand>,
+  body: string,
+  params: ReadonlyArray<Param>,
+  target: KernelTarget,
+  fallback: Kernel
+): Kernel => {
+  const d = operands.find((o) => o.name === "d")!.tensor
+  const kernel = KernelSpec.make({
+    variant: { ...variant, width: 4 },
+    operands,
+    params,
+    workgroups: fold(Math.ceil(Tensor.nelements(d) / 4 / WG), target.maxWorkgroups),
+    main: `
+${entry()}
+  let q = P.d_ne0 / 4u;
+  let idx = wg_linear(wid, nwg) * ${WG}u + lid;
+  if (idx >= q * P.d_ne1 * P.d_ne2 * P.d_ne3) { return; }
+  let i0 = 4u * (idx % q);
+  let r1 = idx / q;
+  let i1 = r1 % P.d_ne1;
+  let r2 = r1 / P.d_ne1;
+  let i2 = r2 % P.d_ne2;
+  let i3 = r2 / P.d_ne2;
+${body}
+}`
+  })
+  return { ...kernel, vec4: true, fallback }
 }
 
 type UnaryOp = Extract<
@@ -215,12 +257,16 @@ export const unary = (node: Tensor.Tensor, op: UnaryOp, target: KernelTarget): K
   }
   const params = unaryParams(op)
   const name = unaryName(op)
+  const x4 = op._tag === "Unary" && op.kind === "relu" ? "max(x, vec4<f32>(0.0))" : unaryExpr(op, "x")
   if (Tensor.isContiguous(node) && Tensor.isContiguous(src)) {
-    const x4 = op._tag === "Unary" && op.kind === "relu" ? "max(x, vec4<f32>(0.0))" : unaryExpr(op, "x")
     return flatBest(name, operands, unaryExpr(op, "x"), vectorizable(op) ? x4 : undefined, false, params, target)
   }
   const body = `  let x = ld_a(ix_a(i0, i1, i2, i3));\n  st_d(ix_d(i0, i1, i2, i3), ${unaryExpr(op, "x")});`
-  return elementwise({ family: "ew", op: name }, operands, "d", body, params, target)
+  const scalar = elementwise({ family: "ew", op: name }, operands, "d", body, params, target)
+  if (!vectorizable(op) || !rowsOfFours(node)) return scalar
+  // a permute that keeps dimension 0 (a prompt's attention output) four values a thread
+  const body4 = `  let x = ld4_a(ix_a(i0, i1, i2, i3) >> 2u);\n  st4_d(ix_d(i0, i1, i2, i3) >> 2u, ${x4});`
+  return elementwise4({ family: "ew", op: name }, operands, body4, params, target, scalar)
 }
 
 /** @internal */
@@ -276,54 +322,18 @@ export const diagMaskInf = (node: Tensor.Tensor, nPast: number, target: KernelTa
     target
   )
 
-/**
- * act(x) * y four values a thread, where every operand's rows are contiguous runs of fours (a prompt's gate
- * and up halves of one product): the element form's index arithmetic and scalar f16 loads ran a traced 8B
- * prompt's glu at about 1 TB/s (benchmarks/RESULTS.md)
- */
-const glu4 = (
-  variant: Variant,
-  operands: ReadonlyArray<Operand>,
-  act: string,
-  x: readonly [string, string],
-  y: readonly [string, string],
-  target: KernelTarget,
-  fallback: Kernel
-): Kernel => {
-  const d = operands.find((o) => o.name === "d")!.tensor
-  const at = ([t, i0]: readonly [string, string]) => `ld4_${t}(ix_${t}(${i0}, i1, i2, i3) >> 2u)`
-  const kernel = KernelSpec.make({
-    variant: { ...variant, width: 4 },
-    operands,
-    params: [],
-    workgroups: fold(Math.ceil(Tensor.nelements(d) / 4 / WG), target.maxWorkgroups),
-    main: `
-${entry()}
-  let q = P.d_ne0 / 4u;
-  let idx = wg_linear(wid, nwg) * ${WG}u + lid;
-  if (idx >= q * P.d_ne1 * P.d_ne2 * P.d_ne3) { return; }
-  let i0 = 4u * (idx % q);
-  let r1 = idx / q;
-  let i1 = r1 % P.d_ne1;
-  let r2 = r1 / P.d_ne1;
-  let i2 = r2 % P.d_ne2;
-  let i3 = r2 / P.d_ne2;
-  let g = ${at(x)};
-  let u = ${at(y)};
-  st4_d(ix_d(i0, i1, i2, i3) >> 2u, vec4<f32>(${act}(g.x), ${act}(g.y), ${act}(g.z), ${act}(g.w)) * u);
-}`
-  })
-  return { ...kernel, vec4: true, fallback }
-}
-
 /** @internal: act(x) * y over the halves of one operand, or of an operand and a gate */
 export const glu = (node: Tensor.Tensor, op: Extract<Op, { _tag: "Glu" }>, target: KernelTarget): Kernel => {
   const act = op.kind === "swiglu" ? "silu_s" : "gelu_s"
   const a = { name: "a", tensor: node.src[0] }
   const d = { name: "d", tensor: node }
   const at = (t: string, i0: string) => `ld_${t}(ix_${t}(${i0}, i1, i2, i3))`
-  // the four-value form where every operand's rows are runs of fours (its offsets checked when bound)
-  const fours = node.ne[0] % 4 === 0 && node.src.every((t) => stridesAligned(t, 4)) && stridesAligned(node, 4)
+  const fours = rowsOfFours(node)
+  const at4 = (t: string, i0: string) => `ld4_${t}(ix_${t}(${i0}, i1, i2, i3) >> 2u)`
+  const gated4 = (x: string, y: string) =>
+    `  let g = ${x};\n  st4_d(ix_d(i0, i1, i2, i3) >> 2u, vec4<f32>(${
+      range(4).map((c) => `${act}(g[${c}])`).join(", ")
+    }) * ${y});`
   if (node.src.length > 1) {
     const [x, y] = op.swapped ? ["g", "a"] : ["a", "g"]
     const variant = { family: "ew", op: "glu", kind: op.kind, swapped: op.swapped, gate: true }
@@ -336,7 +346,7 @@ export const glu = (node: Tensor.Tensor, op: Extract<Op, { _tag: "Glu" }>, targe
       [],
       target
     )
-    return fours ? glu4(variant, operands, act, [x, "i0"], [y, "i0"], target, scalar) : scalar
+    return fours ? elementwise4(variant, operands, gated4(at4(x, "i0"), at4(y, "i0")), [], target, scalar) : scalar
   }
   const [ox, oy] = op.swapped ? ["P.d_ne0", "0u"] : ["0u", "P.d_ne0"]
   const variant = { family: "ew", op: "glu", kind: op.kind, swapped: op.swapped, gate: false }
@@ -348,7 +358,9 @@ export const glu = (node: Tensor.Tensor, op: Extract<Op, { _tag: "Glu" }>, targe
     [],
     target
   )
-  return fours ? glu4(variant, [a, d], act, ["a", `i0 + ${ox}`], ["a", `i0 + ${oy}`], target, scalar) : scalar
+  return fours
+    ? elementwise4(variant, [a, d], gated4(at4("a", `i0 + ${ox}`), at4("a", `i0 + ${oy}`)), [], target, scalar)
+    : scalar
 }
 
 /** element-wise ops that a chain kernel can evaluate one after another on a register */
