@@ -10,7 +10,8 @@
  *   tsx llm.ts run DIR NAME --profile    also one decoding step's dispatches: GPU time per op, and the wall time
  *   tsx llm.ts run DIR NAME --profile --prefill   the same for the prompt (--shapes: products by result shape)
  *   tsx llm.ts run DIR NAME --attention-splits N   attention's decode form with the keys in N splits
- *   tsx llm.ts run DIR NAME --attention-lanes keys|dims   its scores' lanes across the keys or the head dimension
+ *   tsx llm.ts run DIR NAME --attention-lanes keys|keys1|dims   its scores' lanes across the keys (keys1: a
+ *                                        lane a key, not four) or the head dimension
  *   tsx llm.ts run DIR NAME --attention-subgroups N   its subgroups a workgroup
  *   tsx llm.ts run DIR NAME --attention-heads N   its query heads a workgroup
  *   tsx llm.ts run DIR NAME --row-threads N   invocations of a row kernel's workgroup (norms, soft_max)
@@ -29,8 +30,8 @@
  *   tsx llm.ts run DIR NAME --stores-apart   a layer's keys and values stored by their own dispatch (default: by
  *                                                 the q/k/v stack that computes them)
  *   tsx llm.ts run DIR NAME --norms-apart   a decoding step's norms by dispatches of their own (default: by the
- *                                                 int8 products that read them, for hidden sizes up to 2048)
- *   tsx llm.ts run DIR NAME --norms-in-products   the same at every hidden size (the 8B shapes too)
+ *                                                 int8 products that read them, for hidden sizes up to 4096)
+ *   tsx llm.ts run DIR NAME --norms-in-products   the same at every hidden size
  *   tsx llm.ts run DIR NAME --merges-apart   decode attention's splits merged by a dispatch of their own (default:
  *                                                 by the output projection that reads them, for outputs up to 2048)
  *   tsx llm.ts run DIR NAME --merges-in-products   the same at every size (the 8B shapes too)
@@ -119,7 +120,8 @@ const attentionDecode = {
   ...(headsAt >= 0 ? { heads: Number(rest[headsAt + 1]) } : {}),
   ...(subgroupsAt >= 0 ? { subgroups: Number(rest[subgroupsAt + 1]) } : {}),
   ...(splitsAt >= 0 ? { splits: Number(rest[splitsAt + 1]) } : {}),
-  ...(lanesAt >= 0 ? { across: rest[lanesAt + 1] as "keys" | "dims" } : {})
+  ...(lanesAt >= 0 ? { across: rest[lanesAt + 1] === "dims" ? "dims" as const : "keys" as const } : {}),
+  ...(lanesAt >= 0 && rest[lanesAt + 1] === "keys1" ? { keyLanes: 1 } : {})
 }
 const gpuOptions = {
   ...(Object.keys(attentionDecode).length > 0 ? { attentionDecode } : {}),

@@ -48,9 +48,9 @@ export const parseDecode = (s: string) => {
 
 /** "SPLITS:BLOCK:SUBGROUPS[:keys|dims][:HEADS]": flash attention's decode form (0 keeps a default) */
 export const parseAttention = (s: string) => {
-  const m = /^(\d+):(\d+):(\d+)(?::(keys|dims))?(?::(\d+))?$/.exec(s)
+  const m = /^(\d+):(\d+):(\d+)(?::(keys1|keys|dims))?(?::(\d+))?$/.exec(s)
   if (m === null) {
-    throw new Error(`a flash attention decode form is SPLITS:BLOCK:SUBGROUPS[:keys|dims][:HEADS], got ${s}`)
+    throw new Error(`a flash attention decode form is SPLITS:BLOCK:SUBGROUPS[:keys|keys1|dims][:HEADS], got ${s}`)
   }
   const [splits, block, subgroups] = m.slice(1, 4).map(Number)
   return {
@@ -58,7 +58,9 @@ export const parseAttention = (s: string) => {
     ...(splits > 0 ? { splits } : {}),
     ...(block > 0 ? { block } : {}),
     ...(subgroups > 0 ? { subgroups } : {}),
-    ...(m[4] !== undefined ? { across: m[4] as "keys" | "dims" } : {})
+    ...(m[4] !== undefined ? { across: m[4] === "dims" ? "dims" as const : "keys" as const } : {}),
+    // keys1: a lane a key (the keys form's default takes four)
+    ...(m[4] === "keys1" ? { keyLanes: 1 } : {})
   }
 }
 

@@ -164,10 +164,22 @@ const program = Effect.gen(function*() {
     console.log(JSON.stringify({ a: "f16", K, M, N, batches: 8, kernels, nmse: error, bound: 1e-5, ok }))
   }
   // decode attention over a model's heads (32 / 8) at 640 keys, its keys in 5 (the default) to 70 splits, a
-  // query head a workgroup or all four of a KV head's
-  const attentionCases = [[64, 0, "keys", 0], [128, 40, "keys", 0], [64, 70, "dims", 0], [128, 0, "keys", 4]] as const
-  for (const [D, splits, across, heads] of attentionCases) {
-    const forced = { ...(splits > 0 ? { splits } : {}), ...(heads > 0 ? { heads } : {}), across }
+  // query head a workgroup or all four of a KV head's, the keys form's scores four lanes a key (the default)
+  // or one
+  const attentionCases = [
+    [64, 0, "keys", 0, 0],
+    [128, 40, "keys", 0, 0],
+    [64, 70, "dims", 0, 0],
+    [128, 0, "keys", 4, 0],
+    [128, 0, "keys", 0, 1]
+  ] as const
+  for (const [D, splits, across, heads, keyLanes] of attentionCases) {
+    const forced = {
+      ...(splits > 0 ? { splits } : {}),
+      ...(heads > 0 ? { heads } : {}),
+      ...(keyLanes > 0 ? { keyLanes } : {}),
+      across
+    }
     const [dev] = yield* WebGpu.make({ devices: 1, attentionDecode: forced })
     const keys = 640
     const g = Graph.make()
@@ -183,10 +195,12 @@ const program = Effect.gen(function*() {
     // the default takes the most heads that still give 256 workgroups: 5 splits of 8 KV heads do not (one
     // head a workgroup), 40 and 70 do (all four)
     const expected = heads > 0 ? heads : splits > 0 ? 4 : 1
-    const ok = error <= 1e-6 && kernels.includes(`heads=${expected}`)
+    const lanes = across === "keys" && keyLanes !== 1 ? "keyLanes=4" : undefined
+    const ok = error <= 1e-6 && kernels.includes(`heads=${expected}`) &&
+      (lanes === undefined ? !kernels.includes("keyLanes=") : kernels.includes(lanes))
     if (!ok) failed++
     console.log(
-      JSON.stringify({ attention: { D, keys, splits, across, heads }, kernels, nmse: error, bound: 1e-6, ok })
+      JSON.stringify({ attention: { D, keys, splits, across, heads, keyLanes }, kernels, nmse: error, bound: 1e-6, ok })
     )
   }
   // prompt attention on subgroup matrices: the one-pass form (64 or 128 query rows a workgroup; a causal

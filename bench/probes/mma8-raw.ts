@@ -20,8 +20,11 @@ const DISPATCHES = 20
 const T = 64
 const KB = K / 32
 
+const f32Bits = new Float32Array(1)
+const u32Bits = new Uint32Array(f32Bits.buffer)
 const f16 = (x: number) => {
-  const u = new Uint32Array(new Float32Array([x]).buffer)[0]
+  f32Bits[0] = x
+  const u = u32Bits[0]
   const s = (u >> 16) & 0x8000
   const e = ((u >> 23) & 0xff) - 127 + 15
   return e <= 0 ? s : s | (e << 10) | ((u >> 13) & 0x3ff)

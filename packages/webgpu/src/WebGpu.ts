@@ -70,7 +70,7 @@ export interface Options {
   readonly storeValuesWithKeys?: WebGpuDevice.Options["storeValuesWithKeys"]
   /** @internal a layer's keys and values stored by its q/k/v stack's dispatch (default on), for tests and measuring */
   readonly storeKeysInProducts?: WebGpuDevice.Options["storeKeysInProducts"]
-  /** @internal a residual sum and its norm made by the product that reads the norm (default: rows up to 2048), for tests and measuring */
+  /** @internal a residual sum and its norm made by the product that reads the norm (default: rows up to 4096), for tests and measuring */
   readonly normsInProducts?: WebGpuDevice.Options["normsInProducts"]
   /** @internal attention's split partials merged by the product that reads them (default: outputs up to 2048), for tests and measuring */
   readonly mergesInProducts?: WebGpuDevice.Options["mergesInProducts"]

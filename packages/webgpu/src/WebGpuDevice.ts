@@ -132,7 +132,7 @@ export interface Options {
   /**
    * a decoding step's residual sum and its norm made by the q/k/v stack or gated FFN that reads the norm
    * (the int8 form: a dispatch fewer before each), not by a dispatch of their own; default: for rows of up to
-   * 2048 values; `true` for any, `false` for none (tests and tuning)
+   * 4096 values; `true` for any, `false` for none (tests and tuning)
    *
    * @internal
    */

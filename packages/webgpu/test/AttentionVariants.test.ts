@@ -66,7 +66,18 @@ describe.skipIf(!adapterAvailable)("WebGPU attention kernel variants", () => {
   // the row form everywhere else
   const decodeFamilies = ["flash_attn_decode", "flash_attn_merge"] as const
   const attentionForms = [
-    { nQ: 1, D: 64, splits: 3, sinks: true, families: decodeFamilies, wide: true, maskHeads: 1, across: "keys" },
+    // a key a lane (keyLanes 1); the other keys forms take four lanes a key (the default)
+    {
+      nQ: 1,
+      D: 64,
+      splits: 3,
+      sinks: true,
+      families: decodeFamilies,
+      wide: true,
+      maskHeads: 1,
+      across: "keys",
+      keyLanes: 1
+    },
     { nQ: 2, D: 64, splits: 11, sinks: false, families: decodeFamilies, wide: true, maskHeads: 4, across: "keys" },
     // a workgroup a query head (each KV head's two read by two workgroups)
     {
@@ -164,14 +175,17 @@ describe.skipIf(!adapterAvailable)("WebGPU attention kernel variants", () => {
       `flash attention: ${form.families.join(" + ")} (${form.nQ} rows, D ${form.D}, ${form.splits} splits, mask ` +
         `over ${form.maskHeads} heads${form.across ? `, lanes across ${form.across}` : ""}${
           "heads" in form ? `, ${form.heads} head a workgroup` : ""
-        }${"subgroups" in form ? `, ${form.subgroups} subgroups` : ""}) matches the CPU`,
+        }${"subgroups" in form ? `, ${form.subgroups} subgroups` : ""}${
+          "keyLanes" in form ? `, ${form.keyLanes} lane a key` : ""
+        }) matches the CPU`,
       () =>
         Effect.gen(function*() {
           const forced = {
             splits: form.splits,
             ...(form.across !== undefined ? { across: form.across } : {}),
             ...("heads" in form ? { heads: form.heads } : {}),
-            ...("subgroups" in form ? { subgroups: form.subgroups } : {})
+            ...("subgroups" in form ? { subgroups: form.subgroups } : {}),
+            ...("keyLanes" in form ? { keyLanes: form.keyLanes } : {})
           }
           const [d] = yield* WebGpu.make({ devices: 1, attentionDecode: forced })
           // without subgroups the decode form is not offered: the row form runs
@@ -222,6 +236,8 @@ describe.skipIf(!adapterAvailable)("WebGPU attention kernel variants", () => {
             if ("subgroups" in form) {
               assert.strictEqual(entries[0].variant?.subgroups, form.subgroups, entries[0].kernel)
             }
+            const keyLanes = form.across === "keys" ? ("keyLanes" in form ? form.keyLanes : 4) : 1
+            assert.strictEqual(entries[0].variant?.keyLanes ?? 1, keyLanes, entries[0].kernel)
           }
           // the matrix form rounds Q and P to f16, as ggml's GPU kernels do
           assert.isBelow(nmse(gpu, cpu), matrices && offered ? 1e-5 : 1e-6)

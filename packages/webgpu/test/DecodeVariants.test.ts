@@ -344,7 +344,7 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
   // a one-row rms_norm * w made by the products that read it (normIn.ts), the int8 form and f16 weights by
   // subgroups: a q/k/v stack (storing nothing) and a gated FFN, each reading the row and the norm's weight
   // instead of the norm, whose dispatch goes; rows of 1536 (every invocation of the reduction holds a part of
-  // the sum) and 512, K past the default's 2048 only where asked; a device that norms apart keeps the norms'
+  // the sum) and 512, K past the default's 4096 only where asked; a device that norms apart keeps the norms'
   // dispatches
   it.scoped(
     "products that make the norm they read (norm=true) match the CPU's norm and products",
@@ -359,11 +359,12 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
         const all = [
           { K: 1536, types: "q8_0", ffn: "q4_0", device: d, fused: true },
           { K: 512, types: "q4_K+q4_K+q6_K", ffn: "q4_K", device: d, fused: true },
-          { K: 2560, types: "q4_0", ffn: "q4_0", device: d, fused: false },
-          { K: 2560, types: "q4_0", ffn: "q4_0", device: always, fused: true },
+          { K: 2560, types: "q4_0", ffn: "q4_0", device: d, fused: true },
+          { K: 4160, types: "q4_0", ffn: "q4_0", device: d, fused: false },
+          { K: 4160, types: "q4_0", ffn: "q4_0", device: always, fused: true },
           { K: 1536, types: "q8_0", ffn: "q4_0", device: apart, fused: false },
           { K: 1536, types: "f16", ffn: "f16", device: d, fused: true },
-          { K: 2560, types: "f16", ffn: "f16", device: always, fused: true }
+          { K: 4160, types: "f16", ffn: "f16", device: always, fused: true }
         ] as const
         const cases = all.filter((c) => c.types === "f16" ? half : int8)
         for (const c of cases) {

@@ -37,6 +37,13 @@ export interface DecodePlan {
   readonly heads: number
   readonly block: number
   readonly splits: number
+  /**
+   * the keys form's lanes a key's score: with 4, each of a subgroup's passes scores W / 4 keys, 4 lanes
+   * reading consecutive 8 bytes of a K row and summing by shuffles (a load touches W / 4 rows, not W: a
+   * lane per key read 32 rows a load and left decode attention at ~20 us whatever the keys,
+   * benchmarks/RESULTS.md); 1, a key a lane
+   */
+  readonly keyLanes: number
 }
 
 /** the most query rows the decode form takes (beyond, rows give the GPU enough workgroups) */
@@ -93,7 +100,10 @@ export const decodePlan = (node: Tensor.Tensor, target: KernelTarget): DecodePla
   const fill = target.software === true ? 1 : FILL
   const chosen = [...fits].reverse().find((d) => workgroups(d) >= fill) ?? fits[0]
   const heads = force?.heads !== undefined && fits.includes(force.heads) ? force.heads : chosen
-  return { across, lanes, subgroups, heads, block, splits: splitsFor(heads) }
+  // 4 lanes a key where each takes whole vec4s of the row and a subgroup's keys make whole passes
+  const groups = q.ne[0] % 16 === 0 && lanes % 4 === 0 ? 4 : 1
+  const keyLanes = force?.keyLanes === 1 || force?.keyLanes === groups ? force.keyLanes : groups
+  return { across, lanes, subgroups, heads, block, splits: splitsFor(heads), keyLanes }
 }
 
 /** the partial results of a decode plan: one per query row, head and split */
@@ -367,6 +377,35 @@ mx[${hh}] = bm;`)
   }
   }
 `
+  // the keys form's scores: a key a lane, each lane reading its K row; or KL lanes a key, each pass of the
+  // subgroup scoring W / KL keys (lane group kg's key j0 + p * W / KL + kg, lane kq of it reading the row's
+  // vec4s kq, kq + KL, ...), the group's sums added by shuffles, then each lane's own key's score fetched
+  const KL = plan.keyLanes
+  const KP = W / KL
+  const single = repeat(D4, "c", out, (c) =>
+    `let k4 = ld4_k((kb + 4u * ${c}) >> 2u);
+${range(HG).map((hh) => `sc[${hh}] += dot(qs[${hh * D4}u + ${c}], k4);`).join("\n")}`)
+  const grouped = `let kq = sgl % ${KL}u;
+    ${
+    repeat(KL, "p", out, (p) =>
+      `{
+  let kp = ix_k(0u, min(j0 + ${p} * ${KP}u + sgl / ${KL}u, j_end - 1u), g, kb3);
+  var part = array<f32, ${HG}>();
+  ${
+        repeat(D4 / KL, "c", out, (c) =>
+          `let e = kq + ${c} * ${KL}u;
+let k4 = ld4_k((kp + 4u * e) >> 2u);
+${range(HG).map((hh) => `part[${hh}] += dot(qs[${hh * D4}u + e], k4);`).join("\n")}`)
+      }
+  ${
+        range(HG).map((hh) =>
+          `${range(Math.log2(KL)).map((b) => `part[${hh}] += subgroupShuffleXor(part[${hh}], ${1 << b}u);`).join(" ")}
+  let got${hh} = subgroupShuffle(part[${hh}], (sgl % ${KP}u) * ${KL}u);
+  sc[${hh}] = select(sc[${hh}], got${hh}, sgl / ${KP}u == ${p});`
+        ).join("\n  ")
+      }
+}`)
+  }`
   const keysBody = `  var mx: array<f32, ${HG}>;
   var sum: array<f32, ${HG}>;
   var acc: array<vec4<f32>, ${HG * RV}>;
@@ -386,11 +425,7 @@ mx[${hh}] = bm;`)
     let kb = ix_k(0u, jr, g, kb3);
     // zeroed each block explicitly: a declaration alone kept the last block's sums on lavapipe
     var sc = array<f32, ${HG}>();
-    ${
-    repeat(D4, "c", out, (c) =>
-      `let k4 = ld4_k((kb + 4u * ${c}) >> 2u);
-${range(HG).map((hh) => `sc[${hh}] += dot(qs[${hh * D4}u + ${c}], k4);`).join("\n")}`)
-  }${sharedMask ? `\n    let mk = ld_m(ix_m(jr, i, 0u, b % P.m_ne3));` : ""}
+    ${KL === 1 ? single : grouped}${sharedMask ? `\n    let mk = ld_m(ix_m(jr, i, 0u, b % P.m_ne3));` : ""}
     var pr: array<f32, ${HG}>;
     ${
     repeat(HG, "hh", out, (hh) =>
@@ -436,6 +471,7 @@ ${range(HG).map((hh) => `  acc[${hh * RV + r}u] += p${hh} * v4;`).join("\n")}
         ? { rope: op.rope.mode, freqFactors: op.rope.hasFreqFactors, yarn: op.rope.extFactor !== 0 }
         : {}),
       across: plan.across,
+      ...(plan.across === "keys" && plan.keyLanes > 1 ? { keyLanes: plan.keyLanes } : {}),
       out,
       wide,
       D,

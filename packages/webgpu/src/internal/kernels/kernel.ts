@@ -148,6 +148,8 @@ export interface AttentionDecode {
   readonly across?: "keys" | "dims"
   /** query heads a workgroup takes (a divisor of the heads per KV head) */
   readonly heads?: number
+  /** lanes that share a key's score in the keys form (1, or 4 where the head size allows) */
+  readonly keyLanes?: number
 }
 
 /** @internal: flash attention's matrix form for prompts, each field overriding the default */

@@ -5,8 +5,7 @@
  * int8 form, or of f16 weights by subgroups), each of that product's workgroups takes the norm of the row
  * itself as it reads its activations, and the norm's own dispatch goes: a dispatch fewer before each of a
  * layer's two products of the hidden state. Each workgroup then reads two rows of the hidden size where it
- * read one, so by default only where those are short (a small model's step is paced by its dispatches'
- * fixed costs, host and GPU, more than by its bytes).
+ * read one, so by default only up to the hidden sizes where that was measured to pay.
  *
  * @internal
  */
@@ -16,10 +15,10 @@ import { f32 } from "./kernel.js"
 import type { MadeB } from "./product.js"
 
 /**
- * the longest row whose norm the products take by default: a 1B model's hidden size (an 8B model's step
- * with a norm folded into its products ran 5% slower, benchmarks/RESULTS.md)
+ * the longest row whose norm the products take by default: an 8B model's hidden size (its q4_0 decode 288
+ * -> 294 tok/s with the norms in its products, benchmarks/RESULTS.md); longer rows not yet measured
  */
-const DEFAULT_MOST = 2048
+const DEFAULT_MOST = 4096
 
 /** a contiguous f32 row of `n` values (one row in all) */
 const row = (t: Tensor.Tensor, n: number) =>
