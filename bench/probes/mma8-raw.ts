@@ -13,6 +13,8 @@
  *
  *   tsx mma8-raw.ts [M] [N] [K]          (default 14336 512 4096)
  */
+import { rawDevice } from "./raw-dawn.js"
+
 const M = Number(process.argv[2] ?? 14336)
 const N = Number(process.argv[3] ?? 512)
 const K = Number(process.argv[4] ?? 4096)
@@ -159,31 +161,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 }`
 
 const main = async () => {
-  const webgpu = await import("webgpu")
-  Object.assign(globalThis, webgpu.globals)
-  const gpu = webgpu.create([
-    "enable-dawn-features=vulkan_enable_f16_on_nvidia,allow_unsafe_apis",
-    "disable-dawn-features=timestamp_quantization"
+  const { adapter, device, storage, upload } = await rawDevice([
+    "subgroups",
+    "shader-f16",
+    "chromium-experimental-subgroup-matrix"
   ])
-  const adapter = (await gpu.requestAdapter())!
-  const device = await adapter.requestDevice({
-    requiredFeatures: ["timestamp-query", "subgroups", "shader-f16", "chromium-experimental-subgroup-matrix"] as Array<
-      GPUFeatureName
-    >,
-    requiredLimits: {
-      maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize,
-      maxBufferSize: adapter.limits.maxBufferSize,
-      maxComputeWorkgroupStorageSize: adapter.limits.maxComputeWorkgroupStorageSize
-    }
-  })
   device.addEventListener("uncapturederror", (e) => console.error((e as GPUUncapturedErrorEvent).error.message))
   console.log(adapter.info.description, `${M} x ${N} x ${K}`)
-  const storage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC
-  const upload = (data: ArrayBufferView) => {
-    const buf = device.createBuffer({ size: Math.ceil(data.byteLength / 16) * 16, usage: storage })
-    device.queue.writeBuffer(buf, 0, data.buffer, data.byteOffset, data.byteLength)
-    return buf
-  }
   const a = operand(M, 7)
   const b = operand(N, 11)
   const buffers = {

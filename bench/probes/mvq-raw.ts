@@ -8,6 +8,8 @@
  *
  *   tsx mvq-raw.ts [M] [K]          (TYPES=q4_0,q8_0; QUADS=1; STAGED=1; FOOTPRINT=1 for the read windows)
  */
+import { rawDevice } from "./raw-dawn.js"
+
 const M = Number(process.argv[2] ?? 14336)
 const K = Number(process.argv[3] ?? 4096)
 const COPIES = 8
@@ -335,29 +337,9 @@ ${writeRows(R, sg32)}
 }
 
 const main = async () => {
-  const webgpu = await import("webgpu")
-  Object.assign(globalThis, webgpu.globals)
-  const gpu = webgpu.create([
-    "enable-dawn-features=vulkan_enable_f16_on_nvidia,allow_unsafe_apis",
-    "disable-dawn-features=timestamp_quantization"
-  ])
-  const adapter = (await gpu.requestAdapter())!
-  const device = await adapter.requestDevice({
-    requiredFeatures: ["timestamp-query", "subgroups"] as Array<GPUFeatureName>,
-    requiredLimits: {
-      maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize,
-      maxBufferSize: adapter.limits.maxBufferSize,
-      maxComputeWorkgroupStorageSize: adapter.limits.maxComputeWorkgroupStorageSize
-    }
-  })
+  const { adapter, device, storage, upload } = await rawDevice(["subgroups"])
   const sg32 = adapter.info.subgroupMinSize === 32 && adapter.info.subgroupMaxSize === 32
   console.log(adapter.info.description, sg32 ? "subgroups of 32" : "reduction in workgroup memory")
-  const storage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC
-  const upload = (data: ArrayBufferView) => {
-    const buf = device.createBuffer({ size: Math.ceil(data.byteLength / 16) * 16, usage: storage })
-    device.queue.writeBuffer(buf, 0, data.buffer, data.byteOffset, data.byteLength)
-    return buf
-  }
   const bHost = new Float32Array(K).map((_, i) => Math.sin(i * 0.37) + 0.3 * Math.cos(i * 1.3))
   const b = upload(bHost)
   const b8 = device.createBuffer({ size: K, usage: storage })
