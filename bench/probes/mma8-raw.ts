@@ -161,7 +161,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 }`
 
 const main = async () => {
-  const { adapter, device, storage, upload } = await rawDevice([
+  const { adapter, device, storage, timeDispatches, upload } = await rawDevice([
     "subgroups",
     "shader-f16",
     "chromium-experimental-subgroup-matrix"
@@ -180,9 +180,6 @@ const main = async () => {
   }
   const out = device.createBuffer({ size: M * N * 4, usage: storage })
   const readBack = device.createBuffer({ size: M * N * 4, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST })
-  const query = device.createQuerySet({ type: "timestamp", count: 2 })
-  const resolved = device.createBuffer({ size: 16, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC })
-  const stamps = device.createBuffer({ size: 16, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST })
   const want = (m: number, n: number) => {
     let t = 0
     for (let kb = 0; kb < KB; kb++) {
@@ -206,25 +203,13 @@ const main = async () => {
     })
     const error = await device.popErrorScope()
     if (error) return console.log(`${name}: ${error.message}`)
-    const times: Array<number> = []
-    for (let rep = 0; rep < 4; rep++) {
-      const enc = device.createCommandEncoder()
-      const pass = enc.beginComputePass({
-        timestampWrites: { querySet: query, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 }
-      })
-      pass.setPipeline(pipeline)
-      pass.setBindGroup(0, bind)
-      for (let i = 0; i < DISPATCHES; i++) pass.dispatchWorkgroups(M / T, N / T)
-      pass.end()
-      enc.resolveQuerySet(query, 0, 2, resolved, 0)
-      enc.copyBufferToBuffer(resolved, 0, stamps, 0, 16)
-      if (rep === 0) enc.copyBufferToBuffer(out, 0, readBack, 0, M * N * 4)
-      device.queue.submit([enc.finish()])
-      await stamps.mapAsync(GPUMapMode.READ)
-      const t = new BigUint64Array(stamps.getMappedRange().slice(0))
-      stamps.unmap()
-      if (rep > 0) times.push(Number(t[1] - t[0]) / DISPATCHES / 1e3)
-    }
+    const us = await timeDispatches(
+      pipeline,
+      [bind],
+      [M / T, N / T],
+      DISPATCHES,
+      (enc) => enc.copyBufferToBuffer(out, 0, readBack, 0, M * N * 4)
+    )
     await readBack.mapAsync(GPUMapMode.READ)
     const got = new Float32Array(readBack.getMappedRange().slice(0))
     readBack.unmap()
@@ -236,7 +221,6 @@ const main = async () => {
       num += (got[n * M + m] - want(m, n)) ** 2
       den += want(m, n) ** 2
     }
-    const us = times.sort((x, y) => x - y)[1]
     console.log(
       `${name.padEnd(18)} ${us.toFixed(1).padStart(8)} us  ${(2 * M * N * K / us / 1e6).toFixed(1)} TFLOP/s  nmse ${
         (num / den).toExponential(1)

@@ -337,7 +337,7 @@ ${writeRows(R, sg32)}
 }
 
 const main = async () => {
-  const { adapter, device, storage, upload } = await rawDevice(["subgroups"])
+  const { adapter, device, storage, timeDispatches: timed, upload } = await rawDevice(["subgroups"])
   const sg32 = adapter.info.subgroupMinSize === 32 && adapter.info.subgroupMaxSize === 32
   console.log(adapter.info.description, sg32 ? "subgroups of 32" : "reduction in workgroup memory")
   const bHost = new Float32Array(K).map((_, i) => Math.sin(i * 0.37) + 0.3 * Math.cos(i * 1.3))
@@ -346,42 +346,20 @@ const main = async () => {
   const bd = device.createBuffer({ size: K / 32 * 8, usage: storage })
   const out = device.createBuffer({ size: M * 4 * 64, usage: storage })
   const readBack = device.createBuffer({ size: M * 4, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST })
-  const query = device.createQuerySet({ type: "timestamp", count: 2 })
-  const resolved = device.createBuffer({ size: 16, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC })
-  const stamps = device.createBuffer({ size: 16, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST })
   const pipe = (code: string) =>
     device.createComputePipeline({
       layout: "auto",
       compute: { module: device.createShaderModule({ code: `enable subgroups;\n${code}` }), entryPoint: "main" }
     })
-  /**
-   * GPU time per dispatch (us): DISPATCHES dispatches over `binds` in turn in one pass, the second best of
-   * three after a first pass that also copies the result out for the check
-   */
-  const timeDispatches = async (pipeline: GPUComputePipeline, binds: ReadonlyArray<GPUBindGroup>, groups: number) => {
-    const times: Array<number> = []
-    for (let rep = 0; rep < 4; rep++) {
-      const enc = device.createCommandEncoder()
-      const pass = enc.beginComputePass({
-        timestampWrites: { querySet: query, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 }
-      })
-      pass.setPipeline(pipeline)
-      for (let i = 0; i < DISPATCHES; i++) {
-        pass.setBindGroup(0, binds[i % binds.length])
-        pass.dispatchWorkgroups(Math.min(groups, 65535), Math.ceil(groups / 65535))
-      }
-      pass.end()
-      enc.resolveQuerySet(query, 0, 2, resolved, 0)
-      enc.copyBufferToBuffer(resolved, 0, stamps, 0, 16)
-      if (rep === 0) enc.copyBufferToBuffer(out, 0, readBack, 0, M * 4)
-      device.queue.submit([enc.finish()])
-      await stamps.mapAsync(GPUMapMode.READ)
-      const t = new BigUint64Array(stamps.getMappedRange().slice(0))
-      stamps.unmap()
-      if (rep > 0) times.push(Number(t[1] - t[0]) / DISPATCHES / 1e3)
-    }
-    return times.sort((x, y) => x - y)[1]
-  }
+  /** GPU time per dispatch (us) over `binds`, the first pass also copying the result out for the check */
+  const timeDispatches = (pipeline: GPUComputePipeline, binds: ReadonlyArray<GPUBindGroup>, groups: number) =>
+    timed(
+      pipeline,
+      binds,
+      [Math.min(groups, 65535), Math.ceil(groups / 65535)],
+      DISPATCHES,
+      (enc) => enc.copyBufferToBuffer(out, 0, readBack, 0, M * 4)
+    )
   const quant = pipe(quantizeB)
   const qEnc = device.createCommandEncoder()
   const qPass = qEnc.beginComputePass()

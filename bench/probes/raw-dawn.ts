@@ -1,8 +1,8 @@
 /**
  * What the raw-Dawn probes share (no project code, to measure designs apart from the kernel machinery): a
  * device of the first adapter with the H200's toggles (f16 on NVIDIA, unsafe APIs for f16 subgroup
- * matrices, timestamps unquantized) and the adapter's largest buffers and workgroup memory, and an upload of
- * host data into a storage buffer.
+ * matrices, timestamps unquantized) and the adapter's largest buffers and workgroup memory, an upload of
+ * host data into a storage buffer, and the GPU time of a pipeline's dispatches.
  */
 export const rawDevice = async (features: ReadonlyArray<string>) => {
   const webgpu = await import("webgpu")
@@ -27,5 +27,42 @@ export const rawDevice = async (features: ReadonlyArray<string>) => {
     device.queue.writeBuffer(buf, 0, data.buffer, data.byteOffset, data.byteLength)
     return buf
   }
-  return { adapter, device, storage, upload }
+  const query = device.createQuerySet({ type: "timestamp", count: 2 })
+  const resolved = device.createBuffer({ size: 16, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC })
+  const stamps = device.createBuffer({ size: 16, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST })
+  /**
+   * GPU time per dispatch (us): `dispatches` dispatches of `grid` over `binds` in turn in one pass, the second
+   * best of three after a first pass, whose encoder `first` also gets (a copy of the result out for a check)
+   */
+  const timeDispatches = async (
+    pipeline: GPUComputePipeline,
+    binds: ReadonlyArray<GPUBindGroup>,
+    grid: readonly [number, number],
+    dispatches: number,
+    first?: (encoder: GPUCommandEncoder) => void
+  ) => {
+    const times: Array<number> = []
+    for (let rep = 0; rep < 4; rep++) {
+      const enc = device.createCommandEncoder()
+      const pass = enc.beginComputePass({
+        timestampWrites: { querySet: query, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 }
+      })
+      pass.setPipeline(pipeline)
+      for (let i = 0; i < dispatches; i++) {
+        pass.setBindGroup(0, binds[i % binds.length])
+        pass.dispatchWorkgroups(grid[0], grid[1])
+      }
+      pass.end()
+      enc.resolveQuerySet(query, 0, 2, resolved, 0)
+      enc.copyBufferToBuffer(resolved, 0, stamps, 0, 16)
+      if (rep === 0) first?.(enc)
+      device.queue.submit([enc.finish()])
+      await stamps.mapAsync(GPUMapMode.READ)
+      const t = new BigUint64Array(stamps.getMappedRange().slice(0))
+      stamps.unmap()
+      if (rep > 0) times.push(Number(t[1] - t[0]) / dispatches / 1e3)
+    }
+    return times.sort((x, y) => x - y)[1]
+  }
+  return { adapter, device, storage, upload, timeDispatches }
 }
