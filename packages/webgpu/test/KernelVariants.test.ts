@@ -1,8 +1,9 @@
 /**
  * Which kernel variant runs, on the adapter at hand, and that each matches the CPU: matrix-vector loads,
  * register and subgroup-matrix tilings, row kernels (vec4 rows on software adapters, the GPU form, soft_max
- * a row per subgroup, a residual sum kept beside its norm), glu's four-value form, and what the device supports. The decode
- * products' forms are in DecodeVariants.test.ts, attention's in AttentionVariants.test.ts.
+ * a row per subgroup, a residual sum kept beside its norm), glu, copies and unary ops on views four values a
+ * thread, and what the device supports. The decode products' forms are in DecodeVariants.test.ts,
+ * attention's in AttentionVariants.test.ts.
  */
 import { Cpu, Float16, Graph, Ops, Registry } from "@effect-gpu/core"
 import { Generators } from "@effect-gpu/testing"

@@ -39,9 +39,8 @@ export interface DecodePlan {
   readonly splits: number
   /**
    * the keys form's lanes a key's score: with 4, each of a subgroup's passes scores W / 4 keys, 4 lanes
-   * reading consecutive 8 bytes of a K row and summing by shuffles (a load touches W / 4 rows, not W: a
-   * lane per key read 32 rows a load and left decode attention at ~20 us whatever the keys,
-   * benchmarks/RESULTS.md); 1, a key a lane
+   * reading consecutive 8 bytes of a K row and adding by shuffles, so that a load touches W / 4 rows, not W
+   * (640 keys at D 128 17.6 -> 14.9 us traced on the H200, benchmarks/RESULTS.md); 1, a key a lane
    */
   readonly keyLanes: number
 }
