@@ -32,6 +32,8 @@
  *   tsx llm.ts run DIR NAME --norms-apart   a decoding step's norms by dispatches of their own (default: by the
  *                                                 int8 products that read them, for hidden sizes up to 4096)
  *   tsx llm.ts run DIR NAME --norms-in-products   the same at every hidden size
+ *   tsx llm.ts run DIR NAME --residuals-in-products   a prompt's residual sums made by the products before them
+ *                                                 (split-K's merge adding them; default off, not yet timed)
  *   tsx llm.ts run DIR NAME --merges-apart   decode attention's splits merged by a dispatch of their own (default:
  *                                                 by the output projection that reads them, for outputs up to 2048)
  *   tsx llm.ts run DIR NAME --merges-in-products   the same at every size (the 8B shapes too)
@@ -132,6 +134,7 @@ const gpuOptions = {
   ...(rest.includes("--stores-apart") ? { storeKeysInProducts: false } : {}),
   ...(rest.includes("--norms-apart") ? { normsInProducts: false } : {}),
   ...(rest.includes("--norms-in-products") ? { normsInProducts: true } : {}),
+  ...(rest.includes("--residuals-in-products") ? { residualsInProducts: true } : {}),
   ...(rest.includes("--merges-apart") ? { mergesInProducts: false } : {}),
   ...(rest.includes("--merges-in-products") ? { mergesInProducts: true } : {}),
   ...(rest.includes("--copy-loads") ? { copyLoads: rest[rest.indexOf("--copy-loads") + 1] as "words" | "vec4" } : {}),
@@ -221,6 +224,7 @@ const measure = (name: string) =>
         : gpuOptions.mergesInProducts === true
         ? "products"
         : "auto",
+      residuals: gpuOptions.residualsInProducts === true ? "products" : "apart",
       copy_loads: gpuOptions.copyLoads ?? "words",
       mv_prefetch: gpuOptions.quantizedDecode?.prefetch === true,
       steps_ahead: rest.includes("--steps-ahead") ? Number(rest[rest.indexOf("--steps-ahead") + 1]) : 1,

@@ -51,6 +51,11 @@ export interface Options {
    * left to the product that makes it (mul_mat_add), and the norm to its readers; default: never
    */
   readonly normsInProducts?: (norm: Tensor.Tensor, readers: ReadonlyArray<Tensor.Tensor>) => boolean
+  /**
+   * whether a backend computes a sum of the residual stream and a product of several rows (x + W a, a
+   * prompt's layer output) as mul_mat_add, the residual as the bias; of one row always; default: never
+   */
+  readonly residualProducts?: boolean
   /** whether a backend rotates rows as it stores them (rope then set_rows, a key cache's write); default: never */
   readonly ropeSetRows?: boolean
   /**
@@ -217,9 +222,11 @@ export const optimize = (g: Graph.Graph, options: Options = {}): Graph.Graph => 
     if (y.op._tag === "Add" && s0.op._tag === "MulMat" && inner(s0)) {
       if (claim(y, { op: Op.MulMatAdd(), src: [s0.src[0], s0.src[1], s1], absorbed: [s0] })) continue
     }
-    // a one-row sum of a product and the residual stream (x + W a, as a decoding step adds a layer's output)
+    // a sum of a product and the residual stream (x + W a, as a decoding step adds a layer's output; of many
+    // rows where the backend asks)
     if (
-      y.op._tag === "Add" && s1.op._tag === "MulMat" && inner(s1) && Tensor.nrows(y) === 1 &&
+      y.op._tag === "Add" && s1.op._tag === "MulMat" && inner(s1) &&
+      (Tensor.nrows(y) === 1 || options.residualProducts === true) &&
       Tensor.sameShape(s0, s1) && s0.dtype === s1.dtype
     ) {
       if (claim(y, { op: Op.MulMatAdd(), src: [s1.src[0], s1.src[1], s0], absorbed: [s1] })) continue

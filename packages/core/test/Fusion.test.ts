@@ -251,6 +251,30 @@ describe("Fusion", () => {
       }
     }))
 
+  it.effect("makes a many-row residual sum (x + W a) with its product only where the backend asks; same results", () =>
+    Effect.gen(function*() {
+      const g = Graph.make()
+      const x = yield* g.input("x", "f32", [32, 5])
+      const a = yield* g.input("a", "f32", [32, 5])
+      const wo = yield* g.param("wo", "f32", [32, 32])
+      const y = yield* g.output(Ops.add(x, Ops.mulMat(wo, a)), "y")
+      const graph = g.build()
+      const tags = (f: Graph.Graph) => f.nodes.map((n) => n.op._tag)
+      const asked = Fusion.optimize(graph, { residualProducts: true })
+      assert.include(tags(asked), "MulMatAdd")
+      assert.notInclude(tags(asked), "Add")
+      assert.include(tags(Fusion.optimize(graph, {})), "Add")
+      assert.notInclude(tags(Fusion.optimize(graph, {})), "MulMatAdd")
+      const inputs = new Map<Tensor.Tensor, ReadonlyArray<number>>([
+        [x, random(1)(32 * 5)],
+        [a, random(2)(32 * 5)],
+        [wo, random(3)(32 * 32)]
+      ])
+      const [want] = yield* compute(graph, inputs, [y])
+      const [got] = yield* compute(asked, inputs, [y])
+      assert.isTrue(close(got, want))
+    }))
+
   it.effect("stacks products sharing their activations only where the backend asks; their views give the same results", () =>
     Effect.gen(function*() {
       for (const dtype of ["f32", "q8_0"] as const) {

@@ -74,6 +74,8 @@ export interface Options {
   readonly normsInProducts?: WebGpuDevice.Options["normsInProducts"]
   /** @internal attention's split partials merged by the product that reads them (default: outputs up to 2048), for tests and measuring */
   readonly mergesInProducts?: WebGpuDevice.Options["mergesInProducts"]
+  /** @internal a prompt's residual sums made by the products before them (default off), for tests and measuring */
+  readonly residualsInProducts?: WebGpuDevice.Options["residualsInProducts"]
 }
 
 /**
@@ -189,7 +191,8 @@ const wrapDevice = (
       storeValuesWithKeys: options.storeValuesWithKeys,
       storeKeysInProducts: options.storeKeysInProducts,
       normsInProducts: options.normsInProducts,
-      mergesInProducts: options.mergesInProducts
+      mergesInProducts: options.mergesInProducts,
+      residualsInProducts: options.residualsInProducts
     })
     // runs before the GPUDevice is destroyed: from then on the device refuses new backends and events
     yield* Effect.addFinalizer(() => Device.markReleased(device))

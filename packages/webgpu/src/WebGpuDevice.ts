@@ -146,6 +146,14 @@ export interface Options {
    */
   readonly mergesInProducts?: boolean | undefined
   /**
+   * a prompt's residual sums made by the products before them (x + W a as mul_mat_add, the residual the
+   * bias; on subgroup matrices split-K's merge adds it), not by an add of their own; default: off, not yet
+   * timed on a GPU with subgroup matrices
+   *
+   * @internal
+   */
+  readonly residualsInProducts?: boolean | undefined
+  /**
    * the WGSL language features of the GPU the device comes from (`navigator.gpu.wgslLanguageFeatures`);
    * default: navigator.gpu's where there is one, else none
    */
@@ -279,7 +287,8 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
     ...(options.rowThreads !== undefined ? { rowThreads: options.rowThreads } : {}),
     ...(options.storeKeysInProducts === false ? { storesInProducts: false } : {}),
     ...(options.normsInProducts !== undefined ? { normsInProducts: options.normsInProducts } : {}),
-    ...(options.mergesInProducts !== undefined ? { mergesInProducts: options.mergesInProducts } : {})
+    ...(options.mergesInProducts !== undefined ? { mergesInProducts: options.mergesInProducts } : {}),
+    ...(options.residualsInProducts === true ? { splitsWithBias: true } : {})
   })
   const ledger = Ledger.make(options.memory ?? gpu.limits.maxBufferSize, name)
   const alignment = gpu.limits.minStorageBufferOffsetAlignment
@@ -340,6 +349,7 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
         ropeSetRows: true,
         ropeSetRowsKv: options.storeValuesWithKeys !== false,
         ropeAttention: Attention.fusesRope(ctx.target),
+        ...(options.residualsInProducts === true ? { residualProducts: true } : {}),
         ...(options.halfActivations !== false ? { halfActivations: MatMul.takesHalfActivations(ctx.target) } : {})
       }),
     // leafs in a buffer of their own: kernels bind them read-only, which the H200 runs faster

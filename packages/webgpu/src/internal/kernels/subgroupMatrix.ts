@@ -99,8 +99,8 @@ const MIN_STEPS = 16
  * SPLIT_FILL; rounded so that every split has K steps to take
  */
 export const splitsOf = (product: Product, t: MatrixTile): number => {
-  // a bias (mul_mat_add) is not split: its merge's epilogue has not run on a GPU with subgroup matrices
-  if (product.bias) return 1
+  // a bias (mul_mat_add) is split only where asked (its merge's epilogue not yet timed on a GPU with them)
+  if (product.bias && t.biasSplits !== true) return 1
   const steps = Math.ceil(product.K / t.depth)
   const asked = t.splits ??
     Math.min(MAX_SPLITS, Math.floor(SPLIT_FILL / gridOf(product, t)), Math.floor(steps / MIN_STEPS))
@@ -295,7 +295,8 @@ ${
   // its registers, rows a result row apart, without the two barriers a fragment of the path through
   // workgroup memory, which edges and the bias keep (a 1B prompt's GPU time 11.76 -> 11.66 ms on the H200)
   const resultNode = product.operands.find((o) => o.name === "d")!.tensor
-  const direct = product.epilogue === "" && Tensor.isContiguous(resultNode)
+  // (a split's partials take no bias: the merge adds it)
+  const direct = (splits > 1 || product.epilogue === "") && Tensor.isContiguous(resultNode)
   const directStore = range(FR).flatMap((i) =>
     range(FC).map((j) => {
       const [m, nn] = [`m0 + sc * ${FC * 16}u + ${j * 16}u`, `n0 + sr * ${FR * 16}u + ${i * 16}u`]
@@ -438,9 +439,10 @@ const splitK = (product: Product, TK: number, splits: number) => {
   const d: Operand = { name: "d", tensor: node, extent: Tensor.nbytes(node) + 4 * splits * count }
   const operands = product.operands.map((o) => (o.name === "d" ? d : o))
   const scratch = u32("scratch", Tensor.nbytes(node) / 4)
+  const bias = product.operands.find((o) => o.name === "c")
   const merge = KernelSpec.make({
-    variant: { family: "mmsg_merge", splits },
-    operands: [d],
+    variant: { family: "mmsg_merge", splits, bias: product.bias },
+    operands: bias !== undefined ? [d, bias] : [d],
     params: [scratch],
     workgroups: fold(Math.ceil(count / WG)),
     main: `
@@ -457,6 +459,7 @@ ${entry(WG)}
   let base = P.d_o + P.scratch + t;
   var v = 0.0;
 ${range(splits).map((s) => `  v += ld_d(base + ${s}u * count);`).join("\n")}
+  ${product.epilogue}
   st_d(ix_d(m, nn, b2, b3), v);
 }`
   })
