@@ -5,7 +5,9 @@
  * split-K products in forced tilings). For
  * each case: the kernels the trace names and the NMSE against the CPU. Exits 1 when a case is off.
  *
- *   tsx kernel-check.ts            (bundle it as bench/llm.ts is to run it on the GPU machine)
+ *   tsx kernel-check.ts [SECTION...]   (bundle it as bench/llm.ts is to run it on the GPU machine)
+ *
+ * SECTION: products, split, batched, attention, prefill, stack, plain, stores, norms, merge (default: all)
  */
 import { Graph, Ops } from "@effect-gpu/core"
 import * as Cpu from "@effect-gpu/core/Cpu"
@@ -73,6 +75,12 @@ const against = (
     return { kernels, error: nmse(results[0], results[1]) }
   })
 
+/** the sections asked for on the command line (all where none is) */
+const sections = process.argv.slice(2)
+/** a section's cases, or none where it is not asked for */
+const only = <A>(section: string, items: ReadonlyArray<A>): ReadonlyArray<A> =>
+  sections.length === 0 || sections.includes(section) ? items : []
+
 const program = Effect.gen(function*() {
   const [gpu] = yield* WebGpu.make({ devices: 1 })
   // quantized weights past 256 columns: copied into f16 first (q8_0's default) and dequantized by the tiles
@@ -82,7 +90,7 @@ const program = Effect.gen(function*() {
   const [tilesGpu] = yield* WebGpu.make({ devices: 1, quantizedPrefill: "tiles" })
   const [mergingGpu] = yield* WebGpu.make({ devices: 1, mergesInProducts: true })
   let failed = 0
-  for (const [at, bt, K, M, N, bound] of cases) {
+  for (const [at, bt, K, M, N, bound] of only("products", cases)) {
     for (const form of at !== "f16" && N >= 256 ? ["copy", "copy-vec4", "tiles"] as const : [undefined]) {
       const g = Graph.make()
       const a = yield* g.param("a", at, [K, M])
@@ -122,7 +130,7 @@ const program = Effect.gen(function*() {
     ["f16", "2x2:4x4:32/3", 1000, 200, 100, true, false, true],
     ["q8_0", "2x1:2x4:32/2", 992, 96, 40, true, true, true]
   ] as const
-  for (const [at, tiling, K, M, N, bias, copied, residual] of splitCases) {
+  for (const [at, tiling, K, M, N, bias, copied, residual] of only("split", splitCases)) {
     const [dev] = yield* WebGpu.make({
       devices: 1,
       matrixTile: parseTile(tiling),
@@ -169,7 +177,7 @@ const program = Effect.gen(function*() {
   // attention's products at a prompt, batched over heads: q k^T (K 64: the blocks stored straight from
   // their registers, as every block inside a product without a bias is) and p v (64 rows: the small tiles;
   // 300 columns leave edge blocks that go through workgroup memory)
-  for (const [K, M, N] of [[64, 512, 512], [512, 64, 300]] as const) {
+  for (const [K, M, N] of only("batched", [[64, 512, 512], [512, 64, 300]] as const)) {
     const g = Graph.make()
     const a = yield* g.param("a", "f16", [K, M, 8])
     const b = yield* g.input("b", "f32", [K, N, 8])
@@ -192,7 +200,7 @@ const program = Effect.gen(function*() {
     [128, 0, "keys", 4, 0],
     [128, 0, "keys", 0, 1]
   ] as const
-  for (const [D, splits, across, heads, keyLanes] of attentionCases) {
+  for (const [D, splits, across, heads, keyLanes] of only("attention", attentionCases)) {
     const forced = {
       ...(splits > 0 ? { splits } : {}),
       ...(heads > 0 ? { heads } : {}),
@@ -236,7 +244,12 @@ const program = Effect.gen(function*() {
     [64, 70, 304, 4, "random", true, 2, true, true, tiles],
     [64, 100, 300, 0, "random", false, 1, true, false, "flash_attn_mma"]
   ] as const
-  for (const [D, nQ, keys, subgroups, maskKind, withSinks, qScale, prefetch, capped, family] of prefillCases) {
+  for (
+    const [D, nQ, keys, subgroups, maskKind, withSinks, qScale, prefetch, capped, family] of only(
+      "prefill",
+      prefillCases
+    )
+  ) {
     const c = { D, nQ, keys, subgroups, mask: maskKind, sinks: withSinks, qScale, prefetch, capped, family }
     const [dev] = yield* WebGpu.make({
       devices: 1,
@@ -277,7 +290,7 @@ const program = Effect.gen(function*() {
     ["q4_K+q4_K+q6_K", 4096, [4096, 1024, 1024]],
     ["q4_K+q6_K+q4_K", 512, [40, 8, 9]]
   ] as const
-  for (const [types, K, rows] of stacks) {
+  for (const [types, K, rows] of only("stack", stacks)) {
     const at = (i: number) => (types.split("+")[i] ?? types) as Quantized
     const g = Graph.make()
     const ws = yield* Effect.forEach(rows, (m, i) => g.param(`w${i}`, at(i), [K, m]))
@@ -305,7 +318,7 @@ const program = Effect.gen(function*() {
     ["q4_K", 4096, 1000],
     ["q6_K", 14336, 37]
   ] as const
-  for (const [at, K, M] of plains) {
+  for (const [at, K, M] of only("plain", plains)) {
     const kQuant = at === "q4_K" || at === "q6_K"
     for (const gated of [false, true]) {
       const g = Graph.make()
@@ -328,7 +341,7 @@ const program = Effect.gen(function*() {
   }
   // a layer's q/k/v stack (the int8 form; f16 weights by subgroups) storing its keys (rotated, mode 0) and
   // values into f16 caches at 32 lanes (an 8B model's shapes), against the CPU's products, rope and set_rows
-  for (const at of ["q4_0", "q4_K", "f16"] as const) {
+  for (const at of only("stores", ["q4_0", "q4_K", "f16"] as const)) {
     const g = Graph.make()
     const x = yield* g.input("x", "f32", [4096, 1])
     const ws = yield* Effect.forEach([4096, 1024, 1024], (m, i) => g.param(`w${i}`, at, [4096, m]))
@@ -360,7 +373,7 @@ const program = Effect.gen(function*() {
   // a 1B model's norms made by the products that read them (normIn.ts; the int8 form, f16 weights by
   // subgroups) at 32 lanes: a q/k/v stack over rms_norm(x) * w and a gated FFN over rms_norm(x2) * w2, against
   // the CPU's norms and products
-  for (const at of ["q4_0", "q8_0", "q4_K", "f16"] as const) {
+  for (const at of only("norms", ["q4_0", "q8_0", "q4_K", "f16"] as const)) {
     const g = Graph.make()
     const [x, x2] = yield* Effect.forEach(["x", "x2"], (n) => g.input(n, "f32", [2048, 1]))
     const [w, w2] = yield* Effect.forEach(["w", "w2"], (n) => g.param(n, "f32", [2048]))
@@ -389,7 +402,7 @@ const program = Effect.gen(function*() {
   // decoding step at 640 keys with the 1B and 8B shapes (32 query heads over 8, D 64 and 128), the device's
   // own splits (the 8B shapes' merge asked for: not taken by default), q4_0 and f16 weights, against the CPU's
   // attention and product
-  for (const [D, wt] of [[64, "q4_0"], [128, "q4_0"], [64, "f16"], [128, "f16"]] as const) {
+  for (const [D, wt] of only("merge", [[64, "q4_0"], [128, "q4_0"], [64, "f16"], [128, "f16"]] as const)) {
     const g = Graph.make()
     const q = yield* g.input("q", "f32", [D, 32, 1])
     const k = yield* g.input("k", "f16", [D, 640, 8])
