@@ -10,33 +10,17 @@ import type * as Tensor from "@effect-gpu/core/Tensor"
 import type { Kernel, KernelTarget } from "./kernel.js"
 import * as KernelSpec from "./kernel.js"
 import { entry, range, repeat, stridesAligned, SUBGROUP_LANES } from "./kernel.js"
-import type { MakesB, Product } from "./product.js"
+import type { Form, Product } from "./product.js"
 import { stackRows, stackWeights } from "./product.js"
-import type { RowStores } from "./stackStores.js"
 
 /** lanes of a subgroup */
 const LANES = 32
 
 /**
- * @internal: what the int8 form computes: one product; a gated FFN's two (silu(a b) * (u b)); or a stack of
- * `parts` products over the same b, their rows one after another (the parts' first rows in params s1..,
- * and in `starts` where known)
+ * @internal: what the int8 form computes (Product.Form): a stack also with its parts' first rows where
+ * known (`starts`) and each part's weight type where they differ (of one rounding of b: `roundsAlike`)
  */
-export type Int8Form =
-  & (
-    | { readonly kind: "plain" }
-    | { readonly kind: "gated" }
-    | {
-      readonly kind: "stack"
-      readonly parts: number
-      readonly starts?: ReadonlyArray<number>
-      /** each part's weight type, where they differ (of one rounding of b: `roundsAlike`) */
-      readonly types?: ReadonlyArray<Int8Type>
-      /** stores made of the rows besides the result (a layer's keys and values into their caches) */
-      readonly stores?: RowStores
-    }
-  )
-  & MakesB
+export type Int8Form = Form<{ readonly starts?: ReadonlyArray<number>; readonly types?: ReadonlyArray<Int8Type> }>
 
 /**
  * the int8 form's shape: subgroups of 32 lanes per workgroup, rows per subgroup (the best on the H200 over

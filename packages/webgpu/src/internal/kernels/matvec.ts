@@ -7,9 +7,8 @@ import type { Tensor } from "@effect-gpu/core/Tensor"
 import type { Kernel, KernelTarget } from "./kernel.js"
 import * as KernelSpec from "./kernel.js"
 import { entry, stridesAligned, SUBGROUP_LANES, WG } from "./kernel.js"
-import type { MakesB, Product } from "./product.js"
+import type { Form, Product } from "./product.js"
 import { stackRow, stackRows, stackWeights } from "./product.js"
-import type { RowStores } from "./stackStores.js"
 
 /**
  * elements of a row per thread at least, in the scalar form: 16 keeps a row's threads reading 64
@@ -50,23 +49,8 @@ const subgroupReduce = (N: number) =>
     red[lid * ${WG}u] = total;
   }`
 
-/**
- * @internal: what the vec4 form computes: one product; a gated FFN's two (silu(a b) * (u b), the up weights
- * operand u); or a stack of `parts` products over the same b, their rows one after another (the parts'
- * first rows in params s1..; weights a, a1, ...)
- */
-export type MatVecForm =
-  & (
-    | { readonly kind: "plain" }
-    | { readonly kind: "gated" }
-    | {
-      readonly kind: "stack"
-      readonly parts: number
-      /** stores made of the rows besides the result (halfMatVec, one column: a layer's keys and values) */
-      readonly stores?: RowStores
-    }
-  )
-  & MakesB
+/** @internal: what the vec4 form computes (Product.Form; a stack's stores: halfMatVec, one column) */
+export type MatVecForm = Form
 
 /**
  * WGSL: the vec4 accumulation: each thread loads MV_LOADS vec4 of a's row before it multiplies them. A

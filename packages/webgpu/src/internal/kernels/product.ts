@@ -9,6 +9,7 @@ import * as DType from "@effect-gpu/core/DType"
 import type * as Tensor from "@effect-gpu/core/Tensor"
 import type { Operand, Param } from "./kernel.js"
 import { bcast, range, stridesAligned, u32 } from "./kernel.js"
+import type { RowStores } from "./stackStores.js"
 
 /** @internal */
 export interface Product {
@@ -46,6 +47,20 @@ export interface MadeB {
 export interface MakesB {
   readonly made?: MadeB
 }
+
+/**
+ * @internal: what a matrix-vector form computes: one product; a gated FFN's two (silu(a b) * (u b), the up
+ * weights operand u); or a stack of `parts` products over the same b, their rows one after another (the
+ * parts' first rows in params s1..; weights a, a1, ...), with `Stack`'s own fields and any stores made of
+ * the rows besides the result (a layer's keys and values into their caches)
+ */
+export type Form<Stack = object> =
+  & (
+    | { readonly kind: "plain" }
+    | { readonly kind: "gated" }
+    | ({ readonly kind: "stack"; readonly parts: number; readonly stores?: RowStores } & Stack)
+  )
+  & MakesB
 
 /** @internal: the product computed by `node` (mul_mat, or mul_mat_add with its bias) */
 export const of = (node: Tensor.Tensor, bias: Tensor.Tensor | undefined): Product => {
