@@ -22,6 +22,7 @@
  *   tsx llm.ts run DIR NAME --timeline   a decoding step's host events (writes, submits, waits) untraced
  *   tsx llm.ts run DIR NAME --f32-decode   q4_0 and q8_0 decode without the int8 form (to compare)
  *   tsx llm.ts run DIR NAME --mv-prefetch   the int8 form's first pairs of blocks loaded before b is rounded
+ *   tsx llm.ts run DIR NAME --mv-pairs N   the int8 form's pairs of blocks a lane loads before their dot products
  *   tsx llm.ts run DIR NAME --toggles skip_validation   extra Dawn toggles (after the defaults)
  *   tsx llm.ts run DIR NAME --f32-activations      a prompt's activations kept f32 (f16 for products on subgroup
  *                                                 matrices by default)
@@ -90,7 +91,8 @@ const valued = [
   "--q-prefill",
   "--projections",
   "--copy-loads",
-  "--steps-ahead"
+  "--steps-ahead",
+  "--mv-pairs"
 ]
 const names = rest.filter((n, i) => !n.startsWith("--") && !valued.includes(rest[i - 1]))
 const attentionAt = rest.indexOf("--attention")
@@ -125,10 +127,17 @@ const attentionDecode = {
   ...(lanesAt >= 0 ? { across: rest[lanesAt + 1] === "dims" ? "dims" as const : "keys" as const } : {}),
   ...(lanesAt >= 0 && rest[lanesAt + 1] === "keys1" ? { keyLanes: 1 } : {})
 }
+const pairsAt = rest.indexOf("--mv-pairs")
+// the matrix-vector forms' overrides (the defaults' rows and columns where any is asked)
+const decodeForms = {
+  ...(rest.includes("--f32-decode") ? { int8: false } : {}),
+  ...(rest.includes("--mv-prefetch") ? { prefetch: true } : {}),
+  ...(pairsAt >= 0 ? { pairsInFlight: Number(rest[pairsAt + 1]) } : {})
+}
+const quantizedDecode = Object.keys(decodeForms).length > 0 ? { rows: 2, columns: 8, ...decodeForms } : undefined
 const gpuOptions = {
   ...(Object.keys(attentionDecode).length > 0 ? { attentionDecode } : {}),
-  ...(rest.includes("--f32-decode") ? { quantizedDecode: { rows: 2, columns: 8, int8: false } } : {}),
-  ...(rest.includes("--mv-prefetch") ? { quantizedDecode: { rows: 2, columns: 8, prefetch: true } } : {}),
+  ...(quantizedDecode !== undefined ? { quantizedDecode } : {}),
   ...(rest.includes("--f32-activations") ? { halfActivations: false } : {}),
   ...(rest.includes("--apart-stores") ? { storeValuesWithKeys: false } : {}),
   ...(rest.includes("--stores-apart") ? { storeKeysInProducts: false } : {}),
@@ -227,6 +236,7 @@ const measure = (name: string) =>
       residuals: gpuOptions.residualsInProducts === true ? "products" : "apart",
       copy_loads: gpuOptions.copyLoads ?? "words",
       mv_prefetch: gpuOptions.quantizedDecode?.prefetch === true,
+      mv_pairs: gpuOptions.quantizedDecode?.pairsInFlight ?? 1,
       steps_ahead: rest.includes("--steps-ahead") ? Number(rest[rest.indexOf("--steps-ahead") + 1]) : 1,
       device: device.name,
       bytes: model.bytes,

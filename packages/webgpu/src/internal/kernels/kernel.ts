@@ -139,6 +139,11 @@ export interface QuantizedDecode {
    * (the weights' first reads in flight meanwhile; the 32-value types); default: off
    */
   readonly prefetch?: boolean
+  /**
+   * the int8 form's pairs of blocks a lane loads, for every row it owns, before their dot products (more
+   * weight bytes in flight a lane; not with prefetch, nor a stack of parts of different types); default: 1
+   */
+  readonly pairsInFlight?: number
 }
 
 /** @internal: flash attention's decode form, each field overriding the default */
