@@ -60,7 +60,8 @@ describe.skipIf(!adapterAvailable)("WebGPU attention kernel variants", () => {
   // flash attention's forms, each forced once against the CPU: the decode form (few query rows, where the
   // device has subgroups) with K and V read four values per load, the scores' lanes across the keys (the
   // default there) or across the head dimension, and the keys split over workgroups (then merged by a second
-  // dispatch: fewer splits than the merge reads at a time, and more with a remainder), its scalar form (a
+  // dispatch: a lane a split up to a subgroup's lanes, else fewer splits than the merge reads at a time, and
+  // more with a remainder), its scalar form (a
   // head size not a multiple of 4) in one split, the mask shared by the heads or one a head, the
   // subgroup-matrix form for more rows (a tail of rows past its 64, where the device has the matrices), and
   // the row form everywhere else
@@ -238,6 +239,11 @@ describe.skipIf(!adapterAvailable)("WebGPU attention kernel variants", () => {
             }
             const keyLanes = form.across === "keys" ? ("keyLanes" in form ? form.keyLanes : 4) : 1
             assert.strictEqual(entries[0].variant?.keyLanes ?? 1, keyLanes, entries[0].kernel)
+          }
+          // up to a subgroup's lanes of splits merged a lane a split, more by the workgroup's reductions
+          if (families.includes("flash_attn_merge")) {
+            const lanes = entries[0].variant?.lanes
+            assert.strictEqual(entries[1].variant?.lanes, form.splits <= Number(lanes) ? lanes : undefined)
           }
           // the matrix form rounds Q and P to f16, as ggml's GPU kernels do
           assert.isBelow(nmse(gpu, cpu), matrices && offered ? 1e-5 : 1e-6)

@@ -1,6 +1,6 @@
 /**
  * Attention's decode form (flash decoding, few query rows): the keys split over workgroups as well as the
- * heads, each split's partial softmax merged by a second dispatch.
+ * heads, each split's partial softmax merged by a second dispatch (attentionMerge.ts).
  *
  * @internal
  */
@@ -8,6 +8,7 @@ import * as DType from "@effect-gpu/core/DType"
 import type { Op } from "@effect-gpu/core/Op"
 import * as Tensor from "@effect-gpu/core/Tensor"
 import { fold } from "../wgsl.js"
+import { finishRow, MAX_SPLITS, mergeKernel } from "./attentionMerge.js"
 import type { Kernel, KernelTarget, Operand, Param } from "./kernel.js"
 import * as KernelSpec from "./kernel.js"
 import { entry, f32, range, repeat, SUBGROUP_LANES, u32 } from "./kernel.js"
@@ -47,10 +48,6 @@ export interface DecodePlan {
 
 /** the most query rows the decode form takes (beyond, rows give the GPU enough workgroups) */
 const DECODE_ROWS = 8
-/** the most splits of the keys (the merge keeps a weight per split in workgroup memory) */
-const MAX_SPLITS = 256
-/** the merge's loads over the splits in flight together */
-const MERGE_LOADS = 8
 /**
  * keys a workgroup takes at least before the keys are split further: a block per subgroup on GPUs (a
  * decoding step's 8 KV heads over 640 keys then make 160 workgroups, not 40), 128 on software adapters
@@ -221,73 +218,9 @@ export const decodeKernel = (
   operands.push(...query.operands)
   const splitParams = [u32("nsplit", splits), u32("scratch", scratch), u32("parts", parts)]
   const groups = q.ne[1] * q.ne[3] * k.ne[2] * (q.ne[2] / k.ne[2] / HG) * splits
-  const finish = (o: string, l: string, m: string) =>
-    sinks
-      ? `let sk = ld_s(ix_s(h, 0u, 0u, 0u));
-    let mt = max(${m}, sk);
-    let w = select(0.0, exp(${m} - mt), ${m} > neg_inf());
-    let lt = ${l} * w + exp(sk - mt);
-    st_d(ix_d(e, h, i, b), select(0.0, ${o} * w / lt, lt > 0.0));`
-      : `st_d(ix_d(e, h, i, b), select(0.0, ${o} / ${l}, ${l} > 0.0));`
-  const reduce: Kernel | undefined = split
-    ? KernelSpec.make({
-      variant: { family: "flash_attn_merge", Dv, sinks: sinks !== undefined, loads: MERGE_LOADS },
-      operands: sinks ? [d, { name: "s", tensor: sinks }] : [d],
-      params: splitParams,
-      workgroups: fold(q.ne[1] * q.ne[2] * q.ne[3], target.maxWorkgroups),
-      main: `
-var<workgroup> red: array<f32, 64>;
-var<workgroup> wgt: array<f32, ${MAX_SPLITS}>;
-${entry(64)}
-  let t = wg_linear(wid, nwg);
-  if (t >= P.d_ne1 * P.d_ne2 * P.d_ne3) { return; }
-  let h = t % P.d_ne1;
-  let i = (t / P.d_ne1) % P.d_ne2;
-  let b = t / (P.d_ne1 * P.d_ne2);
-  let p0 = ((b * P.d_ne2 + i) * P.d_ne1 + h) * P.nsplit;
-  let base = P.d_o + P.scratch;
-  // the splits' maxima and sums reduced by the workgroup, each split's weight kept in workgroup memory:
-  // the output's loads over the splits are then independent of each other (a loop that read each
-  // split's max before its output waited on one load after another)
-  var m = neg_inf();
-  for (var s = lid; s < P.nsplit; s += 64u) { m = max(m, ld_d(base + (p0 + s) * 2u)); }
-  red[lid] = m;
-  workgroupBarrier();
-  for (var w = 32u; w > 0u; w >>= 1u) {
-    if (lid < w) { red[lid] = max(red[lid], red[lid + w]); }
-    workgroupBarrier();
-  }
-  let mx = red[0];
-  workgroupBarrier();
-  var ls = 0.0;
-  for (var s = lid; s < P.nsplit; s += 64u) {
-    let ms = ld_d(base + (p0 + s) * 2u);
-    let wt = select(0.0, exp(ms - mx), ms > neg_inf());
-    wgt[s] = wt;
-    ls += ld_d(base + (p0 + s) * 2u + 1u) * wt;
-  }
-  red[lid] = ls;
-  workgroupBarrier();
-  for (var w = 32u; w > 0u; w >>= 1u) {
-    if (lid < w) { red[lid] += red[lid + w]; }
-    workgroupBarrier();
-  }
-  let l = red[0];
-  for (var e = lid; e < ${Dv}u; e += 64u) {
-    // the splits' rows read ${MERGE_LOADS} at a time, every load issued before its first use: a loop of one
-    // load and its multiply-add waited on each load in turn
-    var o = 0.0;
-    let row = base + P.parts * 2u + p0 * ${Dv}u + e;
-    var s = 0u;
-    for (; s + ${MERGE_LOADS}u <= P.nsplit; s += ${MERGE_LOADS}u) {
-      ${range(MERGE_LOADS).map((u) => `let v${u} = ld_d(row + (s + ${u}u) * ${Dv}u);`).join("\n      ")}
-      o += ${range(MERGE_LOADS).map((u) => `v${u} * wgt[s + ${u}u]`).join(" + ")};
-    }
-    for (; s < P.nsplit; s++) { o += ld_d(row + s * ${Dv}u) * wgt[s]; }
-    ${finish("o", "l", "mx")}
-  }
-}`
-    })
+  const finish = finishRow(sinks !== undefined)
+  const reduce = split
+    ? mergeKernel({ d, sinks, params: splitParams, Dv, splits, lanes: W, rows: q.ne[1] * q.ne[2] * q.ne[3], target })
     : undefined
   const D4 = D / 4
   const dimsBody = `  var qr: array<${T}, ${HG * RD}>;
