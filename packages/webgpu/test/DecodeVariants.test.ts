@@ -67,7 +67,8 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
   // falling back to the f32 form (q4_K's rows stay at 16 bytes); q6_K's blocks of 210 bytes, every other one
   // 2 bytes into a word, and rows that are not whole words (the f32 form); with and without each lane's
   // first pair of blocks loaded before b is rounded (prefetch, the 32-value types), and with three pairs a lane
-  // loaded before their dot products (pairsInFlight; K = 2560: the third past a row's 40 pairs)
+  // loaded before their dot products (pairsInFlight; K = 2560: the third past a row's 40 pairs), and with a
+  // row a subgroup (int8Rows)
   it.scoped(
     "quantized matrix-vector products in the int8 form (mvq8) match the CPU, or fall back",
     () =>
@@ -84,6 +85,10 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
         const [ahead] = yield* WebGpu.make({
           devices: 1,
           quantizedDecode: { rows: 1, columns: 1, stage: 1, pairsInFlight: 3 }
+        })
+        const [single] = yield* WebGpu.make({
+          devices: 1,
+          quantizedDecode: { rows: 1, columns: 1, stage: 1, int8Rows: 1 }
         })
         // [K, a viewed one row in, b's batches K + 1 apart (read a value at a time), the kernel]
         const blocks32 = [[2560, false, false, "mvq8"], [2624, true, false, "mvq"], [640, false, true, "mvq8"]] as const
@@ -113,7 +118,9 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           [ahead, "q4_0"],
           [ahead, "q8_0"],
           [ahead, "q4_K"],
-          [ahead, "q6_K"]
+          [ahead, "q6_K"],
+          [single, "q8_0"],
+          [single, "q4_K"]
         ] as const
         for (const [d, dtype] of runs) {
           for (const [K, viewed, strided, family] of cases[dtype]) {
@@ -135,6 +142,7 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
             if (family === "mvq8") assert.strictEqual(entries[0].variant?.fours, !strided)
             if (family === "mvq8") assert.strictEqual(entries[0].variant?.prefetch, d === early ? true : undefined)
             if (family === "mvq8") assert.strictEqual(entries[0].variant?.inFlight, d === ahead ? 3 : undefined)
+            if (family === "mvq8") assert.strictEqual(entries[0].variant?.int8Rows, d === single ? 1 : undefined)
             if (family === "mvq8") assert.strictEqual(entries[0].variant?.K, K)
             assert.isBelow(nmse(gpu, cpu), family === "mvq8" ? 1e-9 : 5e-5, `${dtype} K ${K}`)
           }

@@ -77,8 +77,8 @@ export const int8Applies = (product: Pick<Product, "N" | "K">, a: Tensor.Tensor,
  * these types: q8_0 blocks of 32 with an f16 scale, q8_K blocks of 256 with an f32 scale), then each lane
  * takes 64 values of a row at a time (the 32-value types: a pair of blocks, at whole words; the k-quants:
  * a quarter of a block) and sums int8 products with dot4I8Packed, four values per instruction;
- * a subgroup of 32 lanes owns INT8_ROWS rows: fewer instructions and less of b's traffic per weight byte
- * than the f32 form (benchmarks/RESULTS.md has the figures).
+ * a subgroup of 32 lanes owns INT8_ROWS rows (QuantizedDecode.int8Rows overrides): fewer instructions and
+ * less of b's traffic per weight byte than the f32 form (benchmarks/RESULTS.md has the figures).
  * Needs a's bytes at a 16-byte offset (a vec4 binding), else the f32 form runs. `gated`: a gated FFN's
  * gate (a) and up (u) weights over the same b, written as silu(a b) * (u b) (mul_mat_swiglu): b rounded
  * once, one dispatch for both products and the swiglu.
@@ -102,7 +102,7 @@ export const int8MatVec = (
   const { K, M, batches, bias, epilogue, params } = product
   // b made here, not bound
   const operands = made === undefined ? product.operands : product.operands.filter((o) => o.name !== "b")
-  const R = INT8_ROWS
+  const R = Math.max(1, Math.floor(target.quantizedDecode?.int8Rows ?? INT8_ROWS))
   // pairs of blocks a lane loads (every row's) before their dot products (QuantizedDecode.pairsInFlight)
   const inFlight = Math.max(1, Math.floor(target.quantizedDecode?.pairsInFlight ?? 1))
   const rowsPerGroup = INT8_WARPS * R
@@ -375,6 +375,7 @@ ${storeBlock}
       parts: weights.length,
       ...(uniform ? { uniform } : {}),
       ...(prefetch ? { prefetch } : {}),
+      ...(R !== INT8_ROWS ? { int8Rows: R } : {}),
       ...(inFlight > 1 && !prefetch && !(form.kind === "stack" && !uniform && types.length > 1)
         ? { inFlight }
         : {}),

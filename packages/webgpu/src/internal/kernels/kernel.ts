@@ -144,6 +144,8 @@ export interface QuantizedDecode {
    * weight bytes in flight a lane; not with prefetch, nor a stack of parts of different types); default: 1
    */
   readonly pairsInFlight?: number
+  /** rows a subgroup of the int8 form owns; default: 2 */
+  readonly int8Rows?: number
 }
 
 /** @internal: flash attention's decode form, each field overriding the default */
