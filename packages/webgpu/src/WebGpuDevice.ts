@@ -147,8 +147,8 @@ export interface Options {
   readonly mergesInProducts?: boolean | undefined
   /**
    * a prompt's residual sums made by the products before them (x + W a as mul_mat_add, the residual the
-   * bias; on subgroup matrices split-K's merge adds it), not by an add of their own; default: off, not yet
-   * timed on a GPU with subgroup matrices
+   * bias; on subgroup matrices split-K's merge adds it), not by an add of their own; default: off (1B and
+   * 8B q8_0 prompts 1-7% slower so on the H200, benchmarks/RESULTS.md)
    *
    * @internal
    */

@@ -99,7 +99,7 @@ const MIN_STEPS = 16
  * SPLIT_FILL; rounded so that every split has K steps to take
  */
 export const splitsOf = (product: Product, t: MatrixTile): number => {
-  // a bias (mul_mat_add) is split only where asked (its merge's epilogue not yet timed on a GPU with them)
+  // a bias (mul_mat_add) is split only where asked (prompts ran slower with the residuals so, RESULTS.md)
   if (product.bias && t.biasSplits !== true) return 1
   const steps = Math.ceil(product.K / t.depth)
   const asked = t.splits ??
