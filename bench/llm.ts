@@ -22,7 +22,6 @@
  *   tsx llm.ts run DIR NAME --timeline   a decoding step's host events (writes, submits, waits) untraced
  *   tsx llm.ts run DIR NAME --f32-decode   q4_0 and q8_0 decode without the int8 form (to compare)
  *   tsx llm.ts run DIR NAME --mv-prefetch   the int8 form's first pairs of blocks loaded before b is rounded
- *   tsx llm.ts run DIR NAME --mv-pairs N   the int8 form's pairs of blocks a lane loads before their dot products
  *   tsx llm.ts run DIR NAME --mv-rows N   rows a subgroup of the int8 form owns (default 2)
  *   tsx llm.ts run DIR NAME --toggles skip_validation   extra Dawn toggles (after the defaults)
  *   tsx llm.ts run DIR NAME --f32-activations      a prompt's activations kept f32 (f16 for products on subgroup
@@ -93,7 +92,6 @@ const valued = [
   "--projections",
   "--copy-loads",
   "--steps-ahead",
-  "--mv-pairs",
   "--mv-rows"
 ]
 const names = rest.filter((n, i) => !n.startsWith("--") && !valued.includes(rest[i - 1]))
@@ -129,12 +127,10 @@ const attentionDecode = {
   ...(lanesAt >= 0 ? { across: rest[lanesAt + 1] === "dims" ? "dims" as const : "keys" as const } : {}),
   ...(lanesAt >= 0 && rest[lanesAt + 1] === "keys1" ? { keyLanes: 1 } : {})
 }
-const pairsAt = rest.indexOf("--mv-pairs")
 // the matrix-vector forms' overrides (the defaults' rows and columns where any is asked)
 const decodeForms = {
   ...(rest.includes("--f32-decode") ? { int8: false } : {}),
   ...(rest.includes("--mv-prefetch") ? { prefetch: true } : {}),
-  ...(pairsAt >= 0 ? { pairsInFlight: Number(rest[pairsAt + 1]) } : {}),
   ...(rest.includes("--mv-rows") ? { int8Rows: Number(rest[rest.indexOf("--mv-rows") + 1]) } : {})
 }
 const quantizedDecode = Object.keys(decodeForms).length > 0 ? { rows: 2, columns: 8, ...decodeForms } : undefined
@@ -239,7 +235,6 @@ const measure = (name: string) =>
       residuals: gpuOptions.residualsInProducts === true ? "products" : "apart",
       copy_loads: gpuOptions.copyLoads ?? "words",
       mv_prefetch: gpuOptions.quantizedDecode?.prefetch === true,
-      mv_pairs: gpuOptions.quantizedDecode?.pairsInFlight ?? 1,
       mv_rows: gpuOptions.quantizedDecode?.int8Rows ?? 2,
       steps_ahead: rest.includes("--steps-ahead") ? Number(rest[rest.indexOf("--steps-ahead") + 1]) : 1,
       device: device.name,

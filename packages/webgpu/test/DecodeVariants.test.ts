@@ -66,9 +66,8 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
   // second row past the end), batches broadcast, a bias, and a's rows viewed one row in (bytes off 16)
   // falling back to the f32 form (q4_K's rows stay at 16 bytes); q6_K's blocks of 210 bytes, every other one
   // 2 bytes into a word, and rows that are not whole words (the f32 form); with and without each lane's
-  // first pair of blocks loaded before b is rounded (prefetch, the 32-value types), and with three pairs a lane
-  // loaded before their dot products (pairsInFlight; K = 2560: the third past a row's 40 pairs), and with a
-  // row a subgroup (int8Rows)
+  // first pair of blocks loaded before b is rounded (prefetch, the 32-value types), and with a row a subgroup
+  // (int8Rows)
   it.scoped(
     "quantized matrix-vector products in the int8 form (mvq8) match the CPU, or fall back",
     () =>
@@ -81,10 +80,6 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
         const [early] = yield* WebGpu.make({
           devices: 1,
           quantizedDecode: { rows: 1, columns: 1, stage: 1, prefetch: true }
-        })
-        const [ahead] = yield* WebGpu.make({
-          devices: 1,
-          quantizedDecode: { rows: 1, columns: 1, stage: 1, pairsInFlight: 3 }
         })
         const [single] = yield* WebGpu.make({
           devices: 1,
@@ -115,10 +110,6 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           [early, "q4_0"],
           [early, "q5_0"],
           [early, "q8_0"],
-          [ahead, "q4_0"],
-          [ahead, "q8_0"],
-          [ahead, "q4_K"],
-          [ahead, "q6_K"],
           [single, "q8_0"],
           [single, "q4_K"]
         ] as const
@@ -141,7 +132,6 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
             assert.deepInclude(entries[0].variant, { family, dtype }, `${dtype} K ${K}`)
             if (family === "mvq8") assert.strictEqual(entries[0].variant?.fours, !strided)
             if (family === "mvq8") assert.strictEqual(entries[0].variant?.prefetch, d === early ? true : undefined)
-            if (family === "mvq8") assert.strictEqual(entries[0].variant?.inFlight, d === ahead ? 3 : undefined)
             if (family === "mvq8") assert.strictEqual(entries[0].variant?.int8Rows, d === single ? 1 : undefined)
             if (family === "mvq8") assert.strictEqual(entries[0].variant?.K, K)
             assert.isBelow(nmse(gpu, cpu), family === "mvq8" ? 1e-9 : 5e-5, `${dtype} K ${K}`)
@@ -163,10 +153,6 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           devices: 1,
           quantizedDecode: { rows: 1, columns: 1, stage: 1, prefetch: true }
         })
-        const [ahead] = yield* WebGpu.make({
-          devices: 1,
-          quantizedDecode: { rows: 1, columns: 1, stage: 1, pairsInFlight: 2 }
-        })
         const int8 = WebGpuDevice.hasInt8Dot(d)
         // f16 weights by subgroups where the device has them (lavapipe and GPUs), else the vec4 form
         const half = d.description.includes("subgroups") ? "mvh_swiglu" : "mv_swiglu"
@@ -186,15 +172,7 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
         ] as const
         // the int8 form once more with each lane's first pairs loaded before b is rounded (prefetch)
         const prefetched = int8 ? [["q4_0", 640, "mvq8_swiglu"], ["q8_0", 2560, "mvq8_swiglu"]] as const : []
-        // and with two pairs a lane loaded before their dot products (pairsInFlight)
-        const loadedAhead = int8 ? [["q8_0", 2560, "mvq8_swiglu"], ["q4_K", 512, "mvq8_swiglu"]] as const : []
-        for (
-          const [dtype, K, family, device] of [
-            ...cases,
-            ...prefetched.map((c) => [...c, early] as const),
-            ...loadedAhead.map((c) => [...c, ahead] as const)
-          ]
-        ) {
+        for (const [dtype, K, family, device] of [...cases, ...prefetched.map((c) => [...c, early] as const)]) {
           const on = device ?? d
           const fast = family !== rowsForm
           const g = Graph.make()
@@ -217,8 +195,7 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
             }), [y])
           assert.strictEqual(entries.length, 1, dtype)
           assert.strictEqual(entries[0].variant?.family, family, `${dtype} K ${K}`)
-          assert.strictEqual(entries[0].variant?.prefetch, device === early ? true : undefined, `${dtype} K ${K}`)
-          assert.strictEqual(entries[0].variant?.inFlight, device === ahead ? 2 : undefined, `${dtype} K ${K}`)
+          assert.strictEqual(entries[0].variant?.prefetch, device === undefined ? undefined : true, `${dtype} K ${K}`)
           // the int8 form rounds b as the CPU does; the other forms keep b in f32
           assert.isBelow(nmse(gpu, cpu), family === "mvq8_swiglu" ? 1e-9 : 5e-5, `${dtype} K ${K}`)
         }
@@ -237,10 +214,6 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
     () =>
       Effect.gen(function*() {
         const [d] = yield* WebGpu.make({ devices: 1 })
-        const [ahead] = yield* WebGpu.make({
-          devices: 1,
-          quantizedDecode: { rows: 1, columns: 1, stage: 1, pairsInFlight: 2 }
-        })
         const int8 = WebGpuDevice.hasInt8Dot(d)
         const half = d.description.includes("subgroups") ? "mvh_stack" : "mv_stack"
         const rowsForm = "mul_mat_stack_rows"
@@ -267,18 +240,7 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           ["f16", 1024, half, straddling],
           ["f32", 1028, "mv_stack", straddling]
         ] as const
-        // the int8 stacks once more with two pairs a lane loaded before their dot products (pairsInFlight): each
-        // part's walk where parts are whole workgroups, a row's branch where they straddle, and parts of two
-        // types (each row's load and dot products in its branch: one pair at a time)
-        const loadedAhead = int8
-          ? [
-            ["q8_0", 2560, "mvq8_stack", straddling, ahead],
-            ["q4_0", 640, "mvq8_stack", whole, ahead],
-            ["q4_K+q6_K+q4_K", 512, "mvq8_stack", straddling, ahead],
-            ["q4_K+q4_K+q6_K", 512, "mvq8_stack", whole, ahead]
-          ] as const
-          : []
-        for (const [dtype, K, family, rows, device] of [...cases, ...loadedAhead]) {
+        for (const [dtype, K, family, rows] of cases) {
           const fast = family !== rowsForm
           const g = Graph.make()
           const types = dtype.split("+")
@@ -290,34 +252,15 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           const backend = yield* d.makeBackend()
           assert.strictEqual(backend.optimize(graph).nodes.some((n) => n.op._tag === "MulMatStack"), fast, dtype)
           const fused = Fusion.optimize(graph, { mulMatStack: () => true })
-          const { cpu, entries, gpu } = yield* onDeviceAndCpu(device ?? d, fused, graph, (plan) =>
+          const { cpu, entries, gpu } = yield* onDeviceAndCpu(d, fused, graph, (plan) =>
             Effect.gen(function*() {
-              for (const [i, w] of ws.entries()) {
-                yield* plan.set(w, weightsFor(w, 3 + i))
-              }
+              for (const [i, w] of ws.entries()) yield* plan.set(w, weightsFor(w, 3 + i))
               yield* plan.set(x, Generators.values(9, K))
             }), ys)
-          assert.include(
-            entries.map((e) =>
-              e.variant?.family
-            ),
-            family,
-            `${dtype} K ${K}`
-          )
-          const stack = entries.find((e) =>
-            e.variant?.family === "mvq8_stack"
-          )
-          if (stack) {
-            assert.strictEqual(stack.variant?.uniform, rows === whole ? true : undefined, stack.kernel)
-          }
-          if (stack) {
-            assert.strictEqual(stack.variant?.types, types.length > 1 ? types.join(",") : undefined)
-          }
-          // two pairs in flight but where a straddling stack's parts differ in type
-          const inFlight = device === ahead && (rows === whole || types.length === 1) ? 2 : undefined
-          if (stack) {
-            assert.strictEqual(stack.variant?.inFlight, inFlight, `${dtype} ${rows}`)
-          }
+          assert.include(entries.map((e) => e.variant?.family), family, `${dtype} K ${K}`)
+          const stack = entries.find((e) => e.variant?.family === "mvq8_stack")
+          if (stack) assert.strictEqual(stack.variant?.uniform, rows === whole ? true : undefined, stack.kernel)
+          if (stack) assert.strictEqual(stack.variant?.types, types.length > 1 ? types.join(",") : undefined)
           assert.isBelow(nmse(gpu, cpu), family === "mvq8_stack" ? 1e-9 : 5e-5, `${dtype} K ${K} ${rows}`)
         }
       }),

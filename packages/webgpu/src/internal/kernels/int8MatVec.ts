@@ -19,12 +19,6 @@ import { stackRows, stackWeights } from "./product.js"
 /** lanes of a subgroup */
 const LANES = 32
 
-/** a weight operand's part of a lane's pair: its words loaded into w, then its dot products from w */
-interface Step {
-  readonly load: string
-  readonly dot: string
-}
-
 /**
  * @internal: what the int8 form computes (Product.Form): a stack also with its parts' first rows where
  * known (`starts`) and each part's weight type where they differ (of one rounding of b: `roundsAlike`)
@@ -103,8 +97,6 @@ export const int8MatVec = (
   // b made here, not bound
   const operands = made === undefined ? product.operands : product.operands.filter((o) => o.name !== "b")
   const R = Math.max(1, Math.floor(target.quantizedDecode?.int8Rows ?? INT8_ROWS))
-  // pairs of blocks a lane loads (every row's) before their dot products (QuantizedDecode.pairsInFlight)
-  const inFlight = Math.max(1, Math.floor(target.quantizedDecode?.pairsInFlight ?? 1))
   const rowsPerGroup = INT8_WARPS * R
   const groups = Math.ceil(M / rowsPerGroup)
   const pairs = K / 64
@@ -157,53 +149,18 @@ export const int8MatVec = (
   });
     let e0 = es[2u * p];
     let e1 = es[2u * p + 1u];`
-  // (steps: each weight operand's load into w and its dot products from w)
-  const out = KernelSpec.writesOut(target)
-  const walk = (steps: ReadonlyArray<Step>, from = "lane", U = 1) =>
-    U === 1
-      ? `  for (var p = ${from}; p < ${pairs}u; p += ${LANES}u) {
+  const walk = (inner: string, from = "lane") =>
+    `  for (var p = ${from}; p < ${pairs}u; p += ${LANES}u) {
     ${pairOfB}
     for (var r = 0u; r < ${R}u; r++) {
       var w: array<u32, ${PW}>;
-${steps.map((s) => `${s.load}\n${s.dot}`).join("\n")}
+${inner}
     }
-  }`
-      : `  for (var p0 = ${from}; p0 < ${pairs}u; p0 += ${LANES * U}u) {
-    // ${U} pairs' words of every row loaded before their dot products: more weight bytes in flight a lane
-    var ws: array<array<u32, ${PW}>, ${U * R * steps.length}>;
-${
-        repeat(U, "uu", out, (u) =>
-          `let p = min(p0 + ${LANES}u * ${u}, ${pairs - 1}u);
-${
-            repeat(R, "rr", out, (r) =>
-              `let r = ${r};
-${
-                steps.map((s, i) =>
-                  `{
-  var w: array<u32, ${PW}>;
-${s.load}
-  ws[(${u} * ${R}u + r) * ${steps.length}u + ${i}u] = w;
-}`
-                ).join("\n")
-              }`)
-          }`)
-      }
-${
-        repeat(U, "uu", out, (u) =>
-          `let p = p0 + ${LANES}u * ${u};
-if (p < ${pairs}u) {
-  ${pairOfB}
-${
-            repeat(R, "rr", out, (r) =>
-              `let r = ${r};
-${steps.map((s, i) => `{\n  let w = ws[(${u} * ${R}u + r) * ${steps.length}u + ${i}u];\n${s.dot}\n}`).join("\n")}`)
-          }
-}`)
-      }
   }`
   // the prefetch form (plain and gated products): each lane's first pair of its rows loaded before b is
   // rounded, so that the weights' first reads wait while the workgroup rounds b, not after it
   const prefetch = target.quantizedDecode?.prefetch === true && form.kind !== "stack" && !kQuant(dtype)
+  const out = KernelSpec.writesOut(target)
   const accOf = (n: string) => n === "u" ? "accu" : "acc"
   const early = prefetch
     ? `${weights.map((n) => rowWordsOf(n, "row0")).join("\n")}
@@ -234,9 +191,15 @@ ${dot(accOf(n))} }`
           }`)
       }
   }
-${walk(weights.map((n) => ({ load: load(n, `rowWord_${n}`), dot: dot(accOf(n)) })), `lane + ${LANES}u`)}`
+${walk(weights.map((n) => `${load(n, `rowWord_${n}`)}\n${dot(accOf(n))}`).join("\n"), `lane + ${LANES}u`)}`
       : `${weights.map((n) => rowWordsOf(n, "row0")).join("\n")}
-${walk(weights.map((n) => ({ load: load(n, `rowWord_${n}`), dot: dot(accOf(n)) })), "lane", inFlight)}`
+${
+        walk(
+          form.kind === "gated"
+            ? `${load("a", "rowWord_a")}\n${dot("acc")}\n${load("u", "rowWord_u")}\n${dot("accu")}`
+            : `${load("a", "rowWord_a")}\n${dot("acc")}`
+        )
+      }`
     : uniform
     ? `  let wrow = (wid.x + wid.y * nwg.x) * ${rowsPerGroup}u;
   var wpart = 0u;
@@ -249,29 +212,22 @@ ${
       weights.map((n, i) =>
         `  ${i > 0 ? "else " : ""}if (wpart == ${i}u) {
 ${rowWordsOf(n, "prow")}
-${walk([{ load: load(n, `rowWord_${n}`), dot: dotOf(n, "acc") }], "lane", inFlight)}
+${walk(`${load(n, `rowWord_${n}`)}\n${dotOf(n, "acc")}`)}
   }`
       ).join("\n")
     }`
     : `${stackRows(form.parts, R, 2, "rowWord", "rowPart")}
 ${
-      types.length === 1
-        ? walk(
-          [{
-            load: weights.map((n, i) => `${i > 0 ? "else " : ""}if (rowPart[r] == ${i}u) { ${load(n, "rowWord")} }`)
-              .join(" "),
-            dot: dot("acc")
-          }],
-          "lane",
-          inFlight
-        )
-        // parts of different types: each row's load and dot products in its part's branch, a pair at a time
-        : walk([{
-          load: weights.map((n, i) =>
+      walk(
+        types.length === 1
+          ? `${
+            weights.map((n, i) => `${i > 0 ? "else " : ""}if (rowPart[r] == ${i}u) { ${load(n, "rowWord")} }`).join(" ")
+          }
+${dot("acc")}`
+          : weights.map((n, i) =>
             `${i > 0 ? "else " : ""}if (rowPart[r] == ${i}u) { ${load(n, "rowWord")}\n${dotOf(n, "acc")} }`
-          ).join(" "),
-          dot: ""
-        }])
+          ).join(" ")
+      )
     }`
   const reduce = (acc: string, red: string) =>
     subgroups
@@ -376,9 +332,6 @@ ${storeBlock}
       ...(uniform ? { uniform } : {}),
       ...(prefetch ? { prefetch } : {}),
       ...(R !== INT8_ROWS ? { int8Rows: R } : {}),
-      ...(inFlight > 1 && !prefetch && !(form.kind === "stack" && !uniform && types.length > 1)
-        ? { inFlight }
-        : {}),
       ...(types.length > 1 ? { types: weights.map(typeOf).join(",") } : {}),
       ...made?.variant,
       ...stores?.variant

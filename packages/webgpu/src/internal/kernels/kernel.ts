@@ -140,12 +140,6 @@ export interface QuantizedDecode {
    * ran 6% slower so on the H200)
    */
   readonly prefetch?: boolean
-  /**
-   * the int8 form's pairs of blocks a lane loads, for every row it owns, before their dot products (more
-   * weight bytes in flight a lane; not with prefetch, nor a stack of parts of different types); default: 1
-   * (two ran an 8B q8_0 decode 10% slower on the H200, benchmarks/RESULTS.md)
-   */
-  readonly pairsInFlight?: number
   /** rows a subgroup of the int8 form owns; default: 2 (1 ran an 8B q8_0 decode 13% slower) */
   readonly int8Rows?: number
 }
