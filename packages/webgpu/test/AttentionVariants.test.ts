@@ -61,10 +61,9 @@ describe.skipIf(!adapterAvailable)("WebGPU attention kernel variants", () => {
   // device has subgroups) with K and V read four values per load, the scores' lanes across the keys (the
   // default there) or across the head dimension, and the keys split over workgroups (then merged by a second
   // dispatch: a lane a split up to a subgroup's lanes, else fewer splits than the merge reads at a time, and
-  // more with a remainder), its scalar form (a
-  // head size not a multiple of 4) in one split, the mask shared by the heads or one a head, the
-  // subgroup-matrix form for more rows (a tail of rows past its 64, where the device has the matrices), and
-  // the row form everywhere else
+  // more with a remainder), its scalar form (a head size not a multiple of 4) in one split, the mask shared by
+  // the heads or one a head, the subgroup-matrix form for more rows (a tail of rows past its 64, where the
+  // device has the matrices), and the row form everywhere else
   const decodeFamilies = ["flash_attn_decode", "flash_attn_merge"] as const
   const attentionForms = [
     // a key a lane (keyLanes 1); the other keys forms take four lanes a key (the default)
