@@ -23,6 +23,9 @@
  *   tsx llm.ts run DIR NAME --f32-decode   q4_0 and q8_0 decode without the int8 form (to compare)
  *   tsx llm.ts run DIR NAME --mv-prefetch   the int8 form's first pairs of blocks loaded before b is rounded
  *   tsx llm.ts run DIR NAME --mv-rows N   rows a subgroup of the int8 form owns (default 2)
+ *   tsx llm.ts run DIR NAME --mv-split N   the int8 form's K split over workgroups of at most N values each
+ *                                                 where its grid is small (default: no split)
+ *   tsx llm.ts run DIR NAME --mv-split-below N   ... where its grid has fewer than N workgroups (default 1024)
  *   tsx llm.ts run DIR NAME --toggles skip_validation   extra Dawn toggles (after the defaults)
  *   tsx llm.ts run DIR NAME --f32-activations      a prompt's activations kept f32 (f16 for products on subgroup
  *                                                 matrices by default)
@@ -92,7 +95,9 @@ const valued = [
   "--projections",
   "--copy-loads",
   "--steps-ahead",
-  "--mv-rows"
+  "--mv-rows",
+  "--mv-split",
+  "--mv-split-below"
 ]
 const names = rest.filter((n, i) => !n.startsWith("--") && !valued.includes(rest[i - 1]))
 const attentionAt = rest.indexOf("--attention")
@@ -131,7 +136,11 @@ const attentionDecode = {
 const decodeForms = {
   ...(rest.includes("--f32-decode") ? { int8: false } : {}),
   ...(rest.includes("--mv-prefetch") ? { prefetch: true } : {}),
-  ...(rest.includes("--mv-rows") ? { int8Rows: Number(rest[rest.indexOf("--mv-rows") + 1]) } : {})
+  ...(rest.includes("--mv-rows") ? { int8Rows: Number(rest[rest.indexOf("--mv-rows") + 1]) } : {}),
+  ...(rest.includes("--mv-split") ? { int8Split: Number(rest[rest.indexOf("--mv-split") + 1]) } : {}),
+  ...(rest.includes("--mv-split-below")
+    ? { int8SplitBelow: Number(rest[rest.indexOf("--mv-split-below") + 1]) }
+    : {})
 }
 const quantizedDecode = Object.keys(decodeForms).length > 0 ? { rows: 2, columns: 8, ...decodeForms } : undefined
 const gpuOptions = {
@@ -236,6 +245,8 @@ const measure = (name: string) =>
       copy_loads: gpuOptions.copyLoads ?? "words",
       mv_prefetch: gpuOptions.quantizedDecode?.prefetch === true,
       mv_rows: gpuOptions.quantizedDecode?.int8Rows ?? 2,
+      mv_split: gpuOptions.quantizedDecode?.int8Split ?? "none",
+      mv_split_below: gpuOptions.quantizedDecode?.int8SplitBelow ?? 1024,
       steps_ahead: rest.includes("--steps-ahead") ? Number(rest[rest.indexOf("--steps-ahead") + 1]) : 1,
       device: device.name,
       bytes: model.bytes,

@@ -7,7 +7,8 @@
  *
  *   tsx kernel-check.ts [SECTION...]   (bundle it as bench/llm.ts is to run it on the GPU machine)
  *
- * SECTION: products, split, batched, attention, prefill, stack, plain, stores, norms, merge (default: all)
+ * SECTION: products, split, batched, attention, prefill, stack, plain, stores, norms, merge, mvsplit (default:
+ * all)
  */
 import { Graph, Ops } from "@effect-gpu/core"
 import * as Cpu from "@effect-gpu/core/Cpu"
@@ -426,6 +427,35 @@ const program = Effect.gen(function*() {
     const ok = error <= 1e-4 && kernels.includes("merge=32x") && !kernels.includes("flash_attn_merge")
     if (!ok) failed++
     console.log(JSON.stringify({ mergeInProduct: { D, wo: wt }, kernels, nmse: error, bound: 1e-4, ok }))
+  }
+  // the int8 form with K split over workgroups (int8Splits.ts; QuantizedDecode.int8Split, off by default) at
+  // 32 lanes, an 8B model's decoding shapes: the output projection and down with the residual added (2 and 7
+  // splits of 2048), gate and up with their swiglu, against the CPU's products
+  const [splitGpu] = yield* WebGpu.make({ devices: 1, quantizedDecode: { rows: 2, columns: 8, int8Split: 2048 } })
+  const int8SplitCases = [["q8_0", 4096, 4096, "add"], ["q4_0", 14336, 4096, "add"], ["q8_0", 4096, 14336, "gated"], [
+    "q4_K",
+    14336,
+    4096,
+    "add"
+  ]] as const
+  for (const [at, K, M, form] of only("mvsplit", int8SplitCases)) {
+    const g = Graph.make()
+    const a = yield* g.param("a", at, [K, M])
+    const u = yield* g.param("u", at, [K, M])
+    const x = yield* g.input("x", "f32", [K, 1])
+    const r = yield* g.input("r", "f32", [M, 1])
+    const y = yield* g.output(
+      form === "gated" ? Ops.swiglu(Ops.mulMat(a, x), Ops.mulMat(u, x)) : Ops.add(r, Ops.mulMat(a, x))
+    )
+    const { error, kernels } = yield* against(splitGpu, g, y, [
+      [a, Quant.unsafeQuantize(at, Generators.values(80, K * M))],
+      ...(form === "gated" ? [[u, Quant.unsafeQuantize(at, Generators.values(81, K * M))] as const] : []),
+      [x, Generators.values(82, K)],
+      ...(form === "add" ? [[r, Generators.values(83, M)] as const] : [])
+    ])
+    const ok = error <= 1e-4 && kernels.includes(`splits=${K / 2048}`) && kernels.includes("mvq8_merge")
+    if (!ok) failed++
+    console.log(JSON.stringify({ int8Split: { a: at, K, M, form }, kernels, nmse: error, bound: 1e-4, ok }))
   }
   if (failed > 0) process.exitCode = 1
 })

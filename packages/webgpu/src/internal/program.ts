@@ -310,7 +310,9 @@ export const build = (
         if (attention.kernel.variant.split !== true || attention.kernel.next === undefined) return
         const p = prepare(node, mulMat(node, ctx.target, node.op._tag === "MulMatAdd" ? node.src[2] : undefined, merge))
         if (!takes(p.kernel, merge)) return
-        fusedAt.set(i - 1, attention)
+        // the attention without its merge (the product merges)
+        const { next: _merge, ...alone } = attention.kernel
+        fusedAt.set(i - 1, { ...attention, kernel: alone })
         fusedAt.set(i, p)
       } catch {
         // the attention, its merge and the product each as they run alone
@@ -364,26 +366,31 @@ export const build = (
         }
       }
     })
+    // a kernel and the dispatches that follow it for the same node (a reduction of partial results): each
+    // next as the kernel before it ran (a fallback brings its own: a split product's merge or none)
+    const withNexts = (first: ReturnType<typeof prepare>) => {
+      const all = [first]
+      for (let next = first.kernel.next; next !== undefined;) {
+        const p = prepare(first.node, next)
+        all.push(p)
+        next = p.kernel.next
+      }
+      return all
+    }
     const prepared = units.flatMap((unit, i): Array<ReturnType<typeof prepare> | KernelError | UnsupportedOp> => {
-      const fused = fusedAt.get(i)
-      if (fused !== undefined) return [fused]
-      if (gone.has(i)) return []
       const node = unit[unit.length - 1]
-      const kernel = unit.length > 1 ? Elementwise.chain(unit, ctx.target) : Select.kernelFor(node, ctx.target)
+      const fused = fusedAt.get(i)
+      if (gone.has(i) && fused === undefined) return []
+      const kernel = fused !== undefined
+        ? fused.kernel
+        : unit.length > 1
+        ? Elementwise.chain(unit, ctx.target)
+        : Select.kernelFor(node, ctx.target)
       if (kernel === undefined) {
         return [new UnsupportedOp({ op: Op.name(node.op), dtypes: [node.dtype], device: ctx.name })]
       }
       try {
-        // a kernel and the dispatches that follow it for the same node (a reduction of partial results)
-        const first = prepare(node, kernel)
-        const rest: Array<ReturnType<typeof prepare>> = []
-        // each next as the kernel before it ran (a fallback brings its own: a split product's merge or none)
-        for (let next = first.kernel.next; next !== undefined;) {
-          const p = prepare(node, next)
-          rest.push(p)
-          next = p.kernel.next
-        }
-        return [first, ...rest]
+        return withNexts(fused ?? prepare(node, kernel))
       } catch (e) {
         return [
           new KernelError({

@@ -3,13 +3,14 @@
  * llama.cpp's MMVQ): b rounded to int8 blocks by each workgroup (q8_0's for the 32-value types, q8_K's for
  * the k-quants, as ggml's CPU rounds it for each), int8 dot products over 64 values of a row at a time
  * (int8Blocks.ts reads each type); one product, a gated FFN's two with their swiglu, or a stack of products
- * over the same b.
+ * over the same b; K split over several workgroups where asked (int8Splits.ts).
  *
  * @internal
  */
 import type * as Tensor from "@effect-gpu/core/Tensor"
 import type { Int8Type } from "./int8Blocks.js"
 import { helpers, K_WORDS, kDot, kLoad, PAIR_WORDS, pairDot } from "./int8Blocks.js"
+import * as Splits from "./int8Splits.js"
 import type { Kernel, KernelTarget } from "./kernel.js"
 import * as KernelSpec from "./kernel.js"
 import { entry, range, repeat, stridesAligned, SUBGROUP_LANES } from "./kernel.js"
@@ -39,6 +40,32 @@ const INT8_TYPES: ReadonlySet<string> = new Set(["q4_0", "q4_1", "q5_0", "q8_0",
 
 /** the k-quants: blocks of 256 values, b rounded as q8_K (one f32 scale a block of 256) */
 const kQuant = (dtype: Int8Type) => dtype === "q4_K" || dtype === "q6_K"
+
+/** rows a subgroup of the int8 form owns on `target` */
+const rowsOf = (target: KernelTarget) => Math.max(1, Math.floor(target.quantizedDecode?.int8Rows ?? INT8_ROWS))
+
+/**
+ * @internal: the workgroups the int8 form splits a product's K over (int8Splits.ts): 1 unless asked; K cut
+ * into whole runs of a lane's 64 values (a k-quant's blocks of 256)
+ */
+export const int8Splits = (product: Pick<Product, "M" | "K" | "batches">, dtype: string, target: KernelTarget) =>
+  Splits.splitsOf(
+    product.K,
+    dtype === "q4_K" || dtype === "q6_K" ? 256 : 64,
+    Math.ceil(product.M / (INT8_WARPS * rowsOf(target))) * product.batches,
+    target
+  )
+
+/**
+ * @internal: bytes of partial sums after the result of a product the int8 form computes in splits (a gated
+ * product keeps its two products' sums)
+ */
+export const int8Scratch = (
+  product: Pick<Product, "M" | "K" | "batches">,
+  dtype: string,
+  gated: boolean,
+  target: KernelTarget
+) => Splits.scratchOf(int8Splits(product, dtype, target), product.M * product.batches, gated ? 2 : 1)
 
 /**
  * @internal: whether weights of these types can share one rounding of b (a stack's parts): all 32-value
@@ -83,23 +110,34 @@ export const int8MatVec = (
   dtype: Int8Type,
   target: KernelTarget,
   fallback: Kernel,
-  form: Int8Form = { kind: "plain" }
+  form: Int8Form = { kind: "plain" },
+  splitting = true
 ): Kernel => {
   const gated = form.kind === "gated"
   const stores = form.kind === "stack" ? form.stores : undefined
   const WGS = INT8_WARPS * LANES
+  const { K, M, batches, bias, epilogue, params } = product
+  // split-K (int8Splits.ts): each workgroup takes K / S of b and of its rows; a second dispatch adds up
+  const S = splitting ? int8Splits(product, dtype, target) : 1
+  const split = S > 1 ? Splits.splitK(product, S, gated, stores) : undefined
+  const Ks = K / S
   // b made here where its workgroup memory fits beside b's blocks (else b is read, and no fusion takes this)
   const made = form.made !== undefined &&
-      int8Bytes(product.K, dtype) + form.made.workgroupBytes(WGS) <= (target.workgroupStorage ?? 16384)
+      int8Bytes(Ks, dtype) + form.made.workgroupBytes(WGS) <= (target.workgroupStorage ?? 16384)
     ? form.made
     : undefined
-  const { K, M, batches, bias, epilogue, params } = product
-  // b made here, not bound
-  const operands = made === undefined ? product.operands : product.operands.filter((o) => o.name !== "b")
-  const R = Math.max(1, Math.floor(target.quantizedDecode?.int8Rows ?? INT8_ROWS))
+  // the stores this kernel makes (a split product's merge makes them)
+  const kept = split === undefined ? stores : undefined
+  // b made here, not bound; a split product's result reaching over its partial sums
+  const operands = (made === undefined ? product.operands : product.operands.filter((o) => o.name !== "b"))
+    .map((o) => split !== undefined && o.name === "d" ? split.d : o)
+  const R = rowsOf(target)
   const rowsPerGroup = INT8_WARPS * R
   const groups = Math.ceil(M / rowsPerGroup)
-  const pairs = K / 64
+  // the pairs of blocks a workgroup walks (of its split)
+  const pairs = Ks / 64
+  // b's index from a workgroup's k (its split's first value kb on)
+  const kOf = (k: string) => split !== undefined ? `kb + ${k}` : k
   const subgroups = target.subgroups === true && target.subgroupSize === LANES
   // b read four values per load where its rows are contiguous runs of fours
   const fours = stridesAligned(b, 4)
@@ -143,14 +181,16 @@ export const int8MatVec = (
   // pair p's values of b (as int8 words) and its two blocks' scales and sums
   const pairOfB = `let y = array<u32, 16>(${
     range(4).map((j) => {
-      const at = `ys[${j * pairs}u + p]`
+      const at = `ys[${j * pairs}u + lp]`
       return `${at}.x, ${at}.y, ${at}.z, ${at}.w`
     }).join(", ")
   });
-    let e0 = es[2u * p];
-    let e1 = es[2u * p + 1u];`
+    let e0 = es[2u * lp];
+    let e1 = es[2u * lp + 1u];`
+  // (lp the pair within the workgroup's split, p within the row)
   const walk = (inner: string, from = "lane") =>
-    `  for (var p = ${from}; p < ${pairs}u; p += ${LANES}u) {
+    `  for (var lp = ${from}; lp < ${pairs}u; lp += ${LANES}u) {
+    let p = ${split !== undefined ? "lp + pb" : "lp"};
     ${pairOfB}
     for (var r = 0u; r < ${R}u; r++) {
       var w: array<u32, ${PW}>;
@@ -159,7 +199,8 @@ ${inner}
   }`
   // the prefetch form (plain and gated products): each lane's first pair of its rows loaded before b is
   // rounded, so that the weights' first reads wait while the workgroup rounds b, not after it
-  const prefetch = target.quantizedDecode?.prefetch === true && form.kind !== "stack" && !kQuant(dtype)
+  const prefetch = target.quantizedDecode?.prefetch === true && form.kind !== "stack" && !kQuant(dtype) &&
+    split === undefined
   const out = KernelSpec.writesOut(target)
   const accOf = (n: string) => n === "u" ? "accu" : "acc"
   const early = prefetch
@@ -179,6 +220,7 @@ ${
     ? prefetch
       ? `  if (lane < ${pairs}u) {
     let p = lane;
+    let lp = lane;
     ${pairOfB}
 ${
         repeat(R, "rr", out, (r) =>
@@ -259,11 +301,11 @@ ${dot("acc")}`
     ys[(h + 1u) * ${pairs}u + p] = vec4<u32>(q[4], q[5], q[6], q[7]);
     es[blk] = vec2<f32>(d, f32(sum));`
   // ggml's quantize_row_q8_0: d = amax / 127 (stored f16), values rounded half away from zero
-  const roundQ80 = `  for (var blk = lid; blk < ${K / 32}u; blk += ${WGS}u) {
+  const roundQ80 = `  for (var blk = lid; blk < ${Ks / 32}u; blk += ${WGS}u) {
     var x: array<vec4<f32>, 8>;
     var amax = 0.0;
     for (var i = 0u; i < 8u; i++) {
-      x[i] = ${fourAt("blk * 32u + 4u * i")};
+      x[i] = ${fourAt(kOf("blk * 32u + 4u * i"))};
       let m = abs(x[i]);
       amax = max(amax, max(max(m.x, m.y), max(m.z, m.w)));
     }
@@ -282,11 +324,11 @@ ${storeBlock}
   // ggml's quantize_row_q8_K: over each 256 values the one of largest magnitude (the first of equals) sets
   // iscale = -127 / it, values rounded to nearest even and kept at 127 at most, d = 1 / iscale (f32); each
   // 32 values' largest first, then each 256's from its eight
-  const roundQ8K = `  for (var blk = lid; blk < ${K / 32}u; blk += ${WGS}u) {
+  const roundQ8K = `  for (var blk = lid; blk < ${Ks / 32}u; blk += ${WGS}u) {
     var amax = 0.0;
     var top = 0.0;
     for (var i = 0u; i < 8u; i++) {
-      let x = ${fourAt("blk * 32u + 4u * i")};
+      let x = ${fourAt(kOf("blk * 32u + 4u * i"))};
       for (var c = 0u; c < 4u; c++) {
         if (abs(x[c]) > amax) {
           amax = abs(x[c]);
@@ -297,7 +339,7 @@ ${storeBlock}
     es[blk] = vec2<f32>(amax, top);
   }
   workgroupBarrier();
-  for (var sb = lid; sb < ${K / 256}u; sb += ${WGS}u) {
+  for (var sb = lid; sb < ${Ks / 256}u; sb += ${WGS}u) {
     var e = es[8u * sb];
     for (var j = 1u; j < 8u; j++) {
       let f = es[8u * sb + j];
@@ -306,18 +348,40 @@ ${storeBlock}
     tops[sb] = e.y;
   }
   workgroupBarrier();
-  for (var blk = lid; blk < ${K / 32}u; blk += ${WGS}u) {
+  for (var blk = lid; blk < ${Ks / 32}u; blk += ${WGS}u) {
     let top = tops[blk / 8u];
     let iscale = select(0.0, -127.0 / top, top != 0.0);
     let d = select(0.0, 1.0 / iscale, top != 0.0);
     var sum = 0i;
     var q: array<u32, 8>;
     for (var i = 0u; i < 8u; i++) {
-      let r = min(vec4<i32>(round(${fourAt("blk * 32u + 4u * i")} * iscale)), vec4<i32>(127));
+      let r = min(vec4<i32>(round(${fourAt(kOf("blk * 32u + 4u * i"))} * iscale)), vec4<i32>(127));
       sum += r.x + r.y + r.z + r.w;
       q[i] = pack4xI8(r);
     }
 ${storeBlock}
+  }`
+  // each row's result: its bias, a gated product's swiglu, a stack's stores
+  const results = `  if (lid < ${rowsPerGroup}u) {
+    let row = (wid.x + wid.y * nwg.x) * ${rowsPerGroup}u + lid;
+    let m = row;
+    let nn = 0u;
+    var v = ${gated ? "silu_s(red[lid]) * redu[lid]" : "red[lid]"};
+    ${epilogue}
+    if (row < P.d_ne0) {
+      st_d(ix_d(m, nn, b2, b3), v);
+      ${stores?.code ?? ""}
+    }
+  }`
+  // a split's sums of its rows into the scratch after the result (each set split by split), for its merge
+  const count = M * batches
+  const partials = `  if (lid < ${rowsPerGroup}u) {
+    let row = (wid.x + wid.y * nwg.x) * ${rowsPerGroup}u + lid;
+    if (row < P.d_ne0) {
+      let at = P.d_o + P.scratch + sp * ${count}u + bz * P.d_ne0 + row;
+      st_d(at, red[lid]);
+      ${gated ? `st_d(at + ${S * count}u, redu[lid]);` : ""}
+    }
   }`
   return KernelSpec.make({
     variant: {
@@ -333,24 +397,35 @@ ${storeBlock}
       ...(prefetch ? { prefetch } : {}),
       ...(R !== INT8_ROWS ? { int8Rows: R } : {}),
       ...(types.length > 1 ? { types: weights.map(typeOf).join(",") } : {}),
+      ...(split !== undefined ? { splits: S } : {}),
       ...made?.variant,
       ...stores?.variant
     },
     enables: subgroups ? ["subgroups"] : [],
-    operands: [...operands, ...(stores?.operands ?? []), ...(made?.operands ?? [])],
-    params: [...params, ...(stores?.params ?? []), ...(made?.params ?? [])],
-    workgroups: [Math.min(groups, target.maxWorkgroups), Math.ceil(groups / target.maxWorkgroups), batches],
+    // a split product's stores are its merge's
+    operands: [...operands, ...(kept?.operands ?? []), ...(made?.operands ?? [])],
+    params: [
+      ...params,
+      ...(split !== undefined ? [split.scratch] : []),
+      ...(kept?.params ?? []),
+      ...(made?.params ?? [])
+    ],
+    workgroups: [Math.min(groups, target.maxWorkgroups), Math.ceil(groups / target.maxWorkgroups), batches * S],
     vec4: true,
-    scalar: [...weights, ...(stores?.operands.map((o) => o.name) ?? [])],
-    fallback,
+    scalar: [...weights, ...(kept?.operands.map((o) => o.name) ?? [])],
+    // the unsplit form where the partial sums do not fit after the result
+    fallback: split !== undefined
+      ? int8MatVec(product, b, dtype, target, fallback, form, false)
+      : fallback,
+    ...(split !== undefined ? { next: split.merge } : {}),
     main: `
 // b's blocks as int8, vec4 j of pair p at j * ${pairs} + p (lanes read consecutive vec4); each 32 values'
 // scale (f16-rounded as a q8_0 block stores it; a q8_K block's f32 one) and the sum of their int8 values
-var<workgroup> ys: array<vec4<u32>, ${K / 16}>;
-var<workgroup> es: array<vec2<f32>, ${K / 32}>;
-${kQuant(dtype) ? `var<workgroup> tops: array<f32, ${K / 256}>;` : ""}
+var<workgroup> ys: array<vec4<u32>, ${Ks / 16}>;
+var<workgroup> es: array<vec2<f32>, ${Ks / 32}>;
+${kQuant(dtype) ? `var<workgroup> tops: array<f32, ${Ks / 256}>;` : ""}
 ${types.map(helpers).join("\n")}
-${stores?.decls ?? ""}
+${kept?.decls ?? ""}
 ${made?.decls(WGS) ?? ""}
 var<workgroup> part: array<f32, ${subgroups ? 1 : WGS}>;
 var<workgroup> red: array<f32, ${rowsPerGroup}>;
@@ -358,8 +433,18 @@ ${gated ? `var<workgroup> redu: array<f32, ${rowsPerGroup}>;` : ""}
 ${subgroups ? `${SUBGROUP_LANES}\n${entry(WGS, true)}` : entry(WGS)}
   let lane = lid % ${LANES}u;
   let grp = lid / ${LANES}u;
-  let b2 = wid.z % P.d_ne2;
-  let b3 = wid.z / P.d_ne2;
+${
+      split !== undefined
+        ? `  // split sp of batch bz: K from kb, pairs from pb
+  let sp = wid.z % ${S}u;
+  let bz = wid.z / ${S}u;
+  let kb = sp * ${Ks}u;
+  let pb = sp * ${pairs}u;
+  let b2 = bz % P.d_ne2;
+  let b3 = bz / P.d_ne2;`
+        : `  let b2 = wid.z % P.d_ne2;
+  let b3 = wid.z / P.d_ne2;`
+    }
   let row0 = (wid.x + wid.y * nwg.x) * ${rowsPerGroup}u + grp * ${R}u;
 ${early}
 ${made?.prologue(WGS) ?? ""}
@@ -372,17 +457,7 @@ ${rows}
 ${reduce("acc", "red")}
 ${gated ? reduce("accu", "redu") : ""}
   workgroupBarrier();
-  if (lid < ${rowsPerGroup}u) {
-    let row = (wid.x + wid.y * nwg.x) * ${rowsPerGroup}u + lid;
-    let m = row;
-    let nn = 0u;
-    var v = ${gated ? "silu_s(red[lid]) * redu[lid]" : "red[lid]"};
-    ${epilogue}
-    if (row < P.d_ne0) {
-      st_d(ix_d(m, nn, b2, b3), v);
-      ${stores?.code ?? ""}
-    }
-  }
+${split !== undefined ? partials : results}
 }`
   })
 }

@@ -142,6 +142,14 @@ export interface QuantizedDecode {
   readonly prefetch?: boolean
   /** rows a subgroup of the int8 form owns; default: 2 (1 ran an 8B q8_0 decode 13% slower) */
   readonly int8Rows?: number
+  /**
+   * the int8 form splits K over workgroups of at most this many values each (split-K, a second dispatch
+   * adding their sums) where its grid has fewer than `int8SplitBelow` workgroups; default: no split (not yet
+   * timed on a GPU)
+   */
+  readonly int8Split?: number
+  /** the grids the int8 form splits where int8Split is set: fewer workgroups than this; default 1024 */
+  readonly int8SplitBelow?: number
 }
 
 /** @internal: flash attention's decode form, each field overriding the default */

@@ -152,14 +152,28 @@ const weightCopy = (node: Tensor.Tensor, target: KernelTarget) => {
 }
 
 /**
- * @internal: bytes of scratch a mul_mat node's kernel keeps after its result: a split-K product's partials,
- * and a weight copy's f16 weights after them
+ * @internal: bytes of scratch a product node's kernel keeps after its result: a split-K product's partials
+ * (the int8 form's at decode, int8Splits.ts; subgroup matrices'), and a weight copy's f16 weights after them
  */
 export const scratchBytes = (node: Tensor.Tensor, target: KernelTarget): number => {
+  const [a, b] = node.src
+  const shape = { M: node.ne[0], N: node.ne[1], K: a.ne[0], batches: node.ne[2] * node.ne[3] }
+  if (node.op._tag === "MulMatSwiglu") {
+    return int8Gated(shape, a, node.src[1], target) ? Int8.int8Scratch(shape, a.dtype, true, target) : 0
+  }
+  if (node.op._tag === "MulMatStack") {
+    return int8Stack(shape, node.src.slice(0, node.op.parts), target)
+      ? Int8.int8Scratch(shape, a.dtype, false, target)
+      : 0
+  }
+  const product = Product.of(node, node.op._tag === "MulMatAdd" ? node.src[2] : undefined)
+  if (product.quantized && decodes(product, target)) {
+    const int8 = decodeShape(target).int8 !== false && Int8.int8Applies(product, a, target)
+    return int8 ? Int8.int8Scratch(product, a.dtype, false, target) : 0
+  }
   const copied = weightCopy(node, target)
   if (copied !== undefined) return copied.scratch
-  const product = Product.of(node, node.op._tag === "MulMatAdd" ? node.src[2] : undefined)
-  const tile = matrixTiling(product, node.src[0], node.src[1], target)
+  const tile = matrixTiling(product, a, b, target)
   return tile === undefined ? 0 : splitScratch(product, tile)
 }
 

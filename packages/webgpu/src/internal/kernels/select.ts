@@ -128,7 +128,8 @@ const unreachable = (op: never): never => {
 export const scratchBytes = (node: Tensor.Tensor, target: KernelTarget): number =>
   node.op._tag === "FlashAttnExt" || node.op._tag === "RopeFlashAttnExt"
     ? attentionScratch(node, target)
-    : node.op._tag === "MulMat" || node.op._tag === "MulMatAdd"
+    : node.op._tag === "MulMat" || node.op._tag === "MulMatAdd" || node.op._tag === "MulMatSwiglu" ||
+        node.op._tag === "MulMatStack"
     ? mulMatScratch(node, target)
     : 0
 
