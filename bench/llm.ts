@@ -42,6 +42,8 @@
  *                                                 by the output projection that reads them, for outputs up to 2048)
  *   tsx llm.ts run DIR NAME --merges-in-products   the same at every size (the 8B shapes too)
  *   tsx llm.ts run DIR NAME --copy-loads words|vec4   how the f16 copy of q4_0 / q8_0 weights stages its runs
+ *   tsx llm.ts run DIR NAME --copies-ahead   a prompt's weight copies made beside the dispatch before each
+ *                                                 product (default: a dispatch of their own)
  *   tsx llm.ts run DIR NAME --steps-ahead N   greedy decoding's steps queued past the token awaited (default 1)
  *   tsx llm.ts run DIR NAME --q-prefill tiles|copy   a quantized prompt product's weights dequantized in its
  *                                                 tiles or copied into f16 first (default: the copy from 256 columns)
@@ -155,6 +157,7 @@ const gpuOptions = {
   ...(rest.includes("--merges-apart") ? { mergesInProducts: false } : {}),
   ...(rest.includes("--merges-in-products") ? { mergesInProducts: true } : {}),
   ...(rest.includes("--copy-loads") ? { copyLoads: rest[rest.indexOf("--copy-loads") + 1] as "words" | "vec4" } : {}),
+  ...(rest.includes("--copies-ahead") ? { copiesAhead: true } : {}),
   ...(rowThreadsAt >= 0 ? { rowThreads: Number(rest[rowThreadsAt + 1]) } : {}),
   ...(rest.includes("--q-prefill")
     ? { quantizedPrefill: rest[rest.indexOf("--q-prefill") + 1] as "tiles" | "copy" }
@@ -243,6 +246,7 @@ const measure = (name: string) =>
         : "auto",
       residuals: gpuOptions.residualsInProducts === true ? "products" : "apart",
       copy_loads: gpuOptions.copyLoads ?? "words",
+      copies: gpuOptions.copiesAhead === true ? "ahead" : "apart",
       mv_prefetch: gpuOptions.quantizedDecode?.prefetch === true,
       mv_rows: gpuOptions.quantizedDecode?.int8Rows ?? 2,
       mv_split: gpuOptions.quantizedDecode?.int8Split ?? "none",

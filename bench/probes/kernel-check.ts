@@ -7,8 +7,8 @@
  *
  *   tsx kernel-check.ts [SECTION...]   (bundle it as bench/llm.ts is to run it on the GPU machine)
  *
- * SECTION: products, split, batched, attention, prefill, stack, plain, stores, norms, merge, mvsplit (default:
- * all)
+ * SECTION: products, split, batched, attention, prefill, stack, plain, stores, norms, merge, mvsplit, ahead
+ * (default: all)
  */
 import { Graph, Ops } from "@effect-gpu/core"
 import * as Cpu from "@effect-gpu/core/Cpu"
@@ -456,6 +456,25 @@ const program = Effect.gen(function*() {
     const ok = error <= 1e-4 && kernels.includes(`splits=${K / 2048}`) && kernels.includes("mvq8_merge")
     if (!ok) failed++
     console.log(JSON.stringify({ int8Split: { a: at, K, M, form }, kernels, nmse: error, bound: 1e-4, ok }))
+  }
+  // a prompt's weight copies made beside the products before theirs (copiesAhead, sideJob.ts): three
+  // quantized products of a 1B model's widths over 512 columns on subgroup matrices (f16 activations bound
+  // 8 a load, the copies' own bindings vec4), the second and third copies carried by the first and second
+  // products, against the CPU
+  const [aheadGpu] = yield* WebGpu.make({ devices: 1, copiesAhead: true, quantizedPrefill: "copy" })
+  for (const types of only("ahead", [["q8_0", "q4_0", "q8_0"], ["q4_K", "q6_K", "q4_K"]] as const)) {
+    const g = Graph.make()
+    const x = yield* g.input("x", "f32", [2048, 512])
+    const ws = yield* Effect.forEach(types, (t, i) => g.param(`w${i}`, t, [2048, 2048]))
+    const h = Ops.mulMat(ws[2], Ops.mulMat(ws[1], Ops.mulMat(ws[0], x)))
+    const y = yield* g.output(h)
+    const { error, kernels } = yield* against(aheadGpu, g, y, [
+      ...ws.map((w, i) => [w, Quant.unsafeQuantize(types[i], Generators.values(90 + i, 2048 * 2048))] as const),
+      [x, Generators.values(93, 2048 * 512)]
+    ])
+    const ok = error <= 1e-3 && kernels.split("side=half_copy").length === 3
+    if (!ok) failed++
+    console.log(JSON.stringify({ copiesAhead: { types }, kernels, nmse: error, bound: 1e-3, ok }))
   }
   if (failed > 0) process.exitCode = 1
 })

@@ -268,6 +268,46 @@ const suite = (gpu: boolean) =>
           }
         }).pipe(Effect.provide(layer)), 120_000)
 
+      // a prompt whose quantized products copy their weights into f16 first, each copy but the first made
+      // beside a product before its own (copiesAhead: the copies alternate between two buffers of the
+      // program's), giving the logits of copies apart value for value
+      it.scoped("a prompt's weight copies made beside the products before theirs give the logits of copies apart", () =>
+        Effect.gen(function*() {
+          const device = yield* pick(gpu)
+          if (device === undefined) {
+            return
+          }
+          if (!device.description.includes("shader-f16")) {
+            console.log(`no shader-f16 on ${device.description}: no f16 copies`)
+            return
+          }
+          const [apart] = yield* WebGpu.make({ devices: 1, quantizedPrefill: "copy" })
+          const [ahead] = yield* WebGpu.make({ devices: 1, quantizedPrefill: "copy", copiesAhead: true })
+          for (const dtype of ["q8_0", "q4_K"] as const) {
+            const m = yield* model({ dtype, hidden: 256, ffn: 256 })
+            const [before, after] = yield* Effect.forEach([apart, ahead], (on) =>
+              Effect.gen(function*() {
+                const weights = yield* Weights.load(on, m.file, m.bytes)
+                const context = yield* Context.make(on, m.h, weights, { size: 16 })
+                const trace = yield* context.backend.captureNext
+                // past 8 positions: prompt products (the matrix-vector kernels take 8 columns or fewer)
+                const logits = yield* context.evaluate([...tokens, ...tokens])
+                return { entries: (yield* trace).entries, logits }
+              }))
+            const copies = (entries: typeof after.entries) =>
+              entries.filter((e) =>
+                e.variant?.family === "half_copy"
+              )
+            const carried = after.entries.filter((e) => String(e.variant?.side ?? "").startsWith("half_copy"))
+            // a layer's q/k/v, output, gate and up, and down products copy (the head reads one position)
+            assert.isAtLeast(copies(before.entries).length, 4 * shape.layers, dtype)
+            assert.strictEqual(copies(after.entries).length + carried.length, copies(before.entries).length, dtype)
+            // all but the first, each by the product before its own
+            assert.strictEqual(carried.length, copies(before.entries).length - 1, dtype)
+            assert.deepStrictEqual(Array.from(after.logits), Array.from(before.logits), dtype)
+          }
+        }).pipe(Effect.provide(layer)), 120_000)
+
       // a k-quant mix as llama.cpp's Q4_K_M makes it (attn_v and ffn_down in q6_K, the rest q4_K): each
       // layer's q/k/v one stack of both types storing its keys and values, the CPU's logits
       it.scoped("a decoding step of a q4_K / q6_K mix stacks q, k and v over both types, as the CPU computes it", () =>

@@ -42,6 +42,11 @@ export interface Operand {
   readonly within?: { readonly tensor: Tensor; readonly at: number }
   /** written by the kernel besides its result "d" (a table it also stores rows in): bound read-write */
   readonly writes?: boolean
+  /**
+   * bound as plain elements or vec4s whatever the kernel's `vec4`, `wide` and `scalar` say (a side job's
+   * operands, sideJob.ts, keep the job's own bindings)
+   */
+  readonly binding?: "plain" | "vec4"
 }
 
 /** @internal */
@@ -237,6 +242,12 @@ export interface KernelTarget {
   readonly quantizedPrefill?: "tiles" | "copy"
   /** overrides how the f16 copy of q4_0 / q8_0 weights stages its runs: a word a load, or 16 bytes (tests and benchmarks) */
   readonly copyLoads?: "words" | "vec4"
+  /**
+   * a quantized prompt product's f16 copy of its weights made by a product or prompt attention before it, in
+   * workgroups of its own beside that dispatch's (sideJob.ts), not by a dispatch of its own; default: off
+   * (not yet timed on a GPU)
+   */
+  readonly copiesAhead?: boolean
   /** overrides the invocations of a row kernel's workgroup (tests and benchmarks) */
   readonly rowThreads?: number
   /**

@@ -97,7 +97,8 @@ export const halfCopy = (
   copy: Operand,
   target: KernelTarget,
   vec = true,
-  loads: "words" | "vec4" = target.copyLoads ?? "words"
+  loads: "words" | "vec4" = target.copyLoads ?? "words",
+  size = WG
 ): Kernel => {
   const dtype = a.dtype as DType.Quantized
   const raw = RAW_BLOCKS[dtype]
@@ -108,7 +109,7 @@ export const halfCopy = (
   // (its reads then in flight together, not one awaited before the next); needs a's binding at 16 bytes
   const wide = raw !== undefined && vec && loads === "vec4"
   // pieces (blocks of 32 values) a workgroup takes
-  const run = staged ? (WG * RAW_VECS) / 8 : WG
+  const run = staged ? (size * RAW_VECS) / 8 : size
   // pieces a row, and rows, as the kernel sees them
   const [per, rows] = Tensor.isContiguous(a)
     ? [Tensor.nelements(a) / 32, 1]
@@ -124,7 +125,7 @@ export const halfCopy = (
     ? Math.ceil((2 + (run / 8) * kq) / 4)
     : 0
   const vec4s = raw === undefined ? 0 : Math.ceil((14 + run * raw.bytes) / 16)
-  const perThread = Math.ceil(vec4s / WG)
+  const perThread = Math.ceil(vec4s / size)
   const stage = wide
     ? `  let start = row + p0 * ${raw!.bytes}u;
   let blocks = min(${run}u, per - p0);
@@ -132,11 +133,11 @@ export const halfCopy = (
   let shift = start & 15u;
   let count = (shift + blocks * ${raw!.bytes}u + 15u) / 16u;
   // loads at clamped indices (a thread past the run reads its last vec4 again), then the stores
-${range(perThread).map((e) => `  let x${e} = qv_a(first + min(lid + ${e * WG}u, count - 1u));`).join("\n")}
+${range(perThread).map((e) => `  let x${e} = qv_a(first + min(lid + ${e * size}u, count - 1u));`).join("\n")}
 ${
       range(perThread).map((e) =>
-        `  if (lid + ${e * WG}u < count) { let i = 4u * (lid + ${
-          e * WG
+        `  if (lid + ${e * size}u < count) { let i = 4u * (lid + ${
+          e * size
         }u); S[i] = x${e}.x; S[i + 1u] = x${e}.y; S[i + 2u] = x${e}.z; S[i + 3u] = x${e}.w; }`
       ).join("\n")
     }`
@@ -145,18 +146,18 @@ ${
   let blocks = min(${run}u, per - p0);
   let shift = start & 2u;
   let count = (shift + (blocks / 8u) * ${kq}u + 3u) / 4u;
-  for (var i = lid; i < count; i += ${WG}u) { S[i] = qwi_a((start >> 2u) + i); }`
+  for (var i = lid; i < count; i += ${size}u) { S[i] = qwi_a((start >> 2u) + i); }`
     : `  let start = row + p0 * ${raw?.bytes}u;
   let blocks = min(${run}u, per - p0);
   let shift = start & 2u;
   let count = (shift + blocks * ${raw?.bytes}u + 3u) / 4u;
-  for (var i = lid; i < count; i += ${WG}u) { S[i] = qwi_a((start >> 2u) + i); }`
+  for (var i = lid; i < count; i += ${size}u) { S[i] = qwi_a((start >> 2u) + i); }`
   const decode = kq !== undefined
     ? `${stage}
   workgroupBarrier();
   let o = P.d_o + (r * per + p0) * 32u;
   for (var e = 0u; e < ${RAW_VECS}u; e++) {
-    let k = lid + e * ${WG}u;
+    let k = lid + e * ${size}u;
     let piece = k / 8u;
     if (piece < blocks) {
       ${put("(o >> 2u) + k", `kq_vec4((piece / 8u) * ${kq}u + shift, piece % 8u, k % 8u)`)}
@@ -172,7 +173,7 @@ ${range(8).map((i) => `  ${put(`(o >> 2u) + ${i}u`, `v[${i}]`)}`).join("\n")}`
   workgroupBarrier();
   let o = P.d_o + (r * per + p0) * 32u;
   for (var e = 0u; e < ${RAW_VECS}u; e++) {
-    let k = lid + e * ${WG}u;
+    let k = lid + e * ${size}u;
     let j = k % 8u;
     let b = (k / 8u) * ${raw.bytes}u + shift;
     if (k / 8u < blocks) {
@@ -182,7 +183,14 @@ ${range(8).map((i) => `  ${put(`(o >> 2u) + ${i}u`, `v[${i}]`)}`).join("\n")}`
     }
   }`
   const kernel = KernelSpec.make({
-    variant: { family: "half_copy", dtype, vec, lanes: staged, ...(wide ? { loads } : {}) },
+    variant: {
+      family: "half_copy",
+      dtype,
+      vec,
+      lanes: staged,
+      ...(wide ? { loads } : {}),
+      ...(size !== WG ? { size } : {})
+    },
     operands: [{ name: "a", tensor: a }, { ...copy, name: "d" }],
     params: [u32("per", per), u32("rows", rows)],
     workgroups: fold(runs, target.maxWorkgroups),
@@ -197,7 +205,7 @@ fn swat(o: u32) -> u32 {
 }
 ${kq !== undefined ? kVec4(dtype) : ""}`
     }
-${entry()}
+${entry(size)}
   let per = P.per;
   let runs = (per + ${run - 1}u) / ${run}u;
   let w = wg_linear(wid, nwg);
@@ -211,8 +219,10 @@ ${decode}
   })
   // vec4 bindings need their offsets aligned (the program checks): the vec4 form falls back to a's words
   // read one at a time, that to the copy stored a value at a time
-  if (wide) return { ...kernel, vec4: true, fallback: halfCopy(a, copy, target, true, "words") }
-  return vec ? { ...kernel, vec4: true, scalar: ["a"], fallback: halfCopy(a, copy, target, false) } : kernel
+  if (wide) return { ...kernel, vec4: true, fallback: halfCopy(a, copy, target, true, "words", size) }
+  return vec
+    ? { ...kernel, vec4: true, scalar: ["a"], fallback: halfCopy(a, copy, target, false, loads, size) }
+    : kernel
 }
 
 /** WGSL: the bytes of one block of values x (32 f32) appended to the words `w` from byte `at` */
