@@ -16,6 +16,7 @@
  *   pnpm bench --cases matmul,transformer_block --no-leaf-buffer  # inputs and weights in the compute buffer
  *   pnpm bench --cases flash_attn_prefill --no-peer --fa-prefill one-pass:4:no-prefetch   # a prompt attention form
  *   pnpm bench --cases prefill_q4_0 --no-peer --q-prefill tiles   # quantized weights dequantized in the tiles (or: copy)
+ *   pnpm bench --cases mv_q8_0 --no-peer --qdecode 2:8:s2048   # the int8 decode form's K in splits of 2048 at most
  *
  * Each case warms up until its speed settles: the H200's SM clock idles low and climbs over seconds.
  */

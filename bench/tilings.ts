@@ -35,14 +35,15 @@ export const parseRegs = (s: string) => {
  * of b staged, and ":a" to stage a's rows too
  */
 export const parseDecode = (s: string) => {
-  const m = /^(\d+):(\d+)(?::(\d+))?(:a)?(:f32)?$/.exec(s)
-  if (m === null) throw new Error(`a quantized decode shape is ROWS:COLUMNS[:STAGE][:a][:f32], got ${s}`)
+  const m = /^(\d+):(\d+)(?::(\d+))?(:a)?(:f32)?(?::s(\d+))?$/.exec(s)
+  if (m === null) throw new Error(`a quantized decode shape is ROWS:COLUMNS[:STAGE][:a][:f32][:sSPLIT], got ${s}`)
   return {
     rows: Number(m[1]),
     columns: Number(m[2]),
     ...(m[3] !== undefined ? { stage: Number(m[3]) } : {}),
     ...(m[4] !== undefined ? { staged: true } : {}),
-    ...(m[5] !== undefined ? { int8: false } : {})
+    ...(m[5] !== undefined ? { int8: false } : {}),
+    ...(m[6] !== undefined ? { int8Split: Number(m[6]) } : {})
   }
 }
 
