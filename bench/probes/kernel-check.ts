@@ -476,6 +476,26 @@ const program = Effect.gen(function*() {
     if (!ok) failed++
     console.log(JSON.stringify({ copiesAhead: { types }, kernels, nmse: error, bound: 1e-3, ok }))
   }
+  // ... and prompt attention carrying the copy of the output projection after it (the one-pass form on
+  // subgroup matrices: 256 query rows of 32 heads over 8, D 64), against the CPU
+  for (const wo of only("ahead", ["q8_0", "q4_K"] as const)) {
+    const g = Graph.make()
+    const q = yield* g.input("q", "f32", [64, 256, 32])
+    const k = yield* g.input("k", "f16", [64, 256, 8])
+    const v = yield* g.input("v", "f16", [64, 256, 8])
+    const w = yield* g.param("w", wo, [2048, 2048])
+    const attn = Ops.flashAttnExt(q, k, v, { scale: 0.125 })
+    const y = yield* g.output(Ops.mulMat(w, Ops.reshape(attn, [2048, 256])))
+    const { error, kernels } = yield* against(aheadGpu, g, y, [
+      [q, Generators.values(94, 64 * 256 * 32)],
+      ...[k, v].map((t, i) => [t, Generators.values(95 + i, 64 * 256 * 8)] as const),
+      [w, Quant.unsafeQuantize(wo, Generators.values(97, 2048 * 2048))]
+    ])
+    const ok = error <= 1e-3 && kernels.startsWith("flash_attn_tiles") && kernels.includes("side=half_copy") &&
+      !kernels.includes(" + half_copy")
+    if (!ok) failed++
+    console.log(JSON.stringify({ copiesAheadOfAttention: { wo }, kernels, nmse: error, bound: 1e-3, ok }))
+  }
   if (failed > 0) process.exitCode = 1
 })
 
