@@ -271,7 +271,8 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
   // into their caches as it writes its rows, the store's own dispatch gone (parts of one type, or q4_K and
   // q6_K mixed): mode 0 over the whole head into an f16 cache, with frequency factors, YaRN and a partial
   // rotation into an f32 one, the table's last row; two dispatches where the device is asked to keep them
-  // apart, and for a neox rope (pairs half a head apart, in other workgroups)
+  // apart, and for a neox rope (pairs half a head apart, in other workgroups); K split over two workgroups
+  // (int8Split), the split's merge storing
   it.scoped(
     "a q/k/v stack storing its keys and values (stores=kv) matches the CPU's products, rope and set_rows",
     () =>
@@ -281,12 +282,18 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
         const half = d.description.includes("subgroups") && d.description.includes("shader-f16")
         if (!int8 || !half) console.log(`on ${d.description}: no int8 or no f16-by-subgroups stack to store from`)
         const [apart] = yield* WebGpu.make({ devices: 1, storeKeysInProducts: false })
+        // K split in two (int8Splits.ts): the stores made by the split's merge
+        const [split] = yield* WebGpu.make({
+          devices: 1,
+          quantizedDecode: { rows: 1, columns: 1, stage: 1, int8Split: 256 }
+        })
         const all = [
           { dtype: "q4_0", mode: 0, nDims: 64, yarn: false, cache: "f16", slot: 5, device: d, fused: true },
           { dtype: "q4_K", mode: 0, nDims: 32, yarn: true, cache: "f32", slot: 2, device: d, fused: true },
           { dtype: "q8_0", mode: 0, nDims: 64, yarn: false, cache: "f16", slot: 8, device: d, fused: true },
           { dtype: "q4_K+q4_K+q6_K", mode: 0, nDims: 64, yarn: false, cache: "f16", slot: 3, device: d, fused: true },
           { dtype: "q4_0", mode: 0, nDims: 64, yarn: false, cache: "f16", slot: 5, device: apart, fused: false },
+          { dtype: "q8_0", mode: 0, nDims: 64, yarn: false, cache: "f16", slot: 8, device: split, fused: true },
           { dtype: "q4_0", mode: 2, nDims: 64, yarn: false, cache: "f16", slot: 5, device: d, fused: false },
           { dtype: "f16", mode: 0, nDims: 64, yarn: false, cache: "f16", slot: 4, device: d, fused: true },
           { dtype: "f16", mode: 0, nDims: 32, yarn: true, cache: "f32", slot: 1, device: d, fused: true }
@@ -327,23 +334,21 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
               yield* plan.set(rows, Int32Array.from([c.slot]))
               if (f) yield* plan.set(f, Generators.values(16, c.nDims / 2).map((z) => 1 + Math.abs(z)))
             }), [yq, yk, yv])
-          const stack = entries.find((e) => e.op === "mul_mat_stack")
-          assert.strictEqual(
-            stack?.variant?.family,
-            c.dtype === "f16" ? "mvh_stack" : "mvq8_stack",
-            JSON.stringify({ ...c, device: c.device === d ? "default" : "apart" })
+          const what = JSON.stringify({
+            ...c,
+            device: c.device === d ? "default" : c.device === split ? "split" : "apart"
+          })
+          const stack = entries.filter((e) => e.op === "mul_mat_stack")
+          assert.strictEqual(stack[0]?.variant?.family, c.dtype === "f16" ? "mvh_stack" : "mvq8_stack", what)
+          assert.strictEqual(stack[0]?.variant?.stores, c.fused ? "kv" : undefined, what)
+          // split in two, the stores are the merge's
+          assert.deepStrictEqual(
+            stack.slice(1).map((e) => [e.variant?.family, e.variant?.splits, e.variant?.stores]),
+            c.device === split ? [["mvq8_merge", 2, "kv"]] : [],
+            what
           )
-          assert.strictEqual(
-            stack?.variant?.stores,
-            c.fused ? "kv" : undefined,
-            JSON.stringify({ ...c, device: c.device === d ? "default" : "apart" })
-          )
-          assert.strictEqual(
-            entries.some((e) => e.op === "rope_set_rows_kv"),
-            !c.fused,
-            JSON.stringify({ ...c, device: c.device === d ? "default" : "apart" })
-          )
-          assert.isBelow(nmse(gpu, cpu), 1e-7, JSON.stringify({ ...c, device: c.device === d ? "default" : "apart" }))
+          assert.strictEqual(entries.some((e) => e.op === "rope_set_rows_kv"), !c.fused, what)
+          assert.isBelow(nmse(gpu, cpu), 1e-7, what)
         }
       }),
     120_000
