@@ -93,9 +93,11 @@ const renamed = (main: string, params: ReadonlyArray<Param>, operands: Record<st
 /**
  * @internal: `host` carrying `job` (a kernel of operands a and d: half_copy), or undefined where their
  * entry points are not as ENTRY reads them, of one workgroup size, their workgroup memory past `storage`, or
- * the job needs more than its operands and parameters: one dispatch whose first 2 min(H, J) workgroups alternate between the host's H and the job's
- * J, the rest going to the larger. The job's operands keep their own bindings (`binding`), the host's
- * follow its flags; `fallback` is the host alone (where the bindings do not allow the job's)
+ * the job needs more than its operands and parameters: one dispatch of the host's H workgroups and the
+ * job's J spread evenly over its grid (workgroup l is a job's where floor(l J / (H + J)) steps up, so that
+ * the copy's traffic runs beside the host's work from its first workgroups to its last; (H + J) J under
+ * 2^32). The job's operands keep their own bindings (`binding`), the host's follow its flags; `fallback`
+ * is the host alone (where the bindings do not allow the job's)
  */
 export const withSideJob = (host: Kernel, job: Kernel, storage: number): Kernel | undefined => {
   const h = ENTRY.exec(host.main)
@@ -132,6 +134,8 @@ export const withSideJob = (host: Kernel, job: Kernel, storage: number): Kernel 
   const [hx, hy, hz] = host.workgroups
   const jobs = job.workgroups[0] * job.workgroups[1] * job.workgroups[2]
   const hosts = hx * hy * hz
+  // the grid's spread in u32 arithmetic
+  if ((hosts + jobs) * jobs >= 2 ** 32) return undefined
   // the job's builtins by attribute: its workgroup a run along x
   const jobArg = (b: (typeof jobBuiltins)[number]) =>
     b.attribute === "workgroup_id"
@@ -165,8 +169,7 @@ export const withSideJob = (host: Kernel, job: Kernel, storage: number): Kernel 
       u32("side_hy", hy),
       u32("side_hz", hz),
       u32("side_jobs", jobs),
-      u32("side_hosts", hosts),
-      u32("side_both", Math.min(hosts, jobs))
+      u32("side_hosts", hosts)
     ],
     workgroups: fold(hosts + jobs),
     fallback: host,
@@ -174,16 +177,18 @@ export const withSideJob = (host: Kernel, job: Kernel, storage: number): Kernel 
 ${jobMain}
 @compute @workgroup_size(${h[1]})
 fn main(${entryParams.join(", ")}) {
-  // workgroup l: the first 2 side_both alternate between the host's and the job's, the rest go to the larger
+  // workgroup l: the jobs' before it floor(l J / (H + J)); a job's where the next one's count is more
   let l = side_wid.x + side_wid.y * side_nwg.x + side_wid.z * side_nwg.x * side_nwg.y;
-  let paired = l < 2u * P.side_both;
-  let idx = select(l - P.side_both, l >> 1u, paired);
-  let job = select(P.side_jobs > P.side_hosts, (l & 1u) == 1u, paired);
+  let all = P.side_hosts + P.side_jobs;
+  if (l >= all) { return; }
+  let before = (l * P.side_jobs) / all;
+  let job = ((l + 1u) * P.side_jobs) / all > before;
+  let idx = select(l - before, before, job);
   if (job) {
-    if (idx < P.side_jobs) { j_main(${jobBuiltins.map(jobArg).join(", ")}); }
-    return;
+    j_main(${jobBuiltins.map(jobArg).join(", ")});
+  } else {
+    host_main(${hostBuiltins.map(hostArg).join(", ")});
   }
-  if (idx < P.side_hosts) { host_main(${hostBuiltins.map(hostArg).join(", ")}); }
 }`
   })
 }
