@@ -302,8 +302,12 @@ const suite = (gpu: boolean) =>
             // a layer's q/k/v, output, gate and up, and down products copy (the head reads one position)
             assert.isAtLeast(copies(before.entries).length, 4 * shape.layers, dtype)
             assert.strictEqual(copies(after.entries).length + carried.length, copies(before.entries).length, dtype)
-            // all but the first, each by the product before its own
+            // all but the first, each by the product or attention before its own (the output projection's by the
+            // attention: a host with subgroup builtins)
             assert.strictEqual(carried.length, copies(before.entries).length - 1, dtype)
+            const hosts = carried.map((e) => e.op)
+            assert.include(hosts, "flash_attn_ext", dtype)
+            assert.isTrue(hosts.every((op) => op === "flash_attn_ext" || op === "mul_mat"), `${dtype}: ${hosts}`)
             assert.deepStrictEqual(Array.from(after.logits), Array.from(before.logits), dtype)
           }
         }).pipe(Effect.provide(layer)), 120_000)

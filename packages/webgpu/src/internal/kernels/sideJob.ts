@@ -24,9 +24,17 @@ export const workgroupSize = (kernel: Kernel): number | undefined => {
 
 /**
  * @internal: the kernel families a side job rides along with: products and prompt attention, long enough
- * to hide a copy's pass
+ * to hide a copy's pass (flash_attn, attention without subgroup matrices, only where copies are forced:
+ * without subgroup matrices products copy nothing by default)
  */
-export const HOSTS: ReadonlySet<string> = new Set(["mmsg", "mm4", "mm", "flash_attn_tiles", "flash_attn_mma"])
+export const HOSTS: ReadonlySet<string> = new Set([
+  "mmsg",
+  "mm4",
+  "mm",
+  "flash_attn_tiles",
+  "flash_attn_mma",
+  "flash_attn"
+])
 
 /** a WGSL type's size and alignment in bytes (scalars, vectors and arrays of them) */
 const layoutOf = (type: string): { readonly size: number; readonly align: number } => {
