@@ -2,8 +2,9 @@
  * The forward graph of a llama-family model over a run of tokens, built with Ops as llama.cpp builds it:
  * embedding rows, then per layer rms_norm, q/k/v projections (qwen2's biases, qwen3's q/k norms), rope,
  * fused attention under a causal mask with grouped KV heads, the output projection and a residual, then
- * rms_norm and the swiglu feed-forward with a residual; the output norm and head give the logits.
- * Without a cache it runs a whole sequence from position 0; with one (KvCache) it runs a batch at any
+ * rms_norm and the swiglu feed-forward with a residual; the output norm and head give the logits. Where
+ * only the last token's logits are wanted, the last layer past its attention (output projection, residual,
+ * feed-forward) and the head take that token's row alone, as llama.cpp's graphs do. Without a cache it runs a whole sequence from position 0; with one (KvCache) it runs a batch at any
  * position, storing the batch's keys and values with set_rows and attending over the cache's first
  * positions.
  *
@@ -172,6 +173,10 @@ export const make = (
     const rope = (x: Tensor.TensorLike) =>
       Ops.rope(x, positions, { nDims: h.ropeDims, mode: h.ropeNeox ? 2 : 0, freqBase: h.ropeFreqBase })
     let x: Tensor.Tensor = yield* Ops.getRows(yield* tensor("token_embd.weight"), tokens)
+    // only the rows whose logits are wanted go through the head, and through the last layer past its
+    // attention (its keys and values are every token's; as llama.cpp builds it): the last token's alone
+    const lastOnly = options.allLogits !== true && n > 1
+    const lastColumn = (t: Tensor.Tensor) => Ops.view(t, [t.ne[0], 1], [t.nb[1]], (n - 1) * t.nb[1])
     for (let l = 0; l < h.layers; l++) {
       const b = `blk.${l}`
       const xn = yield* norm(x, yield* tensor(`${b}.attn_norm.weight`))
@@ -212,10 +217,14 @@ export const make = (
       const o = chain
         ? yield* attentionChain(Ops.permute(q, [0, 2, 1, 3]), kAll, vAll, mask, 1 / Math.sqrt(h.headDim))
         : yield* Ops.flashAttnExt(Ops.permute(q, [0, 2, 1, 3]), kAll, vAll, { scale: 1 / Math.sqrt(h.headDim), mask })
-      const attn = yield* Ops.mulMat(yield* tensor(`${b}.attn_output.weight`), Ops.reshape(o, [h.headDim * h.heads, n]))
-      x = yield* Ops.add(x, attn)
+      const tail = lastOnly && l === h.layers - 1
+      const heads = yield* Ops.reshape(o, [h.headDim * h.heads, n])
+      const attn = yield* Ops.mulMat(yield* tensor(`${b}.attn_output.weight`), tail ? lastColumn(heads) : heads)
+      x = yield* Ops.add(tail ? yield* lastColumn(x) : x, attn)
+      const rows = x.ne[1]
       const xf = yield* norm(x, yield* tensor(`${b}.ffn_norm.weight`))
-      const gateUp = stacks ? weights.stacks.get(`${b}.ffn_gate_up.weight`) : undefined
+      // (one row: apart, as a decoding step's, which the device fuses with their swiglu)
+      const gateUp = stacks && !tail ? weights.stacks.get(`${b}.ffn_gate_up.weight`) : undefined
       let gate: Tensor.Tensor
       let up: Tensor.Tensor
       if (gateUp === undefined) {
@@ -225,17 +234,13 @@ export const make = (
         // the two products as one: gate and up are the halves of each token's column
         const both = yield* Ops.mulMat(gateUp, xf)
         const ffn = (yield* tensor(`${b}.ffn_gate.weight`)).ne[1]
-        gate = yield* Ops.view(both, [ffn, n], [both.nb[1]], 0)
-        up = yield* Ops.view(both, [ffn, n], [both.nb[1]], ffn * both.nb[0])
+        gate = yield* Ops.view(both, [ffn, rows], [both.nb[1]], 0)
+        up = yield* Ops.view(both, [ffn, rows], [both.nb[1]], ffn * both.nb[0])
       }
       x = yield* Ops.add(x, Ops.mulMat(yield* tensor(`${b}.ffn_down.weight`), Ops.swiglu(gate, up)))
     }
     const head = optional("output.weight") ?? (yield* tensor("token_embd.weight"))
-    // only the rows whose logits are wanted go through the head
-    const last = options.allLogits === true || n === 1
-      ? x
-      : yield* Ops.view(x, [h.hidden, 1], [x.nb[1]], (n - 1) * x.nb[1])
-    const logits = yield* g.output(Ops.mulMat(head, norm(last, yield* tensor("output_norm.weight"))), "logits")
+    const logits = yield* g.output(Ops.mulMat(head, norm(x, yield* tensor("output_norm.weight"))), "logits")
     const lastLogits = logits.ne[1] === 1
       ? logits
       : yield* Ops.view(logits, [logits.ne[0], 1], [logits.nb[1]], (logits.ne[1] - 1) * logits.nb[1])

@@ -127,6 +127,37 @@ describe("the forward graph", () => {
       }).pipe(Effect.provide(Cpu.layer())))
   }
 
+  // the last token's logits alone: the last layer past its attention takes that token's row (its products
+  // one column), the layers before every row; the logits are the last column of every position's
+  it.scoped("the last token's logits come from the last layer's last row alone", () =>
+    Effect.gen(function*() {
+      const device = yield* Registry.bestDevice
+      const bytes = Fixture.make({ architecture: "llama", ...shape, layers: 3 })
+      const file = yield* Gguf.parse(bytes)
+      const h = yield* Hyperparameters.fromGguf(file)
+      const weights = yield* Weights.load(device, file, bytes)
+      const forward = yield* Forward.make(h, weights, tokens.length)
+      const columns = (name: string) =>
+        forward.graph.build().nodes.filter((n) => n.op._tag === "MulMat" && n.src[0].name === name).map((n) => n.ne[1])
+      for (const [l, n] of [[0, tokens.length], [1, tokens.length], [2, 1]] as const) {
+        for (const w of ["attn_output", "ffn_gate", "ffn_up", "ffn_down"]) {
+          assert.deepStrictEqual(columns(`blk.${l}.${w}.weight`), [n], `layer ${l} ${w}`)
+        }
+        assert.deepStrictEqual(columns(`blk.${l}.attn_k.weight`), [tokens.length], `layer ${l} k`)
+      }
+      const backend = yield* device.makeBackend()
+      const plan = yield* backend.allocate(forward.graph, { bindings: weights.bindings })
+      const inputs = forward.inputs(0)
+      yield* plan.set(forward.tokens, Int32Array.from(tokens))
+      yield* plan.set(forward.positions, inputs.positions)
+      yield* plan.setBytes(forward.mask, inputs.mask)
+      yield* backend.compute(plan)
+      const last = Array.from(yield* plan.get(forward.logits))
+      const all = yield* logitsOn(device, bytes, file, h)
+      assert.strictEqual(last.length, h.vocab)
+      last.forEach((v, t) => assert.closeTo(v, all[(tokens.length - 1) * h.vocab + t], 1e-4 * (1 + Math.abs(v))))
+    }).pipe(Effect.provide(Cpu.layer())))
+
   // on WebGPU (lavapipe in CI): the decode form of attention (6 query rows), rope, norms and products
   it.scoped("qwen3 in q8_0 on WebGPU gives the CPU backend's logits", () =>
     Effect.gen(function*() {
