@@ -4,7 +4,7 @@ import { Context, Fixture, Forward, Gguf, Hyperparameters, Weights } from "@effe
 import { WebGpu } from "@effect-gpu/webgpu"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { uncachedLogits } from "./uncached.js"
+import { forwardLogits, uncachedLogits } from "./uncached.js"
 
 const shape = { hidden: 64, layers: 2, heads: 4, kvHeads: 2, ffn: 96, vocab: 300, dtype: "f32" } as const
 const tokens = [1, 5, 260, 42, 7, 299]
@@ -145,14 +145,7 @@ describe("the forward graph", () => {
         }
         assert.deepStrictEqual(columns(`blk.${l}.attn_k.weight`), [tokens.length], `layer ${l} k`)
       }
-      const backend = yield* device.makeBackend()
-      const plan = yield* backend.allocate(forward.graph, { bindings: weights.bindings })
-      const inputs = forward.inputs(0)
-      yield* plan.set(forward.tokens, Int32Array.from(tokens))
-      yield* plan.set(forward.positions, inputs.positions)
-      yield* plan.setBytes(forward.mask, inputs.mask)
-      yield* backend.compute(plan)
-      const last = Array.from(yield* plan.get(forward.logits))
+      const last = Array.from(yield* forwardLogits(device, weights, forward, tokens))
       const all = yield* logitsOn(device, bytes, file, h)
       assert.strictEqual(last.length, h.vocab)
       last.forEach((v, t) => assert.closeTo(v, all[(tokens.length - 1) * h.vocab + t], 1e-4 * (1 + Math.abs(v))))

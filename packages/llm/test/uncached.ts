@@ -3,6 +3,24 @@ import type { Gguf, Hyperparameters } from "@effect-gpu/llm"
 import { Forward, Weights } from "@effect-gpu/llm"
 import { Effect } from "effect"
 
+/** `forward` (an uncached graph from position 0) computed on `device` over `tokens`: its logits */
+export const forwardLogits = (
+  device: Device.Device,
+  weights: Weights.Weights,
+  forward: Forward.Forward,
+  tokens: ReadonlyArray<number>
+) =>
+  Effect.gen(function*() {
+    const backend = yield* device.makeBackend()
+    const plan = yield* backend.allocate(forward.graph, { bindings: weights.bindings })
+    const inputs = forward.inputs(0)
+    yield* plan.set(forward.tokens, Int32Array.from(tokens))
+    yield* plan.set(forward.positions, inputs.positions)
+    yield* plan.setBytes(forward.mask, inputs.mask)
+    yield* backend.compute(plan)
+    return (yield* plan.get(forward.logits)) as Float32Array
+  })
+
 /** a model's logits at every position of `tokens` from one uncached forward graph: [vocab × tokens] */
 export const uncachedLogits = (
   device: Device.Device,
@@ -14,12 +32,5 @@ export const uncachedLogits = (
   Effect.gen(function*() {
     const weights = yield* Weights.load(device, file, bytes)
     const forward = yield* Forward.make(h, weights, tokens.length, { allLogits: true })
-    const backend = yield* device.makeBackend()
-    const plan = yield* backend.allocate(forward.graph, { bindings: weights.bindings })
-    const inputs = forward.inputs(0)
-    yield* plan.set(forward.tokens, Int32Array.from(tokens))
-    yield* plan.set(forward.positions, inputs.positions)
-    yield* plan.setBytes(forward.mask, inputs.mask)
-    yield* backend.compute(plan)
-    return (yield* plan.get(forward.logits)) as Float32Array
+    return yield* forwardLogits(device, weights, forward, tokens)
   })
