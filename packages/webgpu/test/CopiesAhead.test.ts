@@ -6,7 +6,7 @@
 import type { DType } from "@effect-gpu/core"
 import { Graph, Op, Ops, Quant, Tensor } from "@effect-gpu/core"
 import { Generators } from "@effect-gpu/testing"
-import { WebGpu } from "@effect-gpu/webgpu"
+import { WebGpu, WebGpuDevice } from "@effect-gpu/webgpu"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as KernelSpec from "../src/internal/kernels/kernel.js"
@@ -99,7 +99,10 @@ describe.skipIf(!adapterAvailable)("WebGPU copies ahead", () => {
               yield* plan.set(w, Generators.values(8, K).map((z) => 1 + z))
             })
           const before = yield* onDeviceAndCpu(apart, graph, graph, set, [y])
-          const after = yield* onDeviceAndCpu(ahead, graph, graph, set, [y])
+          // the program's two copy buffers go with it
+          const live = WebGpuDevice.liveNativeBuffers(ahead)
+          const after = yield* Effect.scoped(onDeviceAndCpu(ahead, graph, graph, set, [y]))
+          assert.strictEqual(WebGpuDevice.liveNativeBuffers(ahead), live)
           const what = `${types.join(",")}: ${after.entries.map((e) => e.kernel).join(" + ")}`
           const families = (entries: typeof after.entries) => entries.map((e) => e.variant?.family)
           assert.strictEqual(families(before.entries).filter((f) => f === "half_copy").length, 3, what)
