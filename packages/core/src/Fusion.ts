@@ -30,7 +30,9 @@ interface Fused {
 export interface Options {
   /**
    * whether a backend fuses a gated FFN's two products (gate and up weights over the same activations)
-   * and their swiglu into one mul_mat_swiglu node; default: never (only a backend with a kernel says yes)
+   * and their swiglu into one mul_mat_swiglu node; also one product over gate's and up's weights stacked
+   * (a prompt's), whose rows' two halves swiglu reads: then `gate` and `up` are views of the stack's two
+   * halves; default: never (only a backend with a kernel says yes)
    */
   readonly mulMatSwiglu?: (gate: Tensor.Tensor, up: Tensor.Tensor, b: Tensor.Tensor) => boolean
   /**
@@ -78,7 +80,13 @@ export interface Options {
 }
 
 /** the ops whose result may be written in f16 for the products that read it (the activations' producers) */
-const HALF_PRODUCERS: ReadonlySet<OpT["_tag"]> = new Set(["RmsNorm", "RmsNormMul", "AddRmsNorm", "Glu"])
+const HALF_PRODUCERS: ReadonlySet<OpT["_tag"]> = new Set([
+  "RmsNorm",
+  "RmsNormMul",
+  "AddRmsNorm",
+  "Glu",
+  "MulMatSwiglu"
+])
 
 /**
  * @since 0.1.0
@@ -143,6 +151,27 @@ export const optimize = (g: Graph.Graph, options: Options = {}): Graph.Graph => 
       .sort((a, b) => Math.abs(order.get(a.id)! - at) - Math.abs(order.get(b.id)! - at))
       .find((z) => !dependsOn(z, keys) && !dependsOn(keys, z))
   }
+  /**
+   * where `gate` and `up` are the two halves of one product's rows (views of a product over stacked weights,
+   * read by nothing else): the weights' two halves as views, the activations and the product; else undefined
+   */
+  const stackHalves = (gate: Tensor.Tensor, up: Tensor.Tensor) => {
+    const product = gate.src[0]
+    if (product === undefined || up.src[0] !== product || product.op._tag !== "MulMat") return undefined
+    const [w, b] = product.src
+    const F = gate.ne[0]
+    const halves = gate.op._tag === "View" && up.op._tag === "View" && gate.viewSrc === product &&
+      up.viewSrc === product && users.get(product.id) === 2 && !outputs.has(product.id) &&
+      users.get(gate.id) === 1 && users.get(up.id) === 1 && !outputs.has(gate.id) && !outputs.has(up.id) &&
+      product.ne[0] === 2 * F && Tensor.sameShape(gate, up) &&
+      gate.ne.slice(1).every((n, i) => n === product.ne[i + 1]) &&
+      gate.nb.every((n, i) => n === product.nb[i]) && up.nb.every((n, i) => n === product.nb[i]) &&
+      gate.viewOffset === 0 && up.viewOffset === F * product.nb[0] &&
+      w.op._tag === "None" && w.ne[1] === 2 * F && w.ne[2] === 1 && w.ne[3] === 1 && Tensor.isContiguous(w)
+    if (!halves) return undefined
+    const half = (at: number) => Tensor.unsafeView(w, [w.ne[0], F, 1, 1], w.nb, at, Op.View(), [w])
+    return { gate: half(0), up: half(F * w.nb[1]), b, product }
+  }
   // visit consumers last-first so the longest chain claims its nodes
   for (let i = g.nodes.length - 1; i >= 0; i--) {
     const y = g.nodes[i]
@@ -172,6 +201,17 @@ export const optimize = (g: Graph.Graph, options: Options = {}): Graph.Graph => 
     if (y.op._tag === "RmsNorm" && s0.op._tag === "Add" && inner(s0) && rowsOk(s0.src[0])) {
       if (
         claim(y, { op: Op.AddRmsNorm({ eps: y.op.eps, withMul: false }), src: [s0.src[0], s0.src[1]], absorbed: [s0] })
+      ) {
+        continue
+      }
+    }
+    // a gated FFN over stacked weights (a prompt's gate and up as one product, swiglu reading its rows' two
+    // halves): one mul_mat_swiglu over views of the weights' two halves
+    if (y.op._tag === "Glu" && y.op.kind === "swiglu" && !y.op.swapped && options.mulMatSwiglu !== undefined) {
+      const halves = y.src.length === 2 ? stackHalves(s0, s1) : undefined
+      if (
+        halves !== undefined && options.mulMatSwiglu(halves.gate, halves.up, halves.b) &&
+        claim(y, { op: Op.MulMatSwiglu(), src: [halves.gate, halves.up, halves.b], absorbed: [s0, s1, halves.product] })
       ) {
         continue
       }

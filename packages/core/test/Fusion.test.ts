@@ -333,6 +333,52 @@ describe("Fusion", () => {
       assert.notInclude(kept.nodes.map((n) => n.op._tag), "MulMatStack")
     }))
 
+  it.effect("fuses a product over stacked gate and up weights with the swiglu of its halves; same results", () =>
+    Effect.gen(function*() {
+      /** swiglu over the rows [0, 10) and [at, at + 10) of a product over 20-row weights */
+      const build = (dtype: "f32" | "f16", at: number, productOut: boolean) =>
+        Effect.gen(function*() {
+          const g = Graph.make()
+          const w = yield* g.param("gate_up", dtype, [64, 20])
+          const x = yield* g.input("x", "f32", [64, 5])
+          const both = yield* Ops.mulMat(w, x)
+          const gate = yield* Ops.view(both, [10, 5], [both.nb[1]], 0)
+          const up = yield* Ops.view(both, [10, 5], [both.nb[1]], at * both.nb[0])
+          const y = yield* g.output(Ops.swiglu(gate, up), "y")
+          if (productOut) yield* g.output(Ops.scale(both, 1), "both")
+          const inputs = new Map<Tensor.Tensor, ReadonlyArray<number>>([[w, random(1)(64 * 20)], [
+            x,
+            random(2)(64 * 5)
+          ]])
+          return { graph: g.build(), w, y, inputs }
+        })
+      const tags = (h: Graph.Graph) => h.nodes.map((n) => n.op._tag)
+      for (const dtype of ["f32", "f16"] as const) {
+        const { graph, inputs, w, y } = yield* build(dtype, 10, false)
+        assert.notInclude(tags(Fusion.optimize(graph)), "MulMatSwiglu")
+        const asked: Array<Tensor.Tensor> = []
+        const fused = Fusion.optimize(graph, { mulMatSwiglu: (gate, up) => asked.push(gate, up) > 0 })
+        // gate and up are views of the weights' two halves
+        assert.strictEqual(asked.length, 2)
+        assert.deepStrictEqual(asked.map((t) => [t.viewSrc === w, t.viewOffset, t.ne[1]]), [[true, 0, 10], [
+          true,
+          10 * w.nb[1],
+          10
+        ]])
+        assert.deepStrictEqual(tags(fused).filter((t) => t.startsWith("MulMat")), ["MulMatSwiglu"])
+        const [want, got] = [yield* compute(graph, inputs, [y]), yield* compute(fused, inputs, [y])]
+        assert.isTrue(close(got[0], want[0]), dtype)
+      }
+      // not halves (up from row 8), or the product read by another op: left as they are
+      for (const [at, productOut] of [[8, false], [10, true]] as const) {
+        const { graph } = yield* build("f32", at, productOut)
+        const asked: Array<Tensor.Tensor> = []
+        const kept = Fusion.optimize(graph, { mulMatSwiglu: (gate) => asked.push(gate) > 0 })
+        assert.deepStrictEqual(asked, [], `up at ${at}`)
+        assert.notInclude(tags(kept), "MulMatSwiglu")
+      }
+    }))
+
   it.effect("fuses a gated FFN's two products and swiglu only where the backend asks; same results", () =>
     Effect.gen(function*() {
       for (const dtype of ["f32", "q4_0"] as const) {
