@@ -7,8 +7,8 @@
  *
  *   tsx kernel-check.ts [SECTION...]   (bundle it as bench/llm.ts is to run it on the GPU machine)
  *
- * SECTION: products, split, batched, attention, prefill, stack, plain, stores, norms, merge, mvsplit, ahead
- * (default: all)
+ * SECTION: products, split, batched, attention, prefill, stack, plain, stores, norms, merge, mvsplit, ahead,
+ * gated (default: all)
  */
 import { Graph, Ops } from "@effect-gpu/core"
 import * as Cpu from "@effect-gpu/core/Cpu"
@@ -495,6 +495,38 @@ const program = Effect.gen(function*() {
       !kernels.includes(" + half_copy")
     if (!ok) failed++
     console.log(JSON.stringify({ copiesAheadOfAttention: { wo }, kernels, nmse: error, bound: 1e-3, ok }))
+  }
+  // a prompt's gated FFN as one product on subgroup matrices (gatedPrompts, off by default there): one
+  // product over gate's and up's weights stacked, swiglu over its halves, its tiles pairing each gate row
+  // with its up row; f32 activations, f16 ones from a norm (halfActivations) with the result in f16 for a
+  // down product, edges (4100 rows, 520 columns), q8_0 and q4_0 over their f16 copy, against the CPU
+  const [gatedGpu] = yield* WebGpu.make({ devices: 1, gatedPrompts: true })
+  const gatedCases = [
+    ["f16", 2048, 2048, 512, false],
+    ["f16", 2048, 2048, 512, true],
+    ["f16", 4100, 64, 520, false],
+    ["q8_0", 2048, 2048, 512, true],
+    ["q4_0", 8192, 2048, 512, true]
+  ] as const
+  for (const [wt, F, K, N, normed] of only("gated", gatedCases)) {
+    const g = Graph.make()
+    const w = yield* g.param("gate_up", wt, [K, 2 * F])
+    const x = yield* g.input("x", "f32", [K, N])
+    const nw = yield* g.param("nw", "f32", [K])
+    const down = yield* g.param("down", "f16", [F, 256])
+    const both = yield* Ops.mulMat(w, normed ? Ops.mul(Ops.rmsNorm(x, 1e-5), nw) : x)
+    const glu = Ops.swiglu(Ops.view(both, [F, N], [both.nb[1]], 0), Ops.view(both, [F, N], [both.nb[1]], F * 4))
+    const y = yield* g.output(normed ? Ops.mulMat(down, glu) : glu)
+    const values = Generators.values(98, 2 * K * F)
+    const { error, kernels } = yield* against(gatedGpu, g, y, [
+      [w, wt === "f16" ? values : Quant.unsafeQuantize(wt, values)],
+      [x, Generators.values(99, K * N)],
+      ...(normed ? [[nw, Generators.values(100, K)] as const, [down, Generators.values(101, F * 256)] as const] : [])
+    ])
+    const bound = wt === "f16" ? 1e-5 : 1e-3
+    const ok = error <= bound && kernels.includes("gated=true") && !kernels.includes("glu")
+    if (!ok) failed++
+    console.log(JSON.stringify({ gated: { wt, F, K, N, normed }, kernels, nmse: error, bound, ok }))
   }
   if (failed > 0) process.exitCode = 1
 })

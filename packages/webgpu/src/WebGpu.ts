@@ -78,6 +78,8 @@ export interface Options {
   readonly mergesInProducts?: WebGpuDevice.Options["mergesInProducts"]
   /** @internal a prompt's residual sums made by the products before them (default off), for tests and measuring */
   readonly residualsInProducts?: WebGpuDevice.Options["residualsInProducts"]
+  /** @internal a prompt's gate and up products and their swiglu as one product (default: not on subgroup matrices), for tests and measuring */
+  readonly gatedPrompts?: WebGpuDevice.Options["gatedPrompts"]
 }
 
 /**
@@ -195,7 +197,8 @@ const wrapDevice = (
       storeKeysInProducts: options.storeKeysInProducts,
       normsInProducts: options.normsInProducts,
       mergesInProducts: options.mergesInProducts,
-      residualsInProducts: options.residualsInProducts
+      residualsInProducts: options.residualsInProducts,
+      gatedPrompts: options.gatedPrompts
     })
     // runs before the GPUDevice is destroyed: from then on the device refuses new backends and events
     yield* Effect.addFinalizer(() => Device.markReleased(device))

@@ -14,6 +14,7 @@ import * as Option from "effect/Option"
 import * as GpuContext from "./internal/context.js"
 import * as Interpreter from "./internal/interpreter.js"
 import * as Attention from "./internal/kernels/attention.js"
+import * as Fused from "./internal/kernels/fusedProducts.js"
 import type {
   AttentionDecode,
   AttentionPrefill,
@@ -162,6 +163,15 @@ export interface Options {
    */
   readonly residualsInProducts?: boolean | undefined
   /**
+   * a prompt's gated FFN (its gate and up products over the layer's stacked weights, and their swiglu) as one
+   * product that stores silu(gate) * up: a dispatch a layer fewer, and a result of half the rows written once;
+   * default: with the register-tiled and scalar tiles, not on subgroup matrices (not yet checked there on a
+   * GPU); `true` there too, `false` nowhere
+   *
+   * @internal
+   */
+  readonly gatedPrompts?: boolean | undefined
+  /**
    * the WGSL language features of the GPU the device comes from (`navigator.gpu.wgslLanguageFeatures`);
    * default: navigator.gpu's where there is one, else none
    */
@@ -297,7 +307,8 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
     ...(options.storeKeysInProducts === false ? { storesInProducts: false } : {}),
     ...(options.normsInProducts !== undefined ? { normsInProducts: options.normsInProducts } : {}),
     ...(options.mergesInProducts !== undefined ? { mergesInProducts: options.mergesInProducts } : {}),
-    ...(options.residualsInProducts === true ? { splitsWithBias: true } : {})
+    ...(options.residualsInProducts === true ? { splitsWithBias: true } : {}),
+    ...(options.gatedPrompts !== undefined ? { gatedPrompts: options.gatedPrompts } : {})
   })
   const ledger = Ledger.make(options.memory ?? gpu.limits.maxBufferSize, name)
   const alignment = gpu.limits.minStorageBufferOffsetAlignment
@@ -351,10 +362,10 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
     // computes it
     optimize: (graph) =>
       Fusion.optimize(graph, {
-        mulMatSwiglu: MatMul.fusesSwiglu(ctx.target),
-        mulMatStack: MatMul.stacks(ctx.target),
+        mulMatSwiglu: Fused.fusesSwiglu(ctx.target),
+        mulMatStack: Fused.stacks(ctx.target),
         addRmsNormKeep: true,
-        normsInProducts: MatMul.leavesNorms(ctx.target),
+        normsInProducts: Fused.leavesNorms(ctx.target),
         ropeSetRows: true,
         ropeSetRowsKv: options.storeValuesWithKeys !== false,
         ropeAttention: Attention.fusesRope(ctx.target),

@@ -248,6 +248,12 @@ export interface KernelTarget {
    * (not yet timed on a GPU)
    */
   readonly copiesAhead?: boolean
+  /**
+   * a prompt's gated FFN (gate and up products over a layer's stacked weights, and their swiglu) as one
+   * product storing silu(gate) * up: on subgroup matrices only where true (not yet checked on a GPU), with
+   * the register-tiled and scalar tiles unless false
+   */
+  readonly gatedPrompts?: boolean
   /** overrides the invocations of a row kernel's workgroup (tests and benchmarks) */
   readonly rowThreads?: number
   /**

@@ -1,24 +1,22 @@
 /**
  * Which mul_mat kernel a product gets, by shape and by what the device offers: matrix-vector for a few
  * columns, subgroup matrices (tensor cores) for f16 where the adapter has 16x16x16 f16->f32 fragments,
- * the register-tiled kernel for operands that load four K at a time, the scalar tiled one elsewhere.
+ * the register-tiled kernel for operands that load four K at a time, the scalar tiled one elsewhere; a
+ * quantized prompt product over an f16 copy of its weights; the form a prompt's gated product takes (the
+ * fused products' kernels are in fusedProducts.ts).
  *
  * @internal
  */
 import * as DType from "@effect-gpu/core/DType"
 import * as Op from "@effect-gpu/core/Op"
 import * as Tensor from "@effect-gpu/core/Tensor"
-import { fold } from "../wgsl.js"
 import * as Int8 from "./int8MatVec.js"
 import type { Kernel, KernelTarget, MatrixTile, Operand, RegisterTile } from "./kernel.js"
-import * as KernelSpec from "./kernel.js"
-import { entry, range, u32, WG } from "./kernel.js"
+import { WG } from "./kernel.js"
 import { halfApplies, halfMatVec, matVec } from "./matvec.js"
-import { leavesNorm } from "./normIn.js"
 import * as Product from "./product.js"
 import * as Quantized from "./quantized.js"
 import * as Decode from "./quantizedMatVec.js"
-import type { RowStores } from "./stackStores.js"
 import {
   gridOf,
   invocations,
@@ -132,32 +130,46 @@ const stage = (n: number) => Tensor.unsafeMake(`weight copy stage ${n}`, "f16", 
 export const COPY_STAGES = [stage(0), stage(1)] as const
 
 /**
- * a quantized product whose weights are copied into f16 first: the copy (f16, a's shape, in the scratch
- * after the result and the f16 product's split partials, at a 256-byte boundary so that its binding starts
- * past theirs; in the first of COPY_STAGES where copies run ahead) and the f16 product over it; undefined
- * where the tiles dequantize the blocks themselves
+ * a quantized product whose weights are copied into f16 first: the weights' operand (`source`), the copy
+ * (f16, the source's rows, in the scratch after the result and the f16 product's split partials, at a
+ * 256-byte boundary so that its binding starts past theirs; in the first of COPY_STAGES where copies run
+ * ahead) and the f16 product over it; undefined where the tiles dequantize the blocks themselves. A gated
+ * prompt product (Product.gated) copies gate's and up's rows as one.
  */
 const weightCopy = (node: Tensor.Tensor, target: KernelTarget) => {
-  const [a, b] = node.src
-  const product = Product.of(node, node.op._tag === "MulMatAdd" ? node.src[2] : undefined)
+  const gated = node.op._tag === "MulMatSwiglu" ? Product.gated(node) : undefined
+  if (node.op._tag === "MulMatSwiglu" && gated === undefined) return undefined
+  const product = gated ?? Product.of(node, node.op._tag === "MulMatAdd" ? node.src[2] : undefined)
+  const source = product.operands.find((o) => o.name === "a")!
+  const b = product.operands.find((o) => o.name === "b")!.tensor
+  const a = source.tensor
   if (!product.quantized || target.f16 !== true || product.N <= 8 || decodes(product, target)) return undefined
+  const rows = (source.extent ?? Tensor.nbytes(a)) / Tensor.nbytes(a)
+  const copy = Tensor.unsafeMake(
+    `${node.name} (f16 weights)`,
+    "f16",
+    [a.ne[0], a.ne[1] * rows, a.ne[2], a.ne[3]],
+    Op.Op.None(),
+    []
+  )
   const asked = target.quantizedPrefill
   const wanted = asked === "copy" ||
     (asked === undefined && COPY_TYPES.has(a.dtype) && product.N >= COPY_COLUMNS &&
-      2 * Tensor.nelements(a) <= COPY_BYTES && matrixTiling(product, a, b, target) !== undefined)
+      Tensor.nbytes(copy) <= COPY_BYTES && matrixTiling(product, a, b, target) !== undefined)
   if (!wanted) return undefined
-  const copy = Tensor.unsafeMake(`${node.name} (f16 weights)`, "f16", a.ne, Op.Op.None(), [])
   const half: Product.Product = {
     ...product,
     quantized: false,
     operands: product.operands.map((o) => o.name === "a" ? { name: "a", tensor: copy } : o)
   }
   const tile = matrixTiling(half, copy, b, target)
-  const partials = tile === undefined ? 0 : splitScratch(half, tile)
+  // (a gated product does not split K)
+  const partials = tile === undefined || gated !== undefined ? 0 : splitScratch(half, tile)
   const at = Math.ceil((Tensor.nbytes(node) + partials) / 256) * 256
   const ahead = target.copiesAhead === true
   const within = ahead ? { tensor: COPY_STAGES[0], at: 0 } : { tensor: node, at }
   return {
+    source,
     copy: { name: "a", tensor: copy, within },
     half: { ...half, operands: half.operands.map((o) => o.name === "a" ? { ...o, within } : o) },
     scratch: ahead ? partials : at + Tensor.nbytes(copy) - Tensor.nbytes(node)
@@ -178,12 +190,13 @@ export const copyJob = (
   const copied = weightCopy(node, target)
   return copied === undefined || within === undefined
     ? undefined
-    : Quantized.halfCopy(node.src[0], { ...copied.copy, within }, target, true, target.copyLoads ?? "words", size)
+    : Quantized.halfCopy(copied.source, { ...copied.copy, within }, target, true, target.copyLoads ?? "words", size)
 }
 
 /** @internal: the bytes of a quantized prompt product's f16 copy of its weights (0 where it makes none) */
 export const copyBytes = (node: Tensor.Tensor, target: KernelTarget): number => {
-  const copied = (node.op._tag === "MulMat" || node.op._tag === "MulMatAdd") ? weightCopy(node, target) : undefined
+  const products: ReadonlyArray<string> = ["MulMat", "MulMatAdd", "MulMatSwiglu"]
+  const copied = products.includes(node.op._tag) ? weightCopy(node, target) : undefined
   return copied === undefined ? 0 : Tensor.nbytes(copied.copy.tensor)
 }
 
@@ -195,7 +208,8 @@ export const scratchBytes = (node: Tensor.Tensor, target: KernelTarget): number 
   const [a, b] = node.src
   const shape = { M: node.ne[0], N: node.ne[1], K: a.ne[0], batches: node.ne[2] * node.ne[3] }
   if (node.op._tag === "MulMatSwiglu") {
-    return int8Gated(shape, a, node.src[1], target) ? Int8.int8Scratch(shape, a.dtype, true, target) : 0
+    if (int8Gated(shape, a, node.src[1], target)) return Int8.int8Scratch(shape, a.dtype, true, target)
+    return weightCopy(node, target)?.scratch ?? 0
   }
   if (node.op._tag === "MulMatStack") {
     return int8Stack(shape, node.src.slice(0, node.op.parts), target)
@@ -275,7 +289,7 @@ export const mulMat = (
     // the tiles last
     const chain = (k: Kernel | undefined): Kernel =>
       k === undefined ? tiles : { ...k, next: halfKernel, fallback: chain(k.fallback) }
-    return chain(Quantized.halfCopy(a, copied.copy, target))
+    return chain(Quantized.halfCopy(copied.source, copied.copy, target))
   }
   if (product.N <= 8) {
     // vec4 loads pay once every thread has a vec4 of K to load (on lavapipe, K = 256 ran 6% slower)
@@ -288,105 +302,51 @@ export const mulMat = (
   return plainProduct(product, a, b, target)
 }
 
-/** WGSL: the value at k of row `m` of weight operand `n` (blocks dequantized where quantized) */
-const valueAt = (product: Product.Product, n: string, m: string) =>
-  product.quantized
-    ? `ldq_${n}(ix_${n}(0u, ${m}, b2 / P.r2, b3 / P.r3), k)`
-    : `ld_${n}(ix_${n}(k, ${m}, b2 / P.r2, b3 / P.r3))`
-
 /**
- * a workgroup per result (m, n) of a fused product: `prelude` runs first (after module-scope `decls`), each
- * of `terms` (a's value at k, WGSL) sums term * b over K into r0, r1, ... (reduced over the workgroup), and
- * `result` combines them
+ * the kernel of a gated product over weights `a` (its gate rows; f16 or f32, or quantized where no
+ * subgroup-matrix tiling takes it): subgroup matrices where their tiling keeps K whole and pairs two
+ * subgroups along a's rows, and only where asked (KernelTarget.gatedPrompts: not yet checked on a GPU);
+ * else register tiles of 8 rows a thread, or the scalar tiles; undefined where none of these takes it
  */
-const perResult = (
-  variant: KernelSpec.Variant,
-  product: Product.Product,
-  target: KernelTarget,
-  decls: string,
-  prelude: string,
-  terms: ReadonlyArray<string>,
-  result: string
-): Kernel =>
-  KernelSpec.make({
-    variant,
-    operands: product.operands,
-    params: product.params,
-    workgroups: fold(product.M * product.N * product.batches, target.maxWorkgroups),
-    main: `
-${decls}
-${terms.map((_, i) => `var<workgroup> r${i}: array<f32, 64>;`).join("\n")}
-${entry(64)}
-  let t = wg_linear(wid, nwg);
-  if (t >= P.d_ne0 * P.d_ne1 * P.d_ne2 * P.d_ne3) { return; }
-  let m = t % P.d_ne0;
-  let n = (t / P.d_ne0) % P.d_ne1;
-  let bz = t / (P.d_ne0 * P.d_ne1);
-  let b2 = bz % P.d_ne2;
-  let b3 = bz / P.d_ne2;
-${prelude}
-${terms.map((_, i) => `  var s${i} = 0.0;`).join("\n")}
-  for (var k = lid; k < P.a_ne0; k += 64u) {
-    let x = ld_b(ix_b(k, n, b2, b3));
-${terms.map((term, i) => `    s${i} += ${term} * x;`).join("\n")}
+const gatedForm = (product: Product.Product, a: Tensor.Tensor, b: Tensor.Tensor, target: KernelTarget) => {
+  if (target.gatedPrompts === false) return undefined
+  const tile = matrixTiling(product, a, b, target)
+  if (tile !== undefined) {
+    return target.gatedPrompts === true && !product.quantized && tile.sgCols === 2 && splitsOf(product, tile) === 1
+      ? subgroupMatrix(product, a, b, tile, true)
+      : undefined
   }
-${terms.map((_, i) => `  r${i}[lid] = s${i};`).join("\n")}
-  workgroupBarrier();
-  for (var w = 32u; w > 0u; w >>= 1u) {
-    if (lid < w) { ${terms.map((_, i) => `r${i}[lid] += r${i}[lid + w];`).join(" ")} }
-    workgroupBarrier();
-  }
-  if (lid == 0u) { st_d(ix_d(m, n, b2, b3), ${result}); }
-}`
-  })
-
-/**
- * @internal: mul_mat_swiglu, silu(gate b) * (up b): the int8 form with both weights where it applies (the
- * only place the WebGPU device asks for the fusion), else a workgroup per result summing both rows
- */
-export const mulMatSwiglu = (node: Tensor.Tensor, target: KernelTarget, made?: Product.MadeB): Kernel => {
-  const [gate, up, b] = node.src
-  const product: Product.Product = {
-    operands: [{ name: "a", tensor: gate }, { name: "u", tensor: up }, { name: "b", tensor: b }, {
-      name: "d",
-      tensor: node
-    }],
-    quantized: DType.isQuantized(gate.dtype),
-    bias: false,
-    epilogue: "",
-    M: node.ne[0],
-    N: node.ne[1],
-    K: gate.ne[0],
-    batches: node.ne[2] * node.ne[3],
-    params: [u32("r2", b.ne[2] / gate.ne[2]), u32("r3", b.ne[3] / gate.ne[3])]
-  }
-  const row = (n: string) => valueAt(product, n, "m")
-  const rows = perResult(
-    { family: "mul_mat_swiglu_rows" },
-    product,
-    target,
-    "",
-    "",
-    [row("a"), row("u")],
-    "silu_s(r0[0]) * r1[0]"
-  )
-  if (int8Gated(product, gate, up, target)) {
-    return Int8.int8MatVec(product, b, gate.dtype as Int8.Int8Type, target, rows, {
-      kind: "gated",
-      ...(made !== undefined ? { made } : {})
-    })
-  }
-  const vec = vectorForm(product, [gate, up], b) ? matVec(product, target, true, { kind: "gated" }, rows) : rows
-  return halfApplies(product, [gate, up], b, target)
-    ? halfMatVec(product, target, { kind: "gated", ...(made !== undefined ? { made } : {}) }, vec)
-    : vec
+  if (product.quantized || !Product.fourAligned(product, a, b)) return tiled(product, true)
+  const registers = target.registerTile ?? registersFor(product, target.software === true)
+  return registers.m === 8 ? registerTiled(product, registers, true) : undefined
 }
 
 /**
- * whether the int8 form computes a gated FFN's products: both weights of one type (the kernel decodes both
+ * @internal: a prompt's mul_mat_swiglu as one gated product (Product.gated), over an f16 copy of quantized weights where
+ * a product of theirs would take one; undefined where no gated form computes it
+ */
+export const gatedPrompt = (node: Tensor.Tensor, target: KernelTarget): Kernel | undefined => {
+  const product = Product.gated(node)
+  if (product === undefined) return undefined
+  const [gate, , b] = node.src
+  const copied = weightCopy(node, target)
+  if (copied === undefined) return gatedForm(product, gate, b, target)
+  const half = gatedForm(copied.half, copied.copy.tensor, b, target)
+  if (half === undefined) return undefined
+  // each form of the copy (its fallbacks where offsets do not allow a wider one) followed by the product
+  const chain = (k: Kernel): Kernel => ({
+    ...k,
+    next: half,
+    ...(k.fallback !== undefined ? { fallback: chain(k.fallback) } : {})
+  })
+  return chain(Quantized.halfCopy(copied.source, copied.copy, target))
+}
+
+/**
+ * @internal: whether the int8 form computes a gated FFN's products: both weights of one type (the kernel decodes both
  * as the gate's) that the int8 form takes
  */
-const int8Gated = (
+export const int8Gated = (
   product: Pick<Product.Product, "N" | "K">,
   gate: Tensor.Tensor,
   up: Tensor.Tensor,
@@ -394,127 +354,11 @@ const int8Gated = (
 ) => gate.dtype === up.dtype && Int8.int8Applies(product, gate, target) && Int8.int8Applies(product, up, target)
 
 /**
- * whether the vec4 matrix-vector form computes a fused product over `weights` (f16 or f32, a few columns,
- * K a multiple of 4 and long enough for every thread's vec4, rows at whole vec4)
- */
-const vectorForm = (
-  product: Pick<Product.Product, "N" | "K">,
-  weights: ReadonlyArray<Tensor.Tensor>,
-  b: Tensor.Tensor
-) =>
-  product.N <= 8 && product.K >= 4 * WG && (b.dtype === "f32" || b.dtype === "f16") &&
-  weights.every((w) =>
-    (w.dtype === "f16" || w.dtype === "f32") && w.dtype === weights[0].dtype &&
-    Product.fourAligned({ ...product, K: w.ne[0] } as Product.Product, w, b)
-  )
-
-/**
- * @internal: whether the WebGPU device fuses a gated FFN's products: where the int8 form computes them, or
- * the vec4 matrix-vector form (f16 and f32 weights)
- */
-export const fusesSwiglu = (target: KernelTarget) => (gate: Tensor.Tensor, up: Tensor.Tensor, b: Tensor.Tensor) =>
-  int8Gated({ N: b.ne[1], K: gate.ne[0] }, gate, up, target) ||
-  vectorForm({ N: b.ne[1], K: gate.ne[0] }, [gate, up], b) ||
-  (Tensor.sameShape(gate, up) && halfApplies({ N: b.ne[1], K: gate.ne[0] }, [gate, up], b, target))
-
-/**
- * @internal: mul_mat_stack, the products of several weights with one b, rows stacked: the int8 form where
- * every part's weights allow it (the only place the WebGPU device asks for the fusion), else a workgroup
- * per result; `stores` the int8 form or the f16 one by subgroups also makes of its rows (stackStores.ts),
- * where it is the one taken
- */
-export const mulMatStack = (
-  node: Tensor.Tensor,
-  parts: number,
-  target: KernelTarget,
-  stores?: RowStores,
-  made?: Product.MadeB
-): Kernel => {
-  const weights = node.src.slice(0, parts)
-  const b = node.src[parts]
-  const names = weights.map((_, i) => (i === 0 ? "a" : `a${i}`))
-  const starts = weights.map((_, i) => weights.slice(0, i).reduce((m, w) => m + w.ne[1], 0))
-  const product: Product.Product = {
-    operands: [...weights.map((w, i) => ({ name: names[i], tensor: w })), { name: "b", tensor: b }, {
-      name: "d",
-      tensor: node
-    }],
-    quantized: DType.isQuantized(weights[0].dtype),
-    bias: false,
-    epilogue: "",
-    M: node.ne[0],
-    N: node.ne[1],
-    K: weights[0].ne[0],
-    batches: node.ne[2] * node.ne[3],
-    params: [
-      u32("r2", b.ne[2] / weights[0].ne[2]),
-      u32("r3", b.ne[3] / weights[0].ne[3]),
-      ...starts.slice(1).map((s, i) => u32(`s${i + 1}`, s))
-    ]
-  }
-  const row = (n: string) => valueAt(product, n, "lr")
-  // the row's part (its weights) and its row within the part
-  const decls = `fn part_row(pt: u32, lr: u32, k: u32, b2: u32, b3: u32) -> f32 {
-${names.map((nm, i) => `  if (pt == ${i}u) { return ${row(nm)}; }`).join("\n")}
-  return 0.0;
-}`
-  const prelude = `  var pt = 0u;
-  var lr = m;
-${range(parts - 1).map((i) => `  if (m >= P.s${i + 1}) { pt = ${i + 1}u; lr = m - P.s${i + 1}; }`).join("\n")}`
-  const rows = perResult({ family: "mul_mat_stack_rows", parts }, product, target, decls, prelude, [
-    "part_row(pt, lr, k, b2, b3)"
-  ], "r0[0]")
-  if (int8Stack(product, weights, target)) {
-    const types = weights.map((w) => w.dtype as Int8.Int8Type)
-    return Int8.int8MatVec(product, b, types[0], target, rows, {
-      kind: "stack",
-      parts,
-      starts,
-      ...(types.some((t) => t !== types[0]) ? { types } : {}),
-      ...(stores !== undefined ? { stores } : {}),
-      ...(made !== undefined ? { made } : {})
-    })
-  }
-  const vec = vectorForm(product, weights, b) ? matVec(product, target, true, { kind: "stack", parts }, rows) : rows
-  return halfApplies(product, weights, b, target)
-    ? halfMatVec(product, target, {
-      kind: "stack",
-      parts,
-      ...(stores !== undefined ? { stores } : {}),
-      ...(made !== undefined ? { made } : {})
-    }, vec)
-    : vec
-}
-
-/**
- * @internal: whether the WebGPU device stacks products sharing their activations: where the int8 form
- * computes every part (types that round b alike, one column) or the vec4 matrix-vector form does (f16 and
- * f32 weights of one type), for at most 4 parts (operands of a binding group)
- */
-export const stacks = (target: KernelTarget) => (weights: ReadonlyArray<Tensor.Tensor>, b: Tensor.Tensor) =>
-  weights.length <= 4 &&
-  weights.every((w) => w.ne[0] === weights[0].ne[0] && w.ne[2] === 1 && w.ne[3] === 1) &&
-  (int8Stack({ N: b.ne[1], K: weights[0].ne[0] }, weights, target) ||
-    (weights.every((w) => w.dtype === weights[0].dtype) &&
-      (vectorForm({ N: b.ne[1], K: weights[0].ne[0] }, weights, b) ||
-        halfApplies({ N: b.ne[1], K: weights[0].ne[0] }, weights, b, target))))
-
-/**
- * whether the int8 form computes a stack over `weights`: each part's type takes it, and all round b alike
+ * @internal: whether the int8 form computes a stack over `weights`: each part's type takes it, and all round b alike
  * (a k-quant model's q4_K and q6_K parts, as llama.cpp's Q4_K_M mixes them)
  */
-const int8Stack = (
+export const int8Stack = (
   product: Pick<Product.Product, "N" | "K">,
   weights: ReadonlyArray<Tensor.Tensor>,
   target: KernelTarget
 ) => weights.every((w) => Int8.int8Applies(product, w, target)) && Int8.roundsAlike(weights.map((w) => w.dtype))
-
-/**
- * @internal: whether the WebGPU device leaves a one-row norm to the products that read it (normIn.ts): each
- * of them one the int8 form or f16 weights by subgroups compute
- */
-export const leavesNorms = (target: KernelTarget) =>
-  leavesNorm(target, (weights, b) => {
-    const product = { N: b.ne[1], K: weights.ne[0] }
-    return Int8.int8Applies(product, weights, target) || halfApplies(product, [weights], b, target)
-  })

@@ -6,7 +6,7 @@
  * @internal
  */
 import * as DType from "@effect-gpu/core/DType"
-import type * as Tensor from "@effect-gpu/core/Tensor"
+import * as Tensor from "@effect-gpu/core/Tensor"
 import type { Operand, Param } from "./kernel.js"
 import { bcast, range, stridesAligned, u32 } from "./kernel.js"
 import type { RowStores } from "./stackStores.js"
@@ -110,6 +110,44 @@ export const origin = (rows: number, cols: number, batch = "wid.z"): string =>
   let M = P.d_ne0;
   let N = P.d_ne1;
   let K = P.a_ne0;`
+
+/**
+ * @internal: WGSL placing logical row `x` of a gated product (mul_mat_swiglu past the matrix-vector
+ * columns: a prompt's gate and up products with their swiglu). Its tiles take a's rows in runs of `run`, a
+ * run of gate rows then the same rows of up, which follow gate's in a's binding `m` rows on (`m` the
+ * result's rows), so that each gate sum meets its up sum in one invocation or workgroup: `o` the result
+ * row, `r` the weight row
+ */
+export const gatedRow = (x: string, run: number, m: string, o: string, r: string): string =>
+  `let ${o} = ((${x}) / ${2 * run}u) * ${run}u + (${x}) % ${run}u; let ${r} = ${o} + (((${x}) / ${run}u) % 2u) * ${m};`
+
+/**
+ * @internal: a gated FFN's products past the matrix-vector columns (a prompt's mul_mat_swiglu) as one product whose
+ * logical rows are gate's and up's (2 M): gate and up views of one tensor's two halves (a layer's stacked
+ * weights, Fusion's rewrite of its product and swiglu), up's rows right after gate's, so that one binding
+ * holds both and the tiles pair their rows (gatedRow); undefined where they are not so
+ */
+export const gated = (node: Tensor.Tensor): Product | undefined => {
+  const [gate, up, b] = node.src
+  const halves = node.ne[1] > 8 && gate.viewSrc !== undefined && up.viewSrc === gate.viewSrc &&
+    gate.dtype === up.dtype && Tensor.sameShape(gate, up) && Tensor.isContiguous(gate) && Tensor.isContiguous(up) &&
+    up.viewOffset === gate.viewOffset + Tensor.nbytes(gate) && gate.ne[2] === 1 && gate.ne[3] === 1
+  if (!halves) return undefined
+  return {
+    operands: [{ name: "a", tensor: gate, extent: 2 * Tensor.nbytes(gate) }, { name: "b", tensor: b }, {
+      name: "d",
+      tensor: node
+    }],
+    quantized: DType.isQuantized(gate.dtype),
+    bias: false,
+    epilogue: "",
+    M: 2 * node.ne[0],
+    N: node.ne[1],
+    K: gate.ne[0],
+    batches: node.ne[2] * node.ne[3],
+    params: [u32("r2", b.ne[2]), u32("r3", b.ne[3])]
+  }
+}
 
 /** @internal: the weight operands of a stack of `parts` products (mul_mat_stack): a, a1, a2, ... */
 export const stackWeights = (parts: number): Array<string> =>

@@ -90,17 +90,24 @@ const kVec4 = (dtype: DType.Quantized) => {
  * workgroup memory a word a thread (each word read once, in order), then each thread decodes vec4s of the
  * run's blocks from there, the workgroup's stores one contiguous run each; other types: a thread a
  * 32-value piece, 256 pieces a workgroup. Stored as vec4 where the offsets allow a vec4 binding (a's at 16
- * bytes), else one value at a time.
+ * bytes), else one value at a time. A contiguous a's binding may reach past it (its `extent`, whole times
+ * its bytes): the rows after it are copied too (a gated product's up weights after its gate's).
  */
 export const halfCopy = (
-  a: Tensor.Tensor,
+  source: Operand,
   copy: Operand,
   target: KernelTarget,
   vec = true,
   loads: "words" | "vec4" = target.copyLoads ?? "words",
   size = WG
 ): Kernel => {
+  const a = source.tensor
   const dtype = a.dtype as DType.Quantized
+  // how many times a's bytes the binding covers (whole, and only where a is contiguous: one run of rows)
+  const span = (source.extent ?? Tensor.nbytes(a)) / Tensor.nbytes(a)
+  if (!Number.isInteger(span) || (span > 1 && !Tensor.isContiguous(a))) {
+    throw new Error(`a copy of ${span} times a tensor's bytes needs a contiguous tensor`)
+  }
   const raw = RAW_BLOCKS[dtype]
   // k-quants stage runs of whole blocks too (a word a thread), each thread then decoding vec4s of them
   const kq = raw === undefined ? K_BLOCKS[dtype] : undefined
@@ -112,7 +119,7 @@ export const halfCopy = (
   const run = staged ? (size * RAW_VECS) / 8 : size
   // pieces a row, and rows, as the kernel sees them
   const [per, rows] = Tensor.isContiguous(a)
-    ? [Tensor.nelements(a) / 32, 1]
+    ? [(span * Tensor.nelements(a)) / 32, 1]
     : [a.ne[0] / 32, a.ne[1] * a.ne[2] * a.ne[3]]
   const runs = Math.ceil(per / run) * rows
   const put = (at: string, v: string) =>
@@ -191,7 +198,7 @@ ${range(8).map((i) => `  ${put(`(o >> 2u) + ${i}u`, `v[${i}]`)}`).join("\n")}`
       ...(wide ? { loads } : {}),
       ...(size !== WG ? { size } : {})
     },
-    operands: [{ name: "a", tensor: a }, { ...copy, name: "d" }],
+    operands: [{ ...source, name: "a" }, { ...copy, name: "d" }],
     params: [u32("per", per), u32("rows", rows)],
     workgroups: fold(runs, target.maxWorkgroups),
     main: `
@@ -219,9 +226,9 @@ ${decode}
   })
   // vec4 bindings need their offsets aligned (the program checks): the vec4 form falls back to a's words
   // read one at a time, that to the copy stored a value at a time
-  if (wide) return { ...kernel, vec4: true, fallback: halfCopy(a, copy, target, true, "words", size) }
+  if (wide) return { ...kernel, vec4: true, fallback: halfCopy(source, copy, target, true, "words", size) }
   return vec
-    ? { ...kernel, vec4: true, scalar: ["a"], fallback: halfCopy(a, copy, target, false, loads, size) }
+    ? { ...kernel, vec4: true, scalar: ["a"], fallback: halfCopy(source, copy, target, false, loads, size) }
     : kernel
 }
 

@@ -8,30 +8,48 @@ import type { Kernel, RegisterTile } from "./kernel.js"
 import * as KernelSpec from "./kernel.js"
 import { range } from "./kernel.js"
 import type { Product } from "./product.js"
-import { origin, wholeBlocks } from "./product.js"
+import { gatedRow, origin, wholeBlocks } from "./product.js"
 
 /**
  * @internal: a 64x64 block of the result per workgroup, 4x4 per thread, K in steps of 16 through shared
- * memory
+ * memory. `gated` (mul_mat_swiglu; M counts gate's and up's rows): a thread's rows 16 apart pair a gate row
+ * with its up row (runs of 16, gatedRow), and it stores silu(gate) * up
  */
-export const tiled = ({ M, N, batches, bias, epilogue, operands, params, quantized }: Product): Kernel => {
+export const tiled = (
+  { M, N, batches, bias, epilogue, operands, params, quantized }: Product,
+  gated = false
+): Kernel => {
   const BM = 64
   const BN = 64
   const BK = 16
   // quantized weights dequantize element k of row m as they are staged
   const loadA = quantized ? "ldq_a(ix_a(0u, m, a2, a3), k)" : "ld_a(ix_a(k, m, a2, a3))"
+  const rowA = gated
+    ? `${gatedRow("m0 + rr", 16, "P.d_ne0", "o", "m")} let inRange = o < P.d_ne0;`
+    : "let m = m0 + rr; let inRange = m < P.a_ne1;"
   const accumulate = range(4).map((i) => `      r${i} = fma(vec4<f32>(As[kk][lid3.x + ${i * 16}u]), br, r${i});`)
-  const store = range(4).flatMap((i) =>
-    range(4).map((j) => {
-      const [mi, nj] = [i * 16, j * 16]
-      return [
-        `  { let m = m0 + lid3.x + ${mi}u; let nn = n0 + lid3.y + ${nj}u;`,
-        `if (m < P.d_ne0 && nn < P.d_ne1) { var v = r${i}[${j}]; ${epilogue} st_d(ix_d(m, nn, b2, b3), v); } }`
-      ].join(" ")
-    })
-  )
+  const store = gated
+    ? range(2).flatMap((p) =>
+      range(4).map((j) =>
+        [
+          `  { let x = m0 + lid3.x + ${p * 32}u; let o = (x / 32u) * 16u + x % 16u; let nn = n0 + lid3.y + ${j * 16}u;`,
+          `if (o < P.d_ne0 && nn < P.d_ne1) { st_d(ix_d(o, nn, b2, b3), silu_s(r${2 * p}[${j}]) * r${
+            2 * p + 1
+          }[${j}]); } }`
+        ].join(" ")
+      )
+    )
+    : range(4).flatMap((i) =>
+      range(4).map((j) => {
+        const [mi, nj] = [i * 16, j * 16]
+        return [
+          `  { let m = m0 + lid3.x + ${mi}u; let nn = n0 + lid3.y + ${nj}u;`,
+          `if (m < P.d_ne0 && nn < P.d_ne1) { var v = r${i}[${j}]; ${epilogue} st_d(ix_d(m, nn, b2, b3), v); } }`
+        ].join(" ")
+      })
+    )
   return KernelSpec.make({
-    variant: { family: "mm", bias },
+    variant: { family: "mm", bias, ...(gated ? { gated } : {}) },
     operands,
     params,
     workgroups: [Math.ceil(M / BM), Math.ceil(N / BN), batches],
@@ -55,11 +73,11 @@ ${range(4).map((i) => `  var r${i} = vec4<f32>(0.0);`).join("\n")}
       let kk = flat % ${BK}u;
       let rr = flat / ${BK}u;
       let k = k0 + kk;
-      let m = m0 + rr;
+      ${rowA}
       let nn = n0 + rr;
       var av = 0.0;
       var bv = 0.0;
-      if (k < K && m < P.a_ne1) { av = ${loadA}; }
+      if (k < K && inRange) { av = ${loadA}; }
       if (k < K && nn < P.b_ne1) { bv = ld_b(ix_b(k, nn, b2, b3)); }
       As[kk][rr] = av;
       Bs[kk][rr] = bv;
@@ -82,9 +100,12 @@ ${store.join("\n")}
  * shared memory holds m and n in fours so each thread's (m x n) block is built from vec4 reads: per K,
  * m/4 + n/4 reads feed m*n fused multiply-adds. The result and the bias go through single-element
  * accessors. Operands that are not 4-aligned after all (their offsets) run the scalar tiled kernel.
+ * `gated` (mul_mat_swiglu; M counts gate's and up's rows; 8 rows a thread): a thread's two vec4s of rows
+ * pair gate rows with their up rows (runs of 32, gatedRow), and it stores silu(gate) * up.
  */
-export const registerTiled = (product: Product, tile: RegisterTile): Kernel => {
+export const registerTiled = (product: Product, tile: RegisterTile, gated = false): Kernel => {
   const { depth: BK, m: TM, n: TN } = tile
+  if (gated && TM !== 8) throw new Error(`a gated product takes 8 rows a thread, not ${TM}`)
   const BM = 16 * TM
   const BN = 16 * TN
   const [m4, n4] = [TM / 4, TN / 4]
@@ -98,12 +119,15 @@ export const registerTiled = (product: Product, tile: RegisterTile): Kernel => {
   const whole = wholeBlocks(product, BM, BN, BK)
   const load = (t: "a" | "b", rows: number, r0: string, lim: string) =>
     range(loads(rows)).map((e) => {
+      // a gated product's a: its logical row x placed (result row o, weight row r), up's rows past gate's
+      const pairs = gated && t === "a"
       const at = `(${t}b + r * P.${t}_nb1 + k) >> 2u`
-      const last = `(${t}b + (${lim} - 1u) * P.${t}_nb1 + K - 4u) >> 2u`
+      const last = `(${t}b + (${pairs ? `2u * ${lim}` : lim} - 1u) * P.${t}_nb1 + K - 4u) >> 2u`
       const value = whole
         ? `ld4_${t}(${at})`
-        : `select(vec4<f32>(0.0), ld4_${t}(min(${at}, ${last})), r < ${lim} && k < K)`
-      const place = `let r = ${r0} + i / ${BK / 4}u; let k = k0 + (i % ${BK / 4}u) * 4u;`
+        : `select(vec4<f32>(0.0), ld4_${t}(min(${at}, ${last})), ${pairs ? "o" : "r"} < ${lim} && k < K)`
+      const row = pairs ? gatedRow(`${r0} + i / ${BK / 4}u`, 32, lim, "o", "r") : `let r = ${r0} + i / ${BK / 4}u;`
+      const place = `${row} let k = k0 + (i % ${BK / 4}u) * 4u;`
       return `    { let i = ${e * 256}u + lid; ${place} ${reg(t, e)} = ${value}; }`
     }).join("\n")
   // shared tiles are [k][rows / 4] of vec4, rows padded by one vec4 against bank conflicts on the stores
@@ -139,14 +163,20 @@ export const registerTiled = (product: Product, tile: RegisterTile): Kernel => {
   const kLoop = tile.unroll === true
     ? range(BK).map((k) => `    {\n${step(`${k}u`)}\n    }`).join("\n")
     : `    for (var k = 0u; k < ${BK}u; k++) {\n${step("k")}\n    }`
-  const store = range(m4).flatMap((i) =>
-    range(TN).map((j) => {
+  const store = gated
+    ? range(TN).map((j) => {
       const nn = `n0 + (ty + ${Math.floor(j / 4) * 4}u) * 4u + ${j % 4}u`
-      const mb = `m0 + (tx + ${i * 8}u) * 4u`
-      const write = `var v = ${acc(i, j)}[c]; ${product.epilogue} st_d(ix_d(m, nn, b2, b3), v);`
-      return `  { let nn = ${nn}; let mb = ${mb}; if (nn < N) { for (var c = 0u; c < 4u; c++) { let m = mb + c; if (m < M) { ${write} } } } }`
+      const write = `st_d(ix_d(o, nn, b2, b3), silu_s(${acc(0, j)}[c]) * ${acc(1, j)}[c]);`
+      return `  { let nn = ${nn}; let mb = m0 + tx * 4u; if (nn < N) { for (var c = 0u; c < 4u; c++) { let x = mb + c; let o = (x / 64u) * 32u + x % 32u; if (o < M) { ${write} } } } }`
     })
-  )
+    : range(m4).flatMap((i) =>
+      range(TN).map((j) => {
+        const nn = `n0 + (ty + ${Math.floor(j / 4) * 4}u) * 4u + ${j % 4}u`
+        const mb = `m0 + (tx + ${i * 8}u) * 4u`
+        const write = `var v = ${acc(i, j)}[c]; ${product.epilogue} st_d(ix_d(m, nn, b2, b3), v);`
+        return `  { let nn = ${nn}; let mb = ${mb}; if (nn < N) { for (var c = 0u; c < 4u; c++) { let m = mb + c; if (m < M) { ${write} } } } }`
+      })
+    )
   return KernelSpec.make({
     variant: {
       family: "mm4",
@@ -155,10 +185,11 @@ export const registerTiled = (product: Product, tile: RegisterTile): Kernel => {
       depth: BK,
       unroll: tile.unroll === true,
       bias: product.bias,
-      whole
+      whole,
+      ...(gated ? { gated } : {})
     },
     vec4: true,
-    fallback: tiled(product),
+    fallback: tiled(product, gated),
     operands: product.operands,
     params: product.params,
     workgroups: [Math.ceil(product.M / BM), Math.ceil(product.N / BN), product.batches],
