@@ -499,13 +499,14 @@ const program = Effect.gen(function*() {
   // a prompt's gated FFN as one product on subgroup matrices (gatedPrompts, off by default there): one
   // product over gate's and up's weights stacked, swiglu over its halves, its tiles pairing each gate row
   // with its up row; f32 activations, f16 ones from a norm (halfActivations) with the result in f16 for a
-  // down product, edges (4100 rows, 520 columns), q8_0 and q4_0 over their f16 copy, against the CPU
+  // down product, edges (4100 rows, 520 columns), q8_0 and q4_0 over their f16 copy, against the CPU (grids
+  // of 256 workgroups or more: a smaller one would split K, which the gated form does not)
   const [gatedGpu] = yield* WebGpu.make({ devices: 1, gatedPrompts: true })
   const gatedCases = [
-    ["f16", 2048, 2048, 512, false],
-    ["f16", 2048, 2048, 512, true],
+    ["f16", 4096, 2048, 512, false],
+    ["f16", 4096, 2048, 512, true],
     ["f16", 4100, 64, 520, false],
-    ["q8_0", 2048, 2048, 512, true],
+    ["q8_0", 4096, 2048, 512, true],
     ["q4_0", 8192, 2048, 512, true]
   ] as const
   for (const [wt, F, K, N, normed] of only("gated", gatedCases)) {
