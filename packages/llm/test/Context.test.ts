@@ -48,6 +48,19 @@ const decodeSteps = (
     return { entries: (yield* trace).entries, logits }
   })
 
+/**
+ * the tokens twice as one prompt (past 8 positions: prompt products, the matrix-vector kernels take 8 columns
+ * or fewer) on `on`, in a context of 16 positions: its trace entries and the last token's logits
+ */
+const promptOn = (on: Device.Device, m: Effect.Effect.Success<ReturnType<typeof model>>) =>
+  Effect.gen(function*() {
+    const weights = yield* Weights.load(on, m.file, m.bytes)
+    const context = yield* Context.make(on, m.h, weights, { size: 16 })
+    const trace = yield* context.backend.captureNext
+    const logits = yield* context.evaluate([...tokens, ...tokens])
+    return { entries: (yield* trace).entries, logits }
+  })
+
 /** asserts `got` has `want`'s length and each value within `bound` of it (of 1 + |want| where `relative`) */
 const within = (got: ArrayLike<number>, want: ArrayLike<number>, bound: number, what: string, relative = false) => {
   assert.strictEqual(got.length, want.length, what)
@@ -286,14 +299,7 @@ const suite = (gpu: boolean) =>
           for (const dtype of ["q8_0", "q4_K"] as const) {
             const m = yield* model({ dtype, hidden: 256, ffn: 256 })
             const [before, after] = yield* Effect.forEach([apart, ahead], (on) =>
-              Effect.gen(function*() {
-                const weights = yield* Weights.load(on, m.file, m.bytes)
-                const context = yield* Context.make(on, m.h, weights, { size: 16 })
-                const trace = yield* context.backend.captureNext
-                // past 8 positions: prompt products (the matrix-vector kernels take 8 columns or fewer)
-                const logits = yield* context.evaluate([...tokens, ...tokens])
-                return { entries: (yield* trace).entries, logits }
-              }))
+              promptOn(on, m))
             const copies = (entries: typeof after.entries) =>
               entries.filter((e) =>
                 e.variant?.family === "half_copy"
@@ -335,22 +341,14 @@ const suite = (gpu: boolean) =>
             // (rows of 256 q8_0 values: gate's and up's weights back to back, a stack)
             const m = yield* model({ dtype, hidden: 256 })
             const [one, two] = yield* Effect.forEach([fused, apart], (on) =>
-              Effect.gen(function*() {
-                const weights = yield* Weights.load(on, m.file, m.bytes)
-                const context = yield* Context.make(on, m.h, weights, { size: 16 })
-                const trace = yield* context.backend.captureNext
-                const logits = yield* context.evaluate([...tokens, ...tokens])
-                return { entries: (yield* trace).entries, logits }
-              }))
+              promptOn(on, m))
             // every layer's but the last, whose feed-forward takes the last token's row alone
             const gated = one.entries.filter((e) =>
               e.variant?.gated === true
             )
             assert.strictEqual(gated.length, shape.layers - 1, dtype)
             assert.isTrue(
-              gated.every((e) =>
-                e.op === "mul_mat_swiglu"
-              ),
+              gated.every((e) => e.op === "mul_mat_swiglu"),
               dtype
             )
             assert.strictEqual(one.entries.filter((e) => e.op === "glu").length, 0, dtype)

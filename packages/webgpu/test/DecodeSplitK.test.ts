@@ -10,7 +10,7 @@ import { Generators } from "@effect-gpu/testing"
 import { WebGpu, WebGpuDevice } from "@effect-gpu/webgpu"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { adapterAvailable, nmse, onDeviceAndCpu, productOnBoth } from "./utils.js"
+import { adapterAvailable, fusedOnBoth, nmse, onDeviceAndCpu, productOnBoth } from "./utils.js"
 
 /** the decode shape with splits of at most `most` values where grids are below `below` workgroups */
 const splitting = (most: number, below?: number) =>
@@ -156,9 +156,7 @@ describe.skipIf(!adapterAvailable)("WebGPU decode split-K", () => {
         const attn = Ops.flashAttnExt(Ops.permute(q, [0, 2, 1, 3]), k, v, { scale: 0.125 })
         const y = yield* g.output(Ops.add(r, Ops.mulMat(wo, Ops.reshape(attn, [H * D, 1]))))
         const graph = g.build()
-        const { cpu, entries, gpu } = yield* onDeviceAndCpu(d, (yield* d.makeBackend()).optimize(graph), graph, (
-          plan
-        ) =>
+        const { cpu, entries, gpu } = yield* fusedOnBoth(d, graph, (plan) =>
           Effect.gen(function*() {
             yield* plan.set(q, Generators.values(1, D * H))
             yield* plan.set(k, Generators.values(2, D * nKv * 2))

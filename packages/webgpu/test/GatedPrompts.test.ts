@@ -13,7 +13,7 @@ import { Generators } from "@effect-gpu/testing"
 import { WebGpu } from "@effect-gpu/webgpu"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { adapterAvailable, nmse, onDeviceAndCpu } from "./utils.js"
+import { adapterAvailable, fusedOnBoth, nmse } from "./utils.js"
 
 interface Case {
   readonly dtype: "f32" | "f16" | DType.Quantized
@@ -27,7 +27,7 @@ interface Case {
 }
 
 /** a stack's product and the swiglu of its halves, on `device` (as it fuses it) and on the CPU */
-const gatedOnBoth = (device: Parameters<typeof onDeviceAndCpu>[0], c: Case, seed: number) =>
+const gatedOnBoth = (device: Parameters<typeof fusedOnBoth>[0], c: Case, seed: number) =>
   Effect.gen(function*() {
     const g = Graph.make()
     const w = yield* g.param("gate_up", c.dtype, [c.K, 2 * c.F])
@@ -39,9 +39,8 @@ const gatedOnBoth = (device: Parameters<typeof onDeviceAndCpu>[0], c: Case, seed
     const y = yield* g.output(Ops.swiglu(gate, up), "y")
     const graph = g.build()
     const values = Generators.values(seed, Tensor.nelements(w))
-    const { cpu, entries, gpu } = yield* onDeviceAndCpu(
+    const { cpu, entries, gpu } = yield* fusedOnBoth(
       device,
-      (yield* device.makeBackend()).optimize(graph),
       graph,
       (plan) =>
         Effect.gen(function*() {

@@ -72,9 +72,8 @@ export const productOnBoth = (
     const y = yield* g.output(p.bias ? Ops.add(product, c) : product)
     const weights = Generators.values(p.seed, p.K * (p.M + 1) * aBatches)
     const graph = g.build()
-    const { cpu, entries, gpu } = yield* onDeviceAndCpu(
+    const { cpu, entries, gpu } = yield* fusedOnBoth(
       device,
-      (yield* device.makeBackend()).optimize(graph),
       graph,
       (plan) =>
         Effect.gen(function*() {
@@ -114,3 +113,15 @@ export const onDeviceAndCpu = <E, R>(
     }
     return { entries, gpu: results[0], cpu: results[1] }
   })
+
+/** `graph` fused as the device fuses it (its backend's optimize) on `device`, and as it is on the CPU (onDeviceAndCpu) */
+export const fusedOnBoth = <E, R>(
+  device: Device.Device,
+  graph: Graph.Graph,
+  set: (plan: Plan.Plan) => Effect.Effect<void, E, R>,
+  outputs: ReadonlyArray<Tensor.Tensor>
+) =>
+  Effect.flatMap(
+    device.makeBackend(),
+    (backend) => onDeviceAndCpu(device, backend.optimize(graph), graph, set, outputs)
+  )
