@@ -73,19 +73,23 @@ export interface Options {
   readonly ropeAttention?: (attention: Tensor.Tensor, rope: Tensor.Tensor) => boolean
   /**
    * whether a backend takes a product's activations (mul_mat's b) in f16 (its kernel rounds them to f16
-   * anyway): where every user of a norm's or a swiglu's result is such a product, that result is written
-   * in f16, half the bytes for the products to load; default: never
+   * anyway): where every user of a norm's, a swiglu's or a soft_max's result is such a product, that result
+   * is written in f16, half the bytes for the products to load; default: never
    */
   readonly halfActivations?: (product: Tensor.Tensor) => boolean
 }
 
-/** the ops whose result may be written in f16 for the products that read it (the activations' producers) */
+/**
+ * the ops whose result may be written in f16 for the products that read it (the activations' producers;
+ * soft_max's probabilities for attention's V·P, where attention is a chain)
+ */
 const HALF_PRODUCERS: ReadonlySet<OpT["_tag"]> = new Set([
   "RmsNorm",
   "RmsNormMul",
   "AddRmsNorm",
   "Glu",
-  "MulMatSwiglu"
+  "MulMatSwiglu",
+  "SoftMax"
 ])
 
 /**

@@ -536,6 +536,34 @@ describe("Fusion: activations in f16", () => {
       assert.deepStrictEqual(producers(some), ["f32", "f16", "f16"])
     }))
 
+  it.effect("attention's probabilities (a chain: K·Q, soft_max, V·P) are written in f16 for V·P", () =>
+    Effect.gen(function*() {
+      const g = Graph.make()
+      const q = yield* g.input("q", "f32", [32, 12, 4])
+      const k = yield* g.input("k", "f16", [32, 20, 2])
+      const vt = yield* g.input("vt", "f16", [20, 32, 2])
+      const mask = yield* g.input("mask", "f32", [20, 12])
+      const scores = Ops.softMax(Ops.mulMat(k, q), { mask, scale: 0.2 })
+      const y = yield* g.output(Ops.mulMat(vt, scores), "y")
+      const graph = g.build()
+      const softMaxes = (h: Graph.Graph) => h.nodes.filter((n) => n.op._tag === "SoftMax").map((n) => n.dtype)
+      assert.deepStrictEqual(softMaxes(Fusion.optimize(graph)), ["f32"])
+      // only V·P may take it: K·Q's result, which soft_max reads, stays f32
+      const asked: Array<string> = []
+      const half = Fusion.optimize(graph, { halfActivations: (p) => asked.push(p.src[0].name) > 0 })
+      assert.deepStrictEqual(asked, ["vt"])
+      assert.deepStrictEqual(softMaxes(half), ["f16"])
+      const inputs = new Map<Tensor.Tensor, ReadonlyArray<number>>([
+        [q, random(1)(32 * 12 * 4)],
+        [k, random(2)(32 * 20 * 2)],
+        [vt, random(3)(20 * 32 * 2)],
+        [mask, Array.from({ length: 240 }, (_, i) => (i % 20 <= 8 + Math.floor(i / 20) ? 0 : -Infinity))]
+      ])
+      // a product of f16 weights rounds its b to f16 as ggml's CPU does: the same results
+      const [want, got] = [(yield* compute(graph, inputs, [y]))[0], (yield* compute(half, inputs, [y]))[0]]
+      assert.deepStrictEqual(got, want)
+    }))
+
   it.effect("a result that another op reads, or that is an output, stays f32", () =>
     Effect.gen(function*() {
       const { graph, inputs, ys } = yield* layer(true)

@@ -1,8 +1,8 @@
 /**
  * WebGPU computes: command buffers, interruption, captured traces, fusions, chains and in-place results.
  */
-import type { Device, Tensor } from "@effect-gpu/core"
-import { Cpu, Fusion, Graph, Ops, Quant, Registry } from "@effect-gpu/core"
+import type { Device } from "@effect-gpu/core"
+import { Cpu, Fusion, Graph, Ops, Quant, Registry, Tensor } from "@effect-gpu/core"
 import { Generators } from "@effect-gpu/testing"
 import { WebGpu, WebGpuDevice } from "@effect-gpu/webgpu"
 import { assert, describe, it } from "@effect/vitest"
@@ -266,9 +266,9 @@ describe.skipIf(!adapterAvailable)("WebGPU computes", () => {
       }))
 
     // activations in f16 (Fusion.Options.halfActivations, which the device asks for where subgroup matrices
-    // take the products and the option is on): a residual sum's norm, a norm and a swiglu write f16, their
-    // products read it; the same rewritten graph on the CPU
-    it.scoped("activations written in f16 by norms and swiglu and read by the products match the CPU", () =>
+    // take the products and the option is on): a residual sum's norm, a norm, a swiglu and attention's
+    // soft_max (a masked chain) write f16, their products read it; the same rewritten graph on the CPU
+    it.scoped("activations written in f16 by norms, swiglu and soft_max and read by the products match the CPU", () =>
       Effect.gen(function*() {
         const d = yield* device
         const g = Graph.make()
@@ -280,19 +280,38 @@ describe.skipIf(!adapterAvailable)("WebGPU computes", () => {
         const n1 = yield* Ops.mul(Ops.rmsNorm(Ops.add(x, r), 1e-6), w)
         const n2 = yield* Ops.mul(Ops.rmsNorm(x, 1e-6), w)
         const glu = yield* Ops.mul(Ops.silu(Ops.mulMat(wg, n2)), Ops.mulMat(wu, n2))
-        const ys = [yield* g.output(Ops.mulMat(wq, n1), "q"), yield* g.output(Ops.mulMat(wd, glu), "down")]
+        const q = yield* g.input("q", "f32", [32, 9, 4])
+        const k = yield* g.input("k", "f16", [32, 20, 2])
+        const vt = yield* g.input("vt", "f16", [20, 32, 2])
+        const mask = yield* g.input("mask", "f16", [20, 9])
+        const p = Ops.softMax(Ops.mulMat(k, q), { mask, scale: 0.2 })
+        const ys = [
+          yield* g.output(Ops.mulMat(wq, n1), "q"),
+          yield* g.output(Ops.mulMat(wd, glu), "down"),
+          yield* g.output(Ops.mulMat(vt, p), "attention")
+        ]
         const half = Fusion.optimize(g.build(), { halfActivations: () => true })
-        const producers = half.nodes.filter((n) => ["AddRmsNorm", "RmsNormMul", "Glu"].includes(n.op._tag))
-        assert.deepStrictEqual(producers.map((n) => n.dtype), ["f16", "f16", "f16"])
+        const producers = half.nodes.filter((n) => ["AddRmsNorm", "RmsNormMul", "Glu", "SoftMax"].includes(n.op._tag))
+        assert.deepStrictEqual(producers.map((n) => n.dtype), ["f16", "f16", "f16", "f16"])
         // without shader-f16 the device has no f16 results, and says so
         if (!d.description.includes("shader-f16")) return assert.isFalse(d.supportsOp(producers[0]))
         const results: Array<Array<number>> = []
         for (const dev of [d, Cpu.make()]) {
           const backend = yield* dev.makeBackend()
           const plan = yield* backend.allocate(half)
-          for (const [t, seed] of [[x, 1], [r, 2], [w, 3], [wq, 4], [wg, 5], [wu, 6], [wd, 7]] as const) {
-            yield* plan.set(t, Generators.values(seed, t.ne[0] * t.ne[1]))
+          for (
+            const [t, seed] of [[x, 1], [r, 2], [w, 3], [wq, 4], [wg, 5], [wu, 6], [wd, 7], [q, 8], [k, 9], [
+              vt,
+              10
+            ]] as const
+          ) {
+            yield* plan.set(t, Generators.values(seed, Tensor.nelements(t)))
           }
+          // a causal mask: query row i sees keys up to 11 + i
+          yield* plan.set(
+            mask,
+            Array.from({ length: 180 }, (_, i) => (i % 20 <= 11 + Math.floor(i / 20) ? 0 : -Infinity))
+          )
           yield* backend.compute(plan)
           const out: Array<number> = []
           for (const y of ys) out.push(...(yield* plan.get(y)))
