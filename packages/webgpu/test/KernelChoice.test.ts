@@ -5,6 +5,7 @@ import { Fusion, Graph, Ops } from "@effect-gpu/core"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { scratchBytes } from "../src/internal/kernels/attentionDecode.js"
+import { fusesSwiglu } from "../src/internal/kernels/fusedProducts.js"
 import type { KernelTarget } from "../src/internal/kernels/kernel.js"
 import { mulMat, takesHalfActivations } from "../src/internal/kernels/matmul.js"
 import { kernelFor, scratchBytes as nodeScratch } from "../src/internal/kernels/select.js"
@@ -95,6 +96,53 @@ describe("mul_mat kernel choice", () => {
       // a vocabulary's head under every position (1 GB of f16) is not copied
       const head = yield* product("q8_0", 128256, 512)
       assert.notStrictEqual(mulMat(head, target, undefined).variant.family, "half_copy")
+    }))
+
+  it.effect("a prompt's gated FFN fuses into one gated product where a gated form takes it, whole K only", () =>
+    Effect.gen(function*() {
+      const base = { ...gpu, workgroupStorage: 49152, workgroupInvocations: 1024 }
+      /** a stack's product with the swiglu of its halves, fused for `target`: the kernels of its mul_mat_swiglu */
+      const gated = (target: KernelTarget, dtype: "f16" | "q8_0", F: number, N = 512) =>
+        Effect.gen(function*() {
+          const g = Graph.make()
+          const w = yield* g.param("gate_up", dtype, [2048, 2 * F])
+          const both = yield* Ops.mulMat(w, yield* g.input("x", "f16", [2048, N]))
+          const view = (at: number) => Ops.view(both, [F, N], [both.nb[1]], at * both.nb[0])
+          yield* g.output(Ops.swiglu(view(0), view(F)))
+          const fused = Fusion.optimize(g.build(), { mulMatSwiglu: fusesSwiglu(target) })
+          const node = fused.nodes.find((n) => n.op._tag === "MulMatSwiglu")
+          if (node === undefined) return undefined
+          const chain: Array<ReturnType<typeof kernelFor>> = []
+          for (let k = kernelFor(node, target); k !== undefined; k = k.next) chain.push(k)
+          return { node, chain }
+        })
+      const asked = { ...base, gatedPrompts: true }
+      // subgroup matrices, asked for: the 128 x 128 tiling, a subgroup pair's sums meeting in workgroup memory
+      const f16 = (yield* gated(asked, "f16", 4096))!
+      assert.deepStrictEqual(f16.chain.map((k) => [k!.variant.family, k!.variant.gated]), [["mmsg", true]])
+      assert.strictEqual(f16.chain[0]!.variant.splits, undefined)
+      assert.include(f16.chain[0]!.main, "/ 64u) % 2u) * M")
+      assert.include(f16.chain[0]!.main, "silu_s(Cs[sg * 256u + i]) * Cs[(sg + 1u) * 256u + i]")
+      // not asked for; a grid that would split K (2048 rows of gate: 32 x 4 workgroups); or asked not to
+      assert.isUndefined(yield* gated(base, "f16", 4096))
+      assert.isUndefined(yield* gated(asked, "f16", 2048))
+      assert.isUndefined(yield* gated({ ...asked, gatedPrompts: false }, "f16", 4096))
+      // q8_0: both halves copied into f16 in the scratch after the result, then the gated product over the copy
+      const q8 = (yield* gated(asked, "q8_0", 4096))!
+      assert.deepStrictEqual(q8.chain.map((k) => k!.variant.family), ["half_copy", "mmsg"])
+      const [source, copy] = q8.chain[0]!.operands
+      assert.strictEqual(source.extent, 2 * 4096 * 2048 * (34 / 32))
+      assert.strictEqual(copy.within?.tensor, q8.node)
+      assert.strictEqual(nodeScratch(q8.node, asked), copy.within!.at + 2 * 2 * 4096 * 2048 - 4 * 4096 * 512)
+      // register tiles (no subgroup matrices), by default: 8 rows a thread where the grid gives 256 workgroups
+      const plain = { ...base, subgroupMatrix: false }
+      const mm4 = (yield* gated(plain, "f16", 4096))!
+      assert.deepStrictEqual(mm4.chain.map((k) => [k!.variant.family, k!.variant.m, k!.variant.gated]), [[
+        "mm4",
+        8,
+        true
+      ]])
+      assert.isUndefined(yield* gated(plain, "f16", 4096, 128))
     }))
 
   it.effect("products whose 128 x 128 grid is short of workgroups split K over 4 or more, else take 64 x 64 tiles", () =>
