@@ -5,7 +5,7 @@
  * thread, and what the device supports. The decode products' forms are in DecodeVariants.test.ts,
  * attention's in AttentionVariants.test.ts.
  */
-import { Cpu, Float16, Graph, Ops, Registry } from "@effect-gpu/core"
+import { Cpu, Float16, Graph, Ops, Quant, Registry } from "@effect-gpu/core"
 import { Generators } from "@effect-gpu/testing"
 import { WebGpu, WebGpuDevice } from "@effect-gpu/webgpu"
 import { assert, describe, it } from "@effect/vitest"
@@ -304,6 +304,40 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
       }),
     120_000
   )
+
+  // the copy decodes q8_0 and q4_0 quants straight into f16 (HALF_QUANTS: bits in 1024.0h's mantissa): its
+  // values are the blocks' values rounded to f16, exactly; read through a product with the identity (one term
+  // a result, times 1), each result is one copied weight
+  it.scoped("the f16 copy of q8_0 and q4_0 weights is their values rounded to f16, exactly", () =>
+    Effect.gen(function*() {
+      const [d] = yield* WebGpu.make({ devices: 1, quantizedPrefill: "copy" })
+      if (!d.description.includes("shader-f16")) return console.log("no shader-f16 here: no f16 copy")
+      for (const [dtype, loads] of [["q8_0", "words"], ["q4_0", "words"], ["q8_0", "vec4"]] as const) {
+        const [K, M] = [256, 40]
+        const [on] = loads === "vec4"
+          ? yield* WebGpu.make({ devices: 1, quantizedPrefill: "copy", copyLoads: loads })
+          : [d]
+        const g = Graph.make()
+        const a = yield* g.param("a", dtype, [K, M])
+        const eye = yield* g.input("eye", "f32", [K, K])
+        const y = yield* g.output(Ops.mulMat(a, eye))
+        const backend = yield* on.makeBackend()
+        const plan = yield* backend.allocate(backend.optimize(g.build()))
+        const blocks = Quant.unsafeQuantize(dtype, Generators.values(3, K * M))
+        yield* plan.set(a, blocks)
+        yield* plan.set(eye, Float32Array.from({ length: K * K }, (_, i) => (i % (K + 1) === 0 ? 1 : 0)))
+        const trace = yield* backend.captureNext
+        yield* backend.compute(plan)
+        const kernels = (yield* trace).entries.map((e) => e.kernel)
+        assert.isTrue(kernels[0].startsWith("half_copy"), kernels.join(", "))
+        const got = yield* plan.get(y)
+        const values = yield* Quant.dequantize(dtype, blocks)
+        const off = Array.from({ length: K * M }, (_, i) => i).filter((i) =>
+          got[(i % K) * M + Math.floor(i / K)] !== Float16.round(values[i])
+        )
+        assert.deepStrictEqual(off.slice(0, 8), [], `${dtype} ${loads}: ${off.length} values off`)
+      }
+    }))
 
   // a one-row residual sum kept beside its norm (add_rms_norm_keep): rows short enough to stay in registers
   // and longer ones, the sum read back through its view as well as the norm; with the adapter's threads and

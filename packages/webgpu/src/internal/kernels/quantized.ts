@@ -12,7 +12,7 @@ import { elementwise } from "./elementwise.js"
 import type { Kernel, KernelTarget, Operand } from "./kernel.js"
 import * as KernelSpec from "./kernel.js"
 import { entry, range, u32, WG } from "./kernel.js"
-import { pieces } from "./quantizedMatVec.js"
+import { HALF_QUANTS, pieces } from "./quantizedMatVec.js"
 import { RAW_BLOCKS } from "./subgroupMatrix.js"
 
 /** @internal: get_rows from a quantized table: the picked rows dequantized (zeros outside the table) */
@@ -184,9 +184,9 @@ ${range(8).map((i) => `  ${put(`(o >> 2u) + ${i}u`, `v[${i}]`)}`).join("\n")}`
     let j = k % 8u;
     let b = (k / 8u) * ${raw.bytes}u + shift;
     if (k / 8u < blocks) {
-      let d = half_lo(swat(b));
+      let d = bitcast<vec2<f16>>(swat(b)).x;
       let q = swat(b + 2u + 4u * ${raw.wordOf("j")});
-      ${put("(o >> 2u) + k", raw.vec4Of("d", "q", "j"))}
+      ${put("(o >> 2u) + k", `vec4<f32>(${raw.half4Of("d", "q", "j")})`)}
     }
   }`
   const kernel = KernelSpec.make({
@@ -203,6 +203,7 @@ ${range(8).map((i) => `  ${put(`(o >> 2u) + ${i}u`, `v[${i}]`)}`).join("\n")}`
     workgroups: fold(runs, target.maxWorkgroups),
     main: `
 ${pieces(dtype)}
+${raw !== undefined ? HALF_QUANTS : ""}
 ${
       !staged ? "" : `var<workgroup> S: array<u32, ${wide ? 4 * vec4s : words}>;
 // the 4 bytes at an even byte o of the staged run

@@ -72,6 +72,25 @@ fn half_lo(w: u32) -> f32 { return unpack2x16float(w).x; }
 fn half_hi(w: u32) -> f32 { return unpack2x16float(w).y; }`
 
 /**
+ * @internal: WGSL (needs f16) decoding 4 quants of a word straight into f16, for kernels that stage f16: a
+ * byte or nibble b put in the low mantissa bits of 1024.0h (bits 0x6400) gives 1024 + b exactly, two to a
+ * word, so two bitwise ops and a packed subtraction make two values (the f32 path took a conversion, a
+ * multiply and a conversion back per value). Exact: the scale's product then rounds once, as f32's did.
+ * sbytes_h: 4 signed bytes (biased by 128 first); nibs_h: the low nibbles of 4 bytes, less 8.
+ */
+export const HALF_QUANTS = `fn sbytes_h(q: u32) -> vec4<f16> {
+  let u = q ^ 0x80808080u;
+  let e = bitcast<vec2<f16>>((u & 0x00ff00ffu) | 0x64006400u) - vec2<f16>(1152.0h);
+  let o = bitcast<vec2<f16>>(((u >> 8u) & 0x00ff00ffu) | 0x64006400u) - vec2<f16>(1152.0h);
+  return vec4<f16>(e.x, o.x, e.y, o.y);
+}
+fn nibs_h(q: u32) -> vec4<f16> {
+  let e = bitcast<vec2<f16>>((q & 0x000f000fu) | 0x64006400u) - vec2<f16>(1032.0h);
+  let o = bitcast<vec2<f16>>(((q >> 8u) & 0x000f000fu) | 0x64006400u) - vec2<f16>(1032.0h);
+  return vec4<f16>(e.x, o.x, e.y, o.y);
+}`
+
+/**
  * WGSL: fn piece(row, p) -> array<vec4<f32>, 8>: values 32p..32p+31 of the row starting at byte `row`,
  * dequantized as ggml's tables say (../shared/reference/ggml-next/README.md)
  */

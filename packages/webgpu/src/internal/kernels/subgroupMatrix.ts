@@ -11,7 +11,7 @@ import * as KernelSpec from "./kernel.js"
 import { entry, range, stridesAligned, u32, WG } from "./kernel.js"
 import type { Product } from "./product.js"
 import { eightAligned, fourAligned, gatedRow, origin, wholeBlocks } from "./product.js"
-import { pieces } from "./quantizedMatVec.js"
+import { HALF_QUANTS, pieces } from "./quantizedMatVec.js"
 
 /** elements between rows of a shared-memory tile: the depth plus 8 f16 of padding against bank conflicts */
 const pad = (depth: number) => depth + 8
@@ -48,6 +48,8 @@ export interface RawBlock {
   readonly wordOf: (j: string) => string
   /** WGSL: vec4 `j` from the scale `d` and its quants' word `q` */
   readonly vec4Of: (d: string, q: string, j: string) => string
+  /** WGSL: the same as vec4<f16> from an f16 scale, decoded by HALF_QUANTS */
+  readonly half4Of: (d: string, q: string, j: string) => string
 }
 
 /** @internal: the block types whose raw words kernels decode a vec4 at a time */
@@ -57,14 +59,16 @@ export const RAW_BLOCKS: Partial<Record<DType.Quantized, RawBlock>> = {
     words: 5,
     decode: (d, q) => range(8).map((i) => `${d} * (${i < 4 ? "nib_lo" : "nib_hi"}(${q(i % 4)}) - 8.0)`),
     wordOf: (j) => `(${j} % 4u)`,
-    vec4Of: (d, q, j) => `${d} * (select(nib_lo(${q}), nib_hi(${q}), ${j} >= 4u) - 8.0)`
+    vec4Of: (d, q, j) => `${d} * (select(nib_lo(${q}), nib_hi(${q}), ${j} >= 4u) - 8.0)`,
+    half4Of: (d, q, j) => `${d} * nibs_h(select(${q}, ${q} >> 4u, ${j} >= 4u))`
   },
   q8_0: {
     bytes: 34,
     words: 9,
     decode: (d, q) => range(8).map((i) => `${d} * sbytes(${q(i)})`),
     wordOf: (j) => j,
-    vec4Of: (d, q) => `${d} * sbytes(${q})`
+    vec4Of: (d, q) => `${d} * sbytes(${q})`,
+    half4Of: (d, q) => `${d} * sbytes_h(${q})`
   }
 }
 
@@ -269,8 +273,8 @@ ${
         let lo = subgroupShuffle(qw[${e}], g + qi);
         let hi = ${next};
         let q = select((lo >> 16u) | (hi << 16u), hi, odd);
-        let d = select(half_lo(w0), half_hi(w0), odd);
-        Ws[(lid / ${ROW_LANES}u + ${e * rowsPerPass}u) * ${stride}u + j] = vec4<f16>(${r.vec4Of("d", "q", "j")});
+        let d = select(bitcast<vec2<f16>>(w0).x, bitcast<vec2<f16>>(w0).y, odd);
+        Ws[(lid / ${ROW_LANES}u + ${e * rowsPerPass}u) * ${stride}u + j] = ${r.half4Of("d", "q", "j")};
       }`
       }).join("\n")
     }
@@ -414,7 +418,7 @@ ${steps}
     params: split ? [...product.params, ...split.params] : product.params,
     workgroups: [Math.ceil(product.M / TM), Math.ceil(product.N / TN), product.batches * splits],
     main: `
-${quantized === undefined ? "" : pieces(quantized)}
+${quantized === undefined ? "" : pieces(quantized)}${shared ? `\n${HALF_QUANTS}` : ""}
 var<workgroup> Xs: array<${vt}, ${(TN * LS) / sw}>;
 var<workgroup> Ws: array<${vt}, ${(TM * LS) / sw}>;
 var<workgroup> Cs: array<f32, ${SR * SC * 256}>;
