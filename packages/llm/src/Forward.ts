@@ -4,9 +4,9 @@
  * fused attention under a causal mask with grouped KV heads, the output projection and a residual, then
  * rms_norm and the swiglu feed-forward with a residual; the output norm and head give the logits. Where
  * only the last token's logits are wanted, the last layer past its attention (output projection, residual,
- * feed-forward) and the head take that token's row alone, as llama.cpp's graphs do. Without a cache it runs a whole sequence from position 0; with one (KvCache) it runs a batch at any
- * position, storing the batch's keys and values with set_rows and attending over the cache's first
- * positions.
+ * feed-forward) and the head take that token's row alone, as llama.cpp's graphs do. Without a cache it runs
+ * a whole sequence from position 0; with one (KvCache) it runs a batch at any position, storing the batch's
+ * keys and values with set_rows and attending over the cache's first positions.
  *
  * @since 0.1.0
  */

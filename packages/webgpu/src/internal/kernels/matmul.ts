@@ -322,8 +322,8 @@ const gatedForm = (product: Product.Product, a: Tensor.Tensor, b: Tensor.Tensor,
 }
 
 /**
- * @internal: a prompt's mul_mat_swiglu as one gated product (Product.gated), over an f16 copy of quantized weights where
- * a product of theirs would take one; undefined where no gated form computes it
+ * @internal: a prompt's mul_mat_swiglu as one gated product (Product.gated), over an f16 copy of quantized
+ * weights where a product of theirs would take one; undefined where no gated form computes it
  */
 export const gatedPrompt = (node: Tensor.Tensor, target: KernelTarget): Kernel | undefined => {
   const product = Product.gated(node)

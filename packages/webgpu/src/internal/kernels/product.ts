@@ -122,10 +122,10 @@ export const gatedRow = (x: string, run: number, m: string, o: string, r: string
   `let ${o} = ((${x}) / ${2 * run}u) * ${run}u + (${x}) % ${run}u; let ${r} = ${o} + (((${x}) / ${run}u) % 2u) * ${m};`
 
 /**
- * @internal: a gated FFN's products past the matrix-vector columns (a prompt's mul_mat_swiglu) as one product whose
- * logical rows are gate's and up's (2 M): gate and up views of one tensor's two halves (a layer's stacked
- * weights, Fusion's rewrite of its product and swiglu), up's rows right after gate's, so that one binding
- * holds both and the tiles pair their rows (gatedRow); undefined where they are not so
+ * @internal: a gated FFN's products past the matrix-vector columns (a prompt's mul_mat_swiglu) as one
+ * product whose logical rows are gate's and up's (2 M): gate and up views of one tensor's two halves (a
+ * layer's stacked weights, Fusion's rewrite of its product and swiglu), up's rows right after gate's, so
+ * that one binding holds both and the tiles pair their rows (gatedRow); undefined where they are not so
  */
 export const gated = (node: Tensor.Tensor): Product | undefined => {
   const [gate, up, b] = node.src
