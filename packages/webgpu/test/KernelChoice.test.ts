@@ -91,7 +91,11 @@ describe("mul_mat kernel choice", () => {
       )
       for (const dtype of ["q8_0", "q4_0"] as const) {
         const q = yield* product(dtype, 2048, 512)
-        assert.strictEqual(mulMat(q, { ...target, quantizedPrefill: "tiles" }, undefined).variant.family, "mmsg")
+        const tiles = mulMat(q, { ...target, quantizedPrefill: "tiles" }, undefined)
+        assert.strictEqual(tiles.variant.family, "mmsg")
+        // f16 activations load 16 bytes at a time, falling back to 8 (the blocks' decoding kept) where not aligned
+        assert.deepStrictEqual([tiles.variant.load, tiles.variant.dtype, tiles.wide], [8, dtype, true])
+        assert.deepStrictEqual([tiles.fallback?.variant.load, tiles.fallback?.variant.dtype], [4, dtype])
       }
       // a vocabulary's head under every position (1 GB of f16) is not copied
       const head = yield* product("q8_0", 128256, 512)

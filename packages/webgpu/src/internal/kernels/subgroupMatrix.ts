@@ -458,7 +458,7 @@ ${stores}
   })
   const withNext = split ? { ...kernel, next: split.merge } : kernel
   if (w === 8) {
-    return { ...withNext, vec4: true, wide: true, fallback: tiling(product, tile, 4, undefined, splits, gated) }
+    return { ...withNext, vec4: true, wide: true, fallback: tiling(product, tile, 4, quantized, splits, gated) }
   }
   if (w === 4) return { ...withNext, vec4: true, fallback: tiling(product, tile, 1, quantized, splits, gated) }
   // the last form of a split product falls back to the unsplit one where its scratch does not fit
@@ -532,14 +532,22 @@ export const subgroupMatrix = (
 /**
  * @internal: a quantized a on subgroup matrices: a's blocks dequantized into the staged f16 tile, b (f32
  * or f16) converted as it is staged; the tiling's depth must be 32 (one piece of a row per K step) and
- * its rows a multiple of its invocations. b loads four at a time where K and its strides allow.
+ * its rows a multiple of its invocations. b loads eight at a time where it is f16 (16 bytes, as f16
+ * weights' products load theirs), else four, where K and its strides allow.
  */
 export const quantizedSubgroupMatrix = (
   product: Product,
   dtype: DType.Quantized,
   b: Tensor.Tensor,
   tile: MatrixTile
-): Kernel => tiling(product, tile, product.K % 4 === 0 && stridesAligned(b, 4) ? 4 : 1, dtype, splitsOf(product, tile))
+): Kernel => {
+  const w: LoadWidth = b.dtype === "f16" && product.K % 8 === 0 && stridesAligned(b, 8)
+    ? 8
+    : product.K % 4 === 0 && stridesAligned(b, 4)
+    ? 4
+    : 1
+  return tiling(product, tile, w, dtype, splitsOf(product, tile))
+}
 
 /** @internal: whether a tiling can stage quantized blocks: K steps of one piece, whole rows per thread */
 export const stagesBlocks = (t: MatrixTile): boolean =>
