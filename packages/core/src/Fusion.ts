@@ -108,6 +108,8 @@ export const optimize = (g: Graph.Graph, options: Options = {}): Graph.Graph => 
   // sums kept beside their norm: the sum's id -> the norm's Mul node and its weight
   const kept = new Map<number, { norm: Tensor.Tensor; weight: Tensor.Tensor; eps: number }>()
   const absorbed = new Set<number>()
+  // products over stacked weights taken into a mul_mat_swiglu with their swiglu: it reads their b as they did
+  const gatedProducts = new Set<number>()
   const claim = (root: Tensor.Tensor, f: Fused) => {
     if (f.absorbed.some((t) => absorbed.has(t.id) || fusions.has(t.id))) return false
     fusions.set(root.id, f)
@@ -217,6 +219,7 @@ export const optimize = (g: Graph.Graph, options: Options = {}): Graph.Graph => 
         halves !== undefined && options.mulMatSwiglu(halves.gate, halves.up, halves.b) &&
         claim(y, { op: Op.MulMatSwiglu(), src: [halves.gate, halves.up, halves.b], absorbed: [s0, s1, halves.product] })
       ) {
+        gatedProducts.add(halves.product.id)
         continue
       }
     }
@@ -315,8 +318,9 @@ export const optimize = (g: Graph.Graph, options: Options = {}): Graph.Graph => 
         else list.push(n)
       }
     }
+    // (a product taken into a gated one still reads b as a product of the same rows would)
     const plain = (t: Tensor.Tensor) =>
-      !absorbed.has(t.id) && !fusions.has(t.id) && !stacks.has(t.id) && !kept.has(t.id)
+      gatedProducts.has(t.id) || (!absorbed.has(t.id) && !fusions.has(t.id) && !stacks.has(t.id) && !kept.has(t.id))
     for (const n of g.nodes) {
       const op = fusions.get(n.id)?.op ?? n.op
       if (!HALF_PRODUCERS.has(op._tag) || absorbed.has(n.id) || kept.has(n.id) || outputs.has(n.id)) continue

@@ -369,6 +369,17 @@ describe("Fusion", () => {
         const [want, got] = [yield* compute(graph, inputs, [y]), yield* compute(fused, inputs, [y])]
         assert.isTrue(close(got[0], want[0]), dtype)
       }
+      // a norm before the stack, its result written in f16 for the fused product as for the product it replaces
+      const g = Graph.make()
+      const w = yield* g.param("gate_up", "f16", [64, 20])
+      const x = yield* g.input("x", "f32", [64, 5])
+      const nw = yield* g.param("nw", "f32", [64])
+      const both = yield* Ops.mulMat(w, Ops.mul(Ops.rmsNorm(x, 1e-6), nw))
+      const halfOf = (at: number) => Ops.view(both, [10, 5], [both.nb[1]], at * both.nb[0])
+      yield* g.output(Ops.swiglu(halfOf(0), halfOf(10)), "y")
+      const half = Fusion.optimize(g.build(), { mulMatSwiglu: () => true, halfActivations: () => true })
+      const gated = half.nodes.find((n) => n.op._tag === "MulMatSwiglu")
+      assert.deepStrictEqual([gated?.src[2].op._tag, gated?.src[2].dtype], ["RmsNormMul", "f16"])
       // not halves (up from row 8), or the product read by another op: left as they are
       for (const [at, productOut] of [[8, false], [10, true]] as const) {
         const { graph } = yield* build("f32", at, productOut)
