@@ -48,6 +48,13 @@ export interface Options {
    */
   readonly addRmsNormKeep?: boolean
   /**
+   * whether a backend computes a sum of many rows that has other users (a prompt's residual stream) and the
+   * rms_norm * weight of it as one add_rms_norm_store node, the sum stored over its first source where
+   * nothing reads that source after it (the stream before the add): the sum becomes a view of it; default:
+   * never
+   */
+  readonly addRmsNormStore?: boolean
+  /**
    * whether a backend computes a one-row rms_norm * weight inside the products that read it (`readers`, as
    * the graph has them before fusing): the sum before it is then not kept beside it (`addRmsNormKeep`) but
    * left to the product that makes it (mul_mat_add), and the norm to its readers; default: never
@@ -87,6 +94,7 @@ const HALF_PRODUCERS: ReadonlySet<OpT["_tag"]> = new Set([
   "RmsNorm",
   "RmsNormMul",
   "AddRmsNorm",
+  "AddRmsNormStore",
   "Glu",
   "MulMatSwiglu",
   "SoftMax"
@@ -107,6 +115,8 @@ export const optimize = (g: Graph.Graph, options: Options = {}): Graph.Graph => 
   const valueStores = new Map<number, Tensor.Tensor>()
   // sums kept beside their norm: the sum's id -> the norm's Mul node and its weight
   const kept = new Map<number, { norm: Tensor.Tensor; weight: Tensor.Tensor; eps: number }>()
+  // sums stored over their first source by their norm's node: the sum's id -> that node (the norm's Mul)
+  const stored = new Map<number, Tensor.Tensor>()
   const absorbed = new Set<number>()
   // products over stacked weights taken into a mul_mat_swiglu with their swiglu: it reads their b as they did
   const gatedProducts = new Set<number>()
@@ -178,10 +188,26 @@ export const optimize = (g: Graph.Graph, options: Options = {}): Graph.Graph => 
     const half = (at: number) => Tensor.unsafeView(w, [w.ne[0], F, 1, 1], w.nb, at, Op.View(), [w])
     return { gate: half(0), up: half(F * w.nb[1]), b, product }
   }
+  /**
+   * whether sum x = r + delta may be stored over r by its norm's node: r a computed result of x's shape and
+   * memory (or a sum stored so itself), no input, weight or output, and every other reader of r done before
+   * delta is made (so before the node that overwrites it)
+   */
+  const storable = (x: Tensor.Tensor) => {
+    const [r, delta] = x.src
+    const computed = r.op._tag !== "None" && r.viewSrc === undefined && r.flags === 0 && !outputs.has(r.id) &&
+      (stored.has(r.id) || (!absorbed.has(r.id) && !kept.has(r.id) && !valueStores.has(r.id)))
+    return computed && x.dtype === "f32" && r.dtype === "f32" && Tensor.sameShape(x, r) && Tensor.isContiguous(r) &&
+      Tensor.isContiguous(x) && Tensor.nrows(x) > 1 && !outputs.has(x.id) && x.viewSrc === undefined &&
+      !absorbed.has(x.id) && !fusions.has(x.id) && !kept.has(x.id) && !stored.has(x.id) &&
+      readersOf(r).every((u) => u === x || dependsOn(delta, u))
+  }
   // visit consumers last-first so the longest chain claims its nodes
   for (let i = g.nodes.length - 1; i >= 0; i--) {
     const y = g.nodes[i]
-    if (absorbed.has(y.id) || fusions.has(y.id) || kept.has(y.id) || valueStores.has(y.id)) continue
+    if (absorbed.has(y.id) || fusions.has(y.id) || kept.has(y.id) || valueStores.has(y.id) || stored.has(y.id)) {
+      continue
+    }
     const [s0, s1] = y.src
     if (y.op._tag === "Mul" && s0.op._tag === "RmsNorm" && inner(s0) && rowsOk(s0.src[0])) {
       const x = s0.src[0]
@@ -201,6 +227,12 @@ export const optimize = (g: Graph.Graph, options: Options = {}): Graph.Graph => 
         kept.set(x.id, { norm: y, weight: s1, eps })
         absorbed.add(s0.id)
         continue
+      }
+      if (options.addRmsNormStore === true && x.op._tag === "Add" && rowsOk(x.src[1]) && storable(x)) {
+        if (claim(y, { op: Op.AddRmsNormStore({ eps, withMul: true }), src: [...x.src, s1], absorbed: [s0] })) {
+          stored.set(x.id, y)
+          continue
+        }
       }
       if (claim(y, { op: Op.RmsNormMul({ eps }), src: [x, s1], absorbed: [s0] })) continue
     }
@@ -337,6 +369,7 @@ export const optimize = (g: Graph.Graph, options: Options = {}): Graph.Graph => 
     }
   }
   if (fusions.size === 0 && stacks.size === 0 && kept.size === 0 && halves.size === 0) return g
+  // (a stored sum's node is among the fusions)
 
   const map = new Map<number, Tensor.Tensor>()
   // nodes are rebuilt in the graph's order, and a node's sources before it where a fusion reads some from
@@ -389,6 +422,18 @@ export const optimize = (g: Graph.Graph, options: Options = {}): Graph.Graph => 
       visit(keysStore)
       const table = get(n.src[0])
       const v = Tensor.unsafeView(table, n.ne, n.nb, 0, Op.View(), [table, get(keysStore)])
+      ;(v as { name: string }).name = n.name
+      Tensor.setFlag(v, n.flags)
+      map.set(n.id, v)
+      return
+    }
+    const storedBy = stored.get(n.id)
+    if (storedBy !== undefined) {
+      // a sum its norm's node stores over its first source: that source after the node (a view listing it,
+      // so the sum's readers come after the store)
+      visit(storedBy)
+      const over = get(n.src[0])
+      const v = Tensor.unsafeView(over, n.ne, over.nb, 0, Op.View(), [over, get(storedBy)])
       ;(v as { name: string }).name = n.name
       Tensor.setFlag(v, n.flags)
       map.set(n.id, v)

@@ -135,6 +135,11 @@ export type Op = Data.TaggedEnum<{
    */
   AddRmsNormKeep: { readonly eps: number; readonly withMul: boolean }
   /**
+   * fused by an optimizer: rms_norm(src0 + src1) [* src2], the sum stored over src0 (a prompt's residual
+   * stream: its add and the next norm in one, the add becoming a view of src0 after this node)
+   */
+  AddRmsNormStore: { readonly eps: number; readonly withMul: boolean }
+  /**
    * fused by an optimizer: rope(src1, positions src2[, factors]) stored as rows of src0 at the indices of
    * the last source (set_rows of the rotated keys into a cache); the result is a view of src0
    */
@@ -221,6 +226,7 @@ const names: Record<Tag, string> = {
   MulMatSwiglu: "mul_mat_swiglu",
   MulMatStack: "mul_mat_stack",
   AddRmsNormKeep: "add_rms_norm_keep",
+  AddRmsNormStore: "add_rms_norm_store",
   RopeSetRows: "rope_set_rows",
   RopeSetRowsKv: "rope_set_rows_kv",
   RopeFlashAttnExt: "rope_flash_attn_ext"

@@ -206,6 +206,74 @@ describe("Fusion", () => {
       }
     }))
 
+  it.effect("stores a many-row residual sum over the stream before it by its norm where the backend asks; same results", () =>
+    Effect.gen(function*() {
+      /**
+       * a residual stream through `layers` of x += W norm(x) from a computed start (x0 = 2 e); `extra`: the
+       * start also read after the first sum by an op its product does not need
+       */
+      const stream = (layers: number, extra: boolean) =>
+        Effect.gen(function*() {
+          const g = Graph.make()
+          const e = yield* g.input("e", "f32", [32, 5])
+          const w = yield* g.param("w", "f32", [32])
+          const ws = yield* Effect.forEach(Array.from({ length: layers + 1 }, (_, l) => l), (l) =>
+            g.param(`w${l}`, "f32", [32, 32]))
+          const x0 = yield* Ops.scale(e, 2)
+          let x = x0
+          for (let l = 0; l < layers; l++) {
+            x = yield* Ops.add(x, Ops.mulMat(ws[l], Ops.mul(Ops.rmsNorm(x, 1e-5), w)))
+          }
+          const ys = [yield* g.output(Ops.mulMat(ws[layers], Ops.mul(Ops.rmsNorm(x, 1e-5), w)), "y")]
+          if (extra) {
+            ys.push(yield* g.output(Ops.scale(x0, 3), "late"))
+          }
+          const inputs = new Map<Tensor.Tensor, ReadonlyArray<number>>([
+            [e, random(1)(32 * 5)],
+            [w, random(2)(32)],
+            ...ws.map((t, l) =>
+              [t, random(3 + l)(32 * 32)] as const
+            )
+          ])
+          return { graph: g.build(), inputs, ys }
+        })
+      const tags = (f: Graph.Graph) => f.nodes.map((n) => n.op._tag)
+      const { graph, inputs, ys } = yield* stream(3, false)
+      assert.notInclude(tags(Fusion.optimize(graph)), "AddRmsNormStore")
+      const fused = Fusion.optimize(graph, { addRmsNormStore: true })
+      // the two sums the next sum reads too made by their norms, stored over the stream (each a view of the
+      // start's memory); the last, read by its norm alone, not kept (add_rms_norm): no add is left
+      assert.deepStrictEqual(tags(fused).filter((t) => t.startsWith("AddRmsNorm")), [
+        "AddRmsNormStore",
+        "AddRmsNormStore",
+        "AddRmsNorm"
+      ])
+      assert.notInclude(tags(fused), "Add")
+      const start = fused.nodes.find((n) => n.op._tag === "Scale")!
+      const sums = fused.nodes.filter((n) => n.op._tag === "View" && n.src.some((s) => s.op._tag === "AddRmsNormStore"))
+      assert.strictEqual(sums.length, 2)
+      assert.isTrue(sums.every((v) => v.viewSrc === start && v.viewOffset === 0))
+      const [want, got] = [yield* compute(graph, inputs, ys), yield* compute(fused, inputs, ys)]
+      assert.isTrue(close(got[0], want[0]))
+      // the start read after the first sum (not before what that sum adds): the first sum keeps its add
+      const late = yield* stream(3, true)
+      const some = Fusion.optimize(late.graph, { addRmsNormStore: true })
+      assert.strictEqual(tags(some).filter((t) => t === "AddRmsNormStore").length, 1)
+      assert.strictEqual(tags(some).filter((t) => t === "Add").length, 1)
+      const [want2, got2] = [
+        yield* compute(late.graph, late.inputs, late.ys),
+        yield* compute(some, late.inputs, late.ys)
+      ]
+      assert.isTrue(close(got2[0], want2[0]) && close(got2[1], want2[1]))
+      // one row: kept beside its norm where asked, never stored
+      const g = Graph.make()
+      const x = yield* g.input("x", "f32", [32, 1])
+      const w = yield* g.param("w", "f32", [32])
+      const s = yield* Ops.add(Ops.scale(x, 2), Ops.scale(x, 3))
+      yield* g.output(Ops.add(s, Ops.mul(Ops.rmsNorm(s, 1e-5), w)), "y")
+      assert.notInclude(tags(Fusion.optimize(g.build(), { addRmsNormStore: true })), "AddRmsNormStore")
+    }))
+
   it.effect("leaves a one-row norm to its readers where the backend asks, its sum to the product before; same results", () =>
     Effect.gen(function*() {
       for (const rows of [1, 3]) {

@@ -137,6 +137,13 @@ export const run = (node: Tensor, acc: (t: Tensor) => Acc): void => {
       Elementwise.binary(dst, src(0), src(1), (x, y) => x + y)
       Rows.rmsNorm(dst, dst, op.eps)
       return op.withMul ? Elementwise.binary(dst, dst, src(2), (x, y) => x * y) : undefined
+    case "AddRmsNormStore": {
+      // the sum over its first source (the residual stream, read by what follows as a view of it)
+      const sum = src(0)
+      Elementwise.binary(sum, sum, src(1), (x, y) => x + y)
+      Rows.rmsNorm(dst, sum, op.eps)
+      return op.withMul ? Elementwise.binary(dst, dst, src(2), (x, y) => x * y) : undefined
+    }
     case "Norm":
       return Rows.norm(dst, src(0), op.eps)
     case "L2Norm":
