@@ -44,6 +44,8 @@
  *   tsx llm.ts run DIR NAME --copy-loads words|vec4   how the f16 copy of q4_0 / q8_0 weights stages its runs
  *   tsx llm.ts run DIR NAME --gated-prompts   a prompt's gate and up products and their swiglu as one product,
  *                                             on subgroup matrices too (--swiglu-apart: nowhere)
+ *   tsx llm.ts run DIR NAME --sums-apart   a prompt's residual sums by adds of their own (default: made by the
+ *                                          norms reading them, stored over the stream)
  *   tsx llm.ts run DIR NAME --copies-ahead   a prompt's weight copies made beside the dispatch before each
  *                                                 product (default: a dispatch of their own)
  *   tsx llm.ts run DIR NAME --steps-ahead N   greedy decoding's steps queued past the token awaited (default 1)
@@ -162,6 +164,7 @@ const gpuOptions = {
   ...(rest.includes("--copies-ahead") ? { copiesAhead: true } : {}),
   ...(rest.includes("--gated-prompts") ? { gatedPrompts: true } : {}),
   ...(rest.includes("--swiglu-apart") ? { gatedPrompts: false } : {}),
+  ...(rest.includes("--sums-apart") ? { sumsInNorms: false } : {}),
   ...(rowThreadsAt >= 0 ? { rowThreads: Number(rest[rowThreadsAt + 1]) } : {}),
   ...(rest.includes("--q-prefill")
     ? { quantizedPrefill: rest[rest.indexOf("--q-prefill") + 1] as "tiles" | "copy" }
@@ -252,6 +255,7 @@ const measure = (name: string) =>
       copy_loads: gpuOptions.copyLoads ?? "words",
       copies: gpuOptions.copiesAhead === true ? "ahead" : "apart",
       gated: gpuOptions.gatedPrompts === true ? "all" : gpuOptions.gatedPrompts === false ? "none" : "default",
+      sums: gpuOptions.sumsInNorms === false ? "apart" : "norms",
       mv_prefetch: gpuOptions.quantizedDecode?.prefetch === true,
       mv_rows: gpuOptions.quantizedDecode?.int8Rows ?? 2,
       mv_split: gpuOptions.quantizedDecode?.int8Split ?? "none",

@@ -80,6 +80,8 @@ export interface Options {
   readonly residualsInProducts?: WebGpuDevice.Options["residualsInProducts"]
   /** @internal a prompt's gate and up products and their swiglu as one product (default: not on subgroup matrices), for tests and measuring */
   readonly gatedPrompts?: WebGpuDevice.Options["gatedPrompts"]
+  /** @internal a prompt's residual sums made by the norms reading them (default on), for tests and measuring */
+  readonly sumsInNorms?: WebGpuDevice.Options["sumsInNorms"]
 }
 
 /**
@@ -198,7 +200,8 @@ const wrapDevice = (
       normsInProducts: options.normsInProducts,
       mergesInProducts: options.mergesInProducts,
       residualsInProducts: options.residualsInProducts,
-      gatedPrompts: options.gatedPrompts
+      gatedPrompts: options.gatedPrompts,
+      sumsInNorms: options.sumsInNorms
     })
     // runs before the GPUDevice is destroyed: from then on the device refuses new backends and events
     yield* Effect.addFinalizer(() => Device.markReleased(device))

@@ -163,6 +163,14 @@ export interface Options {
    */
   readonly residualsInProducts?: boolean | undefined
   /**
+   * a prompt's residual sum made by the norm that reads it, the sum stored over the stream before it
+   * (add_rms_norm_store: a dispatch fewer for each, and the stream read once); default: on; `false` keeps the
+   * add's own dispatch (tests and measuring)
+   *
+   * @internal
+   */
+  readonly sumsInNorms?: boolean | undefined
+  /**
    * a prompt's gated FFN (its gate and up products over the layer's stacked weights, and their swiglu) as one
    * product that stores silu(gate) * up: a dispatch a layer fewer, and a result of half the rows written once;
    * default: with the register-tiled and scalar tiles, not on subgroup matrices (not yet checked there on a
@@ -356,15 +364,16 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
     supportsOp: (t: Tensor) => Program.supports(ctx, t),
     offloadMinBatch: options.offloadMinBatch ?? 32,
     // a gated FFN's two products, and products sharing their activations (q, k, v), fuse where the int8
-    // form computes them; a one-row residual sum and its next norm, and rope with the set_rows storing it
-    // (and the values' set_rows beside it), fuse everywhere, but a norm the int8 products reading it make
-    // (its sum then made by the product before it); q's rope with its attention where the decode form
-    // computes it
+    // form computes them (a prompt's gate and up where a gated form does); a residual sum and its next norm
+    // (one row: kept beside it; many: stored over the stream), and rope with the set_rows storing it (and
+    // the values' set_rows beside it), fuse everywhere, but a norm the int8 products reading it make (its
+    // sum then made by the product before it); q's rope with its attention where the decode form computes it
     optimize: (graph) =>
       Fusion.optimize(graph, {
         mulMatSwiglu: Fused.fusesSwiglu(ctx.target),
         mulMatStack: Fused.stacks(ctx.target),
         addRmsNormKeep: true,
+        addRmsNormStore: options.sumsInNorms !== false,
         normsInProducts: Fused.leavesNorms(ctx.target),
         ropeSetRows: true,
         ropeSetRowsKv: options.storeValuesWithKeys !== false,

@@ -320,6 +320,41 @@ describe.skipIf(!adapterAvailable)("WebGPU computes", () => {
         assert.isBelow(nmse(results[0], results[1]), 1e-6)
       }))
 
+    // a prompt's residual sum made by the norm reading it (add_rms_norm_store): the sum stored over the
+    // stream before it, read back by the next sum through a view; rows that stay in registers and longer
+    // ones (read twice, each value read before it is written), with the adapter's threads and 1024
+    it.scoped("a residual sum stored over the stream by its norm (add_rms_norm_store) matches the CPU", () =>
+      Effect.gen(function*() {
+        for (const [threads, D] of [[undefined, 96], [undefined, 5000], [1024, 4096], [1024, 5000]] as const) {
+          const [d] = yield* WebGpu.make({ devices: 1, ...(threads ? { rowThreads: threads } : {}) })
+          const g = Graph.make()
+          const e = yield* g.input("e", "f32", [D, 3])
+          const r = yield* g.input("r", "f32", [D, 3])
+          const w = yield* g.param("w", "f32", [D])
+          const s = yield* Ops.add(Ops.scale(e, 2), r)
+          const h = yield* Ops.mul(Ops.rmsNorm(s, 1e-5), w)
+          const y = yield* g.output(Ops.add(s, Ops.scale(h, 0.5)))
+          const graph = g.build()
+          const fused = (yield* d.makeBackend()).optimize(graph)
+          assert.include(fused.nodes.map((n) => n.op._tag), "AddRmsNormStore")
+          const results: Array<Array<number>> = []
+          let kernels: Array<string> = []
+          for (const [dev, h2] of [[d, fused], [Cpu.make(), graph]] as const) {
+            const backend = yield* dev.makeBackend()
+            const plan = yield* backend.allocate(h2)
+            yield* plan.set(e, Generators.values(1, 3 * D))
+            yield* plan.set(r, Generators.values(2, 3 * D))
+            yield* plan.set(w, Generators.values(3, D))
+            const trace = yield* backend.captureNext
+            yield* backend.compute(plan)
+            if (dev === d) kernels = (yield* trace).entries.map((t) => t.kernel)
+            results.push(Array.from(yield* plan.get(y)))
+          }
+          assert.isTrue(kernels.some((k) => k.startsWith("row:") && k.includes("store=true")), kernels.join(", "))
+          assert.isBelow(nmse(results[0], results[1]), 1e-10, `${D} ${threads}`)
+        }
+      }))
+
     it.scoped("chains of element-wise ops run as one kernel and match the CPU", () =>
       Effect.gen(function*() {
         const d = yield* device

@@ -291,18 +291,26 @@ ${each((i, r) => `st_d(ix_d(${i}, i1, i2, i3), vals[${r}] * inv);`)}
   })
 }
 
-/** @internal: rms_norm, optionally over a sum (add_rms_norm) and times a weight (fused mul) */
+/**
+ * @internal: rms_norm, optionally over a sum (add_rms_norm) and times a weight (fused mul); the sum stored
+ * too where `kept`: beside the norm (each result row the sum's n values, then the norm's), or over the first
+ * source (a row read whole before it is written)
+ */
 export const rmsNorm = (
   node: Tensor.Tensor,
   eps: number,
   sum: boolean,
   mul: boolean,
   target: KernelTarget,
-  keep = false
+  kept?: "beside" | "over"
 ): Kernel => {
-  const operands: Array<Operand> = [{ name: "a", tensor: node.src[0] }, { name: "d", tensor: node }]
-  // keep: the sum stored too, each result row holding the sum's n values and then the norm's
-  const keepSum = (i: string, v: string) => (keep ? `st_d(ix_d(${i}, i1, i2, i3), ${v}); ` : "")
+  const keep = kept === "beside"
+  const operands: Array<Operand> = [{ name: "a", tensor: node.src[0], ...(kept === "over" ? { writes: true } : {}) }, {
+    name: "d",
+    tensor: node
+  }]
+  const keepSum = (i: string, v: string) =>
+    keep ? `st_d(ix_d(${i}, i1, i2, i3), ${v}); ` : kept === "over" ? `st_a(ix_a(${i}, i1, i2, i3), ${v}); ` : ""
   const at = (i: string) => (keep ? `n + ${i}` : i)
   const a = node.src[0]
   const b = sum ? node.src[1] : undefined
@@ -343,7 +351,16 @@ ${
       at("i")
     }, i1, i2, i3), v * scale${w}); }`
   return rowwise(
-    { op: "rms_norm", sum, mul, keep, form: rowForm(row), unrolled, ...forms },
+    {
+      op: "rms_norm",
+      sum,
+      mul,
+      keep,
+      ...(kept === "over" ? { store: true } : {}),
+      form: rowForm(row),
+      unrolled,
+      ...forms
+    },
     operands,
     "a",
     body,

@@ -81,7 +81,9 @@ export const kernelFor = (node: Tensor.Tensor, target: KernelTarget): Kernel | u
     case "AddRmsNorm":
       return Rows.rmsNorm(node, op.eps, true, op.withMul, target)
     case "AddRmsNormKeep":
-      return Rows.rmsNorm(node, op.eps, true, op.withMul, target, true)
+      return Rows.rmsNorm(node, op.eps, true, op.withMul, target, "beside")
+    case "AddRmsNormStore":
+      return Rows.rmsNorm(node, op.eps, true, op.withMul, target, "over")
     case "Norm":
       return Rows.norm(node, op.eps, target)
     case "SumRows":
