@@ -368,8 +368,8 @@ export const optimize = (g: Graph.Graph, options: Options = {}): Graph.Graph => 
       }
     }
   }
+  // (a stored sum's norm is among the fusions)
   if (fusions.size === 0 && stacks.size === 0 && kept.size === 0 && halves.size === 0) return g
-  // (a stored sum's node is among the fusions)
 
   const map = new Map<number, Tensor.Tensor>()
   // nodes are rebuilt in the graph's order, and a node's sources before it where a fusion reads some from
@@ -415,25 +415,13 @@ export const optimize = (g: Graph.Graph, options: Options = {}): Graph.Graph => 
     if (visited.has(n.id)) return
     visited.add(n.id)
     if (absorbed.has(n.id) || map.has(n.id)) return
-    const keysStore = valueStores.get(n.id)
-    if (keysStore !== undefined) {
-      // a set_rows a rope_set_rows_kv stores: its table after that node (a view listing it as a source, so
-      // the table's readers come after the store)
-      visit(keysStore)
-      const table = get(n.src[0])
-      const v = Tensor.unsafeView(table, n.ne, n.nb, 0, Op.View(), [table, get(keysStore)])
-      ;(v as { name: string }).name = n.name
-      Tensor.setFlag(v, n.flags)
-      map.set(n.id, v)
-      return
-    }
-    const storedBy = stored.get(n.id)
-    if (storedBy !== undefined) {
-      // a sum its norm's node stores over its first source: that source after the node (a view listing it,
-      // so the sum's readers come after the store)
-      visit(storedBy)
-      const over = get(n.src[0])
-      const v = Tensor.unsafeView(over, n.ne, over.nb, 0, Op.View(), [over, get(storedBy)])
+    // a set_rows a rope_set_rows_kv stores, or a sum its norm's node stores over the stream before it: its
+    // first source after that node (a view listing it as a source, so n's readers come after the store)
+    const writer = valueStores.get(n.id) ?? stored.get(n.id)
+    if (writer !== undefined) {
+      visit(writer)
+      const into = get(n.src[0])
+      const v = Tensor.unsafeView(into, n.ne, n.nb, 0, Op.View(), [into, get(writer)])
       ;(v as { name: string }).name = n.name
       Tensor.setFlag(v, n.flags)
       map.set(n.id, v)
