@@ -1,5 +1,5 @@
 import type { DType, GpuError, Tensor as TensorNs } from "@effect-gpu/core"
-import { Graph, Registry, Tensor } from "@effect-gpu/core"
+import { Cpu, Graph, Registry, Tensor } from "@effect-gpu/core"
 import { Effect } from "effect"
 
 export interface Input {
@@ -47,3 +47,19 @@ export const close = (a: ReadonlyArray<number>, b: ReadonlyArray<number>, tol = 
   a.length === b.length && a.every((x, i) => Math.abs(x - b[i]) <= tol * Math.max(1, Math.abs(b[i])))
 
 export { Tensor }
+
+/** computes `graph` on the CPU with the given inputs and reads `outputs` back */
+export const compute = (
+  graph: Graph.Graph,
+  inputs: ReadonlyMap<Tensor.Tensor, ReadonlyArray<number>>,
+  outputs: ReadonlyArray<Tensor.Tensor>
+) =>
+  Effect.scoped(Effect.gen(function*() {
+    const backend = yield* Cpu.make().makeBackend()
+    const plan = yield* backend.allocate(graph)
+    for (const [t, v] of inputs) yield* plan.set(t, v)
+    yield* backend.compute(plan)
+    const out: Array<Array<number>> = []
+    for (const t of outputs) out.push(Array.from(yield* plan.get(t)))
+    return out
+  }))
