@@ -124,6 +124,13 @@ export interface Scheduler {
 }
 
 /** per split: the original tensors rebuilt in its graph, and the split that computes each boundary */
+/**
+ * the node that writes into a view's memory, where one does: a view listing, besides its base, a computed
+ * node (a set_rows its kv store stores, a sum its norm's node stores over the stream before it, Fusion)
+ */
+const writerOf = (t: Tensor.Tensor): Tensor.Tensor | undefined =>
+  Op.isView(t.op) ? t.src.slice(1).find((s) => !Op.isView(s.op) && s.op._tag !== "None") : undefined
+
 interface Building {
   readonly backend: number
   readonly nodes: Array<Tensor.Tensor>
@@ -221,14 +228,36 @@ export const make = (backends: ReadonlyArray<Backend.Backend>, options: Options 
       // each split's graph: its nodes over rebuilt views and leafs, and leafs standing for other splits' nodes
       const needed = new Map<number, Set<number>>() // node id -> later splits that read it
       const leafUsers = new Map<number, Array<{ split: number; local: Tensor.Tensor }>>()
+      const locals: Array<(t: Tensor.Tensor) => Tensor.Tensor> = []
       splits.forEach((s, k) => {
         const local = (t: Tensor.Tensor): Tensor.Tensor => {
           const known = s.local.get(t.id)
           if (known !== undefined) return known
           let made: Tensor.Tensor
+          const writer = writerOf(t)
           if (t.op._tag === "None") {
             made = Tensor.unsafeMake(t.name, t.dtype, t.ne, t.op, [], t.flags & ~Tensor.Flags.output)
             leafUsers.set(t.id, [...(leafUsers.get(t.id) ?? []), { split: k, local: made }])
+          } else if (writer !== undefined && splitOf.get(writer.id) !== k) {
+            // memory another split's node wrote into: its data is that split's, copied in
+            const from = splitOf.get(writer.id)!
+            made = Tensor.unsafeMake(t.name, t.dtype, t.ne, OpCase.None(), [], Tensor.Flags.input)
+            s.copies.push({ from, source: t, local: made })
+            needed.set(t.id, new Set([...(needed.get(t.id) ?? []), k]))
+            locals[from](t)
+          } else if (writer !== undefined) {
+            // written here: over the memory its base has in this split (which may be a copy of another
+            // split's), not over its owner's
+            const base = t.src[0]
+            made = Tensor.unsafeView(
+              local(base),
+              t.ne,
+              t.nb,
+              t.viewOffset - base.viewOffset,
+              t.op,
+              t.src.map(local),
+              t.dtype
+            )
           } else if (Op.isView(t.op)) {
             const owner = local(t.viewSrc ?? t.src[0])
             made = Tensor.unsafeView(owner, t.ne, t.nb, t.viewOffset, t.op, t.src.map(local), t.dtype)
@@ -246,6 +275,7 @@ export const make = (backends: ReadonlyArray<Backend.Backend>, options: Options 
           s.local.set(t.id, made)
           return made
         }
+        locals.push(local)
         for (const node of s.nodes) local(node)
         for (const out of g.outputs) {
           if (splitOf.get(out.id) === k || (Op.isView(out.op) && s.local.has(out.id))) local(out)
@@ -274,8 +304,13 @@ export const make = (backends: ReadonlyArray<Backend.Backend>, options: Options 
           Effect.forEach(leafUsers.get(t.id) ?? [], ({ local, split }) => plans[split].plan.set(local, data), {
             discard: true
           }),
-        get: (t) => {
-          const k = splits.findIndex((s, i) => splitOf.get(t.id) === i || (Op.isView(t.op) && s.local.has(t.id)))
+        get: (original) => {
+          // a tensor a fused graph computes another way answers through its alias, as a plan's get does
+          const t = Graph.resolve(g, original)
+          const writer = writerOf(t)
+          const k = writer !== undefined
+            ? splitOf.get(writer.id) ?? -1
+            : splits.findIndex((s, i) => splitOf.get(t.id) === i || (Op.isView(t.op) && s.local.has(t.id)))
           // a tensor no split computes: the first split's plan answers NotAnOutput (or reads a leaf)
           return k < 0 ? plans[0].plan.get(t) : plans[k].plan.get(localIn(k, t))
         }
