@@ -3,7 +3,8 @@
  * else where its weights live (unless a backend earlier in the list offloads it, as a GPU takes a large
  * batch), else with its neighbours (ggml's expansion passes), else on the first backend whose device
  * supports it; consecutive nodes on one backend make a split; each split is its own graph, allocated on its backend, whose inputs from
- * other splits are copied in before it runs. Views and leafs are rebuilt in every split that uses them.
+ * other splits are copied in before it runs. Views and leafs are rebuilt in every split that uses them (a
+ * view another node writes into, a fused graph's stores, is that node's split's and copied to the others).
  * Copies are the destination backend's `copyAsync` from the source split's plan, ordered by an event on
  * the source backend (ggml's cpy_tensor_async between backends), or out of a GPU to another device, whose
  * bytes come through the host, by the read in the source backend's turn; once per compute; splits go out with
