@@ -124,7 +124,6 @@ export interface Scheduler {
   readonly captureNext: Effect.Effect<Effect.Effect<Trace>>
 }
 
-/** per split: the original tensors rebuilt in its graph, and the split that computes each boundary */
 /**
  * the node that writes into a view's memory, where one does: a view listing, besides its base, a computed
  * node (a set_rows its kv store stores, a sum its norm's node stores over the stream before it, Fusion)
@@ -132,6 +131,7 @@ export interface Scheduler {
 const writerOf = (t: Tensor.Tensor): Tensor.Tensor | undefined =>
   Op.isView(t.op) ? t.src.slice(1).find((s) => !Op.isView(s.op) && s.op._tag !== "None") : undefined
 
+/** per split: the original tensors rebuilt in its graph, and the split that computes each boundary */
 interface Building {
   readonly backend: number
   readonly nodes: Array<Tensor.Tensor>
