@@ -414,7 +414,13 @@ ${steps}
     // Tint wants subgroup-matrix arguments provably uniform; per-subgroup offsets (lid / 32) are uniform
     // within each subgroup, but not provably so: the case this diagnostic exists to waive
     diagnosticsOff: ["chromium.subgroup_matrix_uniformity"],
-    operands: split ? split.operands : product.operands,
+    // a gated product's result may be f16 (activations for the down product): bound as vec4s where the
+    // kernel's f16 operands are wide, which have no single-element stores (a compile error on the H100)
+    operands: split
+      ? split.operands
+      : gated && w === 8
+      ? product.operands.map((o) => (o.name === "d" ? { ...o, binding: "vec4" as const } : o))
+      : product.operands,
     params: split ? [...product.params, ...split.params] : product.params,
     workgroups: [Math.ceil(product.M / TM), Math.ceil(product.N / TN), product.batches * splits],
     main: `
