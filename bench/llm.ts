@@ -165,6 +165,7 @@ const gpuOptions = {
   ...(rest.includes("--gated-prompts") ? { gatedPrompts: true } : {}),
   ...(rest.includes("--swiglu-apart") ? { gatedPrompts: false } : {}),
   ...(rest.includes("--sums-apart") ? { sumsInNorms: false } : {}),
+  ...(rest.includes("--permuted-apart") ? { permutedResults: false } : {}),
   ...(rowThreadsAt >= 0 ? { rowThreads: Number(rest[rowThreadsAt + 1]) } : {}),
   ...(rest.includes("--q-prefill")
     ? { quantizedPrefill: rest[rest.indexOf("--q-prefill") + 1] as "tiles" | "copy" }
@@ -256,6 +257,7 @@ const measure = (name: string) =>
       copies: gpuOptions.copiesAhead === true ? "ahead" : "apart",
       gated: gpuOptions.gatedPrompts === true ? "all" : gpuOptions.gatedPrompts === false ? "none" : "default",
       sums: gpuOptions.sumsInNorms === false ? "apart" : "norms",
+      permuted: gpuOptions.permutedResults === false ? "apart" : "products",
       mv_prefetch: gpuOptions.quantizedDecode?.prefetch === true,
       mv_rows: gpuOptions.quantizedDecode?.int8Rows ?? 2,
       mv_split: gpuOptions.quantizedDecode?.int8Split ?? "none",

@@ -82,6 +82,8 @@ export interface Options {
   readonly gatedPrompts?: WebGpuDevice.Options["gatedPrompts"]
   /** @internal a prompt's residual sums made by the norms reading them (default on), for tests and measuring */
   readonly sumsInNorms?: WebGpuDevice.Options["sumsInNorms"]
+  /** @internal a product read only by a permuted contiguous copy stores its result so (default on), for tests and measuring */
+  readonly permutedResults?: WebGpuDevice.Options["permutedResults"]
 }
 
 /**
@@ -201,7 +203,8 @@ const wrapDevice = (
       mergesInProducts: options.mergesInProducts,
       residualsInProducts: options.residualsInProducts,
       gatedPrompts: options.gatedPrompts,
-      sumsInNorms: options.sumsInNorms
+      sumsInNorms: options.sumsInNorms,
+      permutedResults: options.permutedResults
     })
     // runs before the GPUDevice is destroyed: from then on the device refuses new backends and events
     yield* Effect.addFinalizer(() => Device.markReleased(device))

@@ -180,6 +180,14 @@ export interface Options {
    */
   readonly gatedPrompts?: boolean | undefined
   /**
+   * a product read only by a contiguous copy of it permuted (attention's chain: V·P into the layout the
+   * output projection reads) stores its result so itself, into the copy's memory: a dispatch a layer fewer;
+   * default: on; `false` keeps the copy (tests and measuring)
+   *
+   * @internal
+   */
+  readonly permutedResults?: boolean | undefined
+  /**
    * the WGSL language features of the GPU the device comes from (`navigator.gpu.wgslLanguageFeatures`);
    * default: navigator.gpu's where there is one, else none
    */
@@ -316,7 +324,8 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
     ...(options.normsInProducts !== undefined ? { normsInProducts: options.normsInProducts } : {}),
     ...(options.mergesInProducts !== undefined ? { mergesInProducts: options.mergesInProducts } : {}),
     ...(options.residualsInProducts === true ? { splitsWithBias: true } : {}),
-    ...(options.gatedPrompts !== undefined ? { gatedPrompts: options.gatedPrompts } : {})
+    ...(options.gatedPrompts !== undefined ? { gatedPrompts: options.gatedPrompts } : {}),
+    ...(options.permutedResults === false ? { permutedResults: false } : {})
   })
   const ledger = Ledger.make(options.memory ?? gpu.limits.maxBufferSize, name)
   const alignment = gpu.limits.minStorageBufferOffsetAlignment

@@ -1,0 +1,88 @@
+/**
+ * A product read only by a contiguous copy of it permuted stores its result in that layout itself
+ * (permutedResult.ts; attention's chain: V·P into [D, heads, tokens]): the copy's dispatch goes and the
+ * result is the copy's, against the CPU and the copy's own dispatch; refused where the product has another
+ * reader or the permutation moves its rows.
+ */
+import { Graph, Ops } from "@effect-gpu/core"
+import { Generators } from "@effect-gpu/testing"
+import { WebGpu } from "@effect-gpu/webgpu"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { adapterAvailable, fusedOnBoth, nmse } from "./utils.js"
+
+/** cont(permute(a·b)) for a [K, M, aBatches] and b [K, N, batches], and the product itself where `alsoRead` */
+const permutedProduct = (
+  p: {
+    readonly K: number
+    readonly M: number
+    readonly N: number
+    readonly batches: readonly [number, number]
+    readonly axes: readonly [number, number, number, number]
+    readonly alsoRead?: boolean
+  }
+) =>
+  Effect.gen(function*() {
+    const g = Graph.make()
+    const a = yield* g.param("a", "f16", [p.K, p.M, p.batches[0]])
+    const b = yield* g.input("b", "f32", [p.K, p.N, p.batches[1]])
+    const product = yield* Ops.mulMat(a, b)
+    const y = yield* g.output(Ops.cont(Ops.permute(product, p.axes)))
+    const also = p.alsoRead === true ? yield* g.output(Ops.scale(product, 2)) : undefined
+    return { graph: g.build(), a, b, y, also }
+  })
+
+describe.skipIf(!adapterAvailable)("WebGPU products storing permuted results", () => {
+  it.scoped(
+    "attention's V·P layout (and others keeping rows first) without the copy's dispatch",
+    () =>
+      Effect.gen(function*() {
+        const [device] = yield* WebGpu.make({ devices: 1 })
+        const [apart] = yield* WebGpu.make({ devices: 1, permutedResults: false })
+        const cases = [
+          // V·P of 4 heads over 2 KV heads (broadcast), rows of 16: the register tiles
+          { K: 48, M: 16, N: 24, batches: [2, 4], axes: [0, 2, 1, 3], family: "mm4" },
+          // rows of 39 values (not whole vec4s): the scalar tiles
+          { K: 39, M: 37, N: 20, batches: [3, 3], axes: [0, 2, 1, 3], family: "mm" },
+          // one column (the matrix-vector kernel), and a permutation of the batch axes too
+          { K: 64, M: 32, N: 1, batches: [2, 2], axes: [0, 3, 1, 2], family: "mvh" }
+        ] as const
+        for (const c of cases) {
+          const { a, b, graph, y } = yield* permutedProduct(c)
+          const set = (plan: Parameters<Parameters<typeof fusedOnBoth>[2]>[0]) =>
+            Effect.gen(function*() {
+              yield* plan.set(a, Generators.values(1, c.K * c.M * c.batches[0]))
+              yield* plan.set(b, Generators.values(2, c.K * c.N * c.batches[1]))
+            })
+          const fused = yield* fusedOnBoth(device, graph, set, [y])
+          const ops = fused.entries.map((e) => e.op)
+          assert.deepStrictEqual(ops, ["mul_mat"], JSON.stringify(c))
+          assert.strictEqual(fused.entries[0].variant?.family, c.family)
+          assert.isBelow(nmse(fused.gpu, fused.cpu), 1e-6, JSON.stringify(c))
+          const kept = yield* fusedOnBoth(apart, graph, set, [y])
+          assert.deepStrictEqual(kept.entries.map((e) => e.op), ["mul_mat", "cont"])
+          assert.deepStrictEqual(fused.gpu, kept.gpu, JSON.stringify(c))
+        }
+      }),
+    60_000
+  )
+
+  it.scoped("the copy stays where the product has another reader or its rows move", () =>
+    Effect.gen(function*() {
+      const [device] = yield* WebGpu.make({ devices: 1 })
+      const cases = [
+        { K: 32, M: 16, N: 8, batches: [2, 2], axes: [0, 2, 1, 3], alsoRead: true },
+        { K: 32, M: 16, N: 8, batches: [2, 2], axes: [1, 0, 2, 3] }
+      ] as const
+      for (const c of cases) {
+        const { a, also, b, graph, y } = yield* permutedProduct(c)
+        const { cpu, entries, gpu } = yield* fusedOnBoth(device, graph, (plan) =>
+          Effect.gen(function*() {
+            yield* plan.set(a, Generators.values(3, c.K * c.M * c.batches[0]))
+            yield* plan.set(b, Generators.values(4, c.K * c.N * c.batches[1]))
+          }), also === undefined ? [y] : [y, also])
+        assert.include(entries.map((e) => e.op), "cont", JSON.stringify(c))
+        assert.isBelow(nmse(gpu, cpu), 1e-6, JSON.stringify(c))
+      }
+    }), 60_000)
+})
