@@ -529,6 +529,84 @@ const program = Effect.gen(function*() {
     if (!ok) failed++
     console.log(JSON.stringify({ gated: { wt, F, K, N, normed }, kernels, nmse: error, bound, ok }))
   }
+  // where copies ahead go wrong: each result of a host and of the product after it, with the runs of its
+  // rows (ne0) and columns that agree with the CPU's (error per element under a tenth of the rms)
+  const spans = (ok: ReadonlyArray<boolean>) => {
+    const out: Array<string> = []
+    for (let i = 0; i < ok.length;) {
+      let j = i
+      while (j < ok.length && ok[j] === ok[i]) j++
+      out.push(`${ok[i] ? "ok" : "bad"} ${i}-${j - 1}`)
+      i = j
+    }
+    return out.slice(0, 12).join(", ")
+  }
+  const diagnose = (name: string, M: number, got: ReadonlyArray<number>, want: ReadonlyArray<number>) => {
+    const N = want.length / M
+    const scale = Math.sqrt(want.reduce((s, v) => s + v * v, 0) / want.length)
+    const good = (i: number) => Math.abs(got[i] - want[i]) <= 1e-1 * scale
+    const rows = Array.from(
+      { length: M },
+      (_, m) => Array.from({ length: N }, (_, n) => good(n * M + m)).every((x) => x)
+    )
+    const cols = Array.from(
+      { length: N },
+      (_, n) => Array.from({ length: M }, (_, m) => good(n * M + m)).every((x) => x)
+    )
+    console.log(JSON.stringify({ why: name, nmse: nmse(got, want), rows: spans(rows), cols: spans(cols) }))
+  }
+  const outputsOf = (
+    gpu: Device.Device,
+    g: Graph.Builder,
+    ys: ReadonlyArray<Tensor.Tensor>,
+    inputs: ReadonlyArray<readonly [Tensor.Tensor, Float32Array | Uint8Array]>
+  ) =>
+    Effect.gen(function*() {
+      const results: Array<Array<Array<number>>> = []
+      for (const device of [gpu, Cpu.make()]) {
+        const backend = yield* device.makeBackend()
+        const plan = yield* backend.allocate(backend.optimize(g.build()))
+        for (const [t, values] of inputs) yield* plan.set(t, values)
+        const trace = yield* backend.captureNext
+        yield* backend.compute(plan)
+        if (device === gpu) console.log((yield* trace).entries.map((e) => e.kernel).join(" + "))
+        results.push(yield* Effect.forEach(ys, (y) => plan.get(y).pipe(Effect.map((v) => Array.from(v)))))
+      }
+      return results
+    })
+  for (const [M0, wt] of only("why", [[2048, "f16"], [8192, "f16"], [2048, "q8_0"]] as const)) {
+    const g = Graph.make()
+    const x = yield* g.input("x", "f32", [2048, 512])
+    const w0 = yield* g.param("w0", wt, [2048, M0])
+    const w1 = yield* g.param("w1", "q8_0", [M0, 2048])
+    const h1 = yield* g.output(Ops.mulMat(w0, x))
+    const y = yield* g.output(Ops.mulMat(w1, h1))
+    const v0 = Generators.values(90, 2048 * M0)
+    const [gpuOut, cpuOut] = yield* outputsOf(aheadGpu, g, [h1, y], [
+      [w0, wt === "f16" ? v0 : Quant.unsafeQuantize(wt, v0)],
+      [w1, Quant.unsafeQuantize("q8_0", Generators.values(91, 2048 * M0))],
+      [x, Generators.values(93, 2048 * 512)]
+    ])
+    diagnose(`host ${wt} ${M0}`, M0, gpuOut[0], cpuOut[0])
+    diagnose(`after ${wt} ${M0}`, 2048, gpuOut[1], cpuOut[1])
+  }
+  for (const _ of only("why", [0])) {
+    const g = Graph.make()
+    const q = yield* g.input("q", "f32", [64, 256, 32])
+    const k = yield* g.input("k", "f16", [64, 256, 8])
+    const v = yield* g.input("v", "f16", [64, 256, 8])
+    const w = yield* g.param("w", "q8_0", [2048, 2048])
+    const attn = Ops.flashAttnExt(q, k, v, { scale: 0.125 })
+    const a = yield* g.output(Ops.reshape(attn, [2048, 256]))
+    const y = yield* g.output(Ops.mulMat(w, a))
+    const [gpuOut, cpuOut] = yield* outputsOf(aheadGpu, g, [a, y], [
+      [q, Generators.values(94, 64 * 256 * 32)],
+      ...[k, v].map((t, i) => [t, Generators.values(95 + i, 64 * 256 * 8)] as const),
+      [w, Quant.unsafeQuantize("q8_0", Generators.values(97, 2048 * 2048))]
+    ])
+    diagnose("attention host", 2048, gpuOut[0], cpuOut[0])
+    diagnose("after attention", 2048, gpuOut[1], cpuOut[1])
+  }
   if (failed > 0) process.exitCode = 1
 })
 
