@@ -8,7 +8,7 @@
  *   tsx kernel-check.ts [SECTION...]   (bundle it as bench/llm.ts is to run it on the GPU machine)
  *
  * SECTION: products, split, batched, attention, prefill, stack, plain, stores, norms, merge, mvsplit, ahead,
- * gated (default: all)
+ * gated, perm, why (default: all)
  */
 import { Graph, Ops } from "@effect-gpu/core"
 import * as Cpu from "@effect-gpu/core/Cpu"
@@ -574,7 +574,7 @@ const program = Effect.gen(function*() {
       }
       return results
     })
-  for (const [M0, wt] of only("why", [[2048, "f16"], [8192, "f16"], [2048, "q8_0"]] as const)) {
+  for (const [M0, wt] of only("why", [[2048, "f16"], [8192, "f16"]] as const)) {
     const g = Graph.make()
     const x = yield* g.input("x", "f32", [2048, 512])
     const w0 = yield* g.param("w0", wt, [2048, M0])
@@ -606,6 +606,21 @@ const program = Effect.gen(function*() {
     ])
     diagnose("attention host", 2048, gpuOut[0], cpuOut[0])
     diagnose("after attention", 2048, gpuOut[1], cpuOut[1])
+  }
+  // attention chain's V·P stored permuted into [D, heads, tokens] by the product (permutedResult.ts): the
+  // values transposed (f16 [keys, D, KV heads]) times f16 probabilities of 32 heads over 8, against the CPU
+  for (const [D, keys, tokens] of only("perm", [[64, 512, 512], [128, 300, 260]] as const)) {
+    const g = Graph.make()
+    const vt = yield* g.input("vt", "f16", [keys, D, 8])
+    const p = yield* g.input("p", "f16", [keys, tokens, 32])
+    const y = yield* g.output(Ops.cont(Ops.permute(Ops.mulMat(vt, p), [0, 2, 1, 3])))
+    const { error, kernels } = yield* against(gpu, g, y, [
+      [vt, Generators.values(102, keys * D * 8)],
+      [p, Generators.values(103, keys * tokens * 32)]
+    ])
+    const ok = error <= 1e-5 && !kernels.includes("cont") && !kernels.includes(" + ")
+    if (!ok) failed++
+    console.log(JSON.stringify({ permuted: { D, keys, tokens }, kernels, nmse: error, bound: 1e-5, ok }))
   }
   if (failed > 0) process.exitCode = 1
 })
