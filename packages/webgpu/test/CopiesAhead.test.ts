@@ -53,11 +53,17 @@ describe("side jobs (sideJob.ts)", () => {
     ])
     assert.deepStrictEqual(both.workgroups, [13, 1, 1])
     assert.strictEqual(both.fallback, host)
-    for (const name of ["j_S", "j_swat", "qwi_ja(P.j_per + P.ja_ne1)", "st4_jd(", "fn host_main(", "fn j_main("]) {
-      assert.include(both.main, name)
-    }
+    for (const name of ["j_S", "j_swat", "qwi_ja(P.j_per + P.ja_ne1)", "st4_jd("]) assert.include(both.main, name)
+    // one entry point: the job's body with its workgroup reckoned, the host's with its own
+    assert.strictEqual(both.main.match(/@compute/g)?.length, 1)
+    assert.match(
+      both.main,
+      /if \(side_job\) \{\s*let wid = vec3<u32>\(side_idx, 0u, 0u\);\s*let nwg = vec3<u32>\(5u, 1u, 1u\);/
+    )
+    assert.match(both.main, /\} else \{\s*let wid = vec3<u32>\(side_idx % P.side_hx/)
     assert.include(both.main, "st_d(lid, ld_a(wid.x))")
     assert.notInclude(both.main, "qwi_a(")
+    assert.notInclude(both.main, "fn j_main(")
     assert.isUndefined(SideJob.withSideJob(host, job, 6000))
     assert.isUndefined(SideJob.withSideJob(host, kernelOf(128, "", "", [1, 1, 1]), 16384))
   })

@@ -3,8 +3,10 @@
  * copies its weights into f16 before it multiplies them (half_copy, a pass at memory bandwidth), and the
  * product before it (compute-bound, on the tensor cores) can make that copy meanwhile, its workgroups and
  * the copy's alternating over the grid, where two dispatches of their own run one after the other. The two
- * kernels' entry points become functions of one module, the copy's names prefixed so that none clashes;
- * each workgroup takes the host's work or the job's by its index.
+ * modules become one, the copy's names prefixed so that none clashes, and both entry points' bodies the two
+ * sides of one branch in its entry point: each workgroup takes the host's work or the job's by its index.
+ * (As functions called from the entry point, hosts on subgroup matrices gave wrong results on the H100 and
+ * lavapipe's hosts right ones: run ek.)
  *
  * @internal
  */
@@ -99,6 +101,26 @@ const renamed = (main: string, params: ReadonlyArray<Param>, operands: Record<st
 }
 
 /**
+ * a module's text before its entry point (ENTRY) and the entry point's body (between its braces, the
+ * braces counted); undefined where anything follows the entry point or its braces do not close
+ */
+const split = (main: string): { readonly before: string; readonly body: string } | undefined => {
+  const m = ENTRY.exec(main)
+  if (m === null) return undefined
+  const open = m.index + m[0].length
+  let depth = 1
+  for (let i = open; i < main.length; i++) {
+    if (main[i] === "{") depth++
+    else if (main[i] === "}" && --depth === 0) {
+      return main.slice(i + 1).trim() === ""
+        ? { before: main.slice(0, m.index), body: main.slice(open, i) }
+        : undefined
+    }
+  }
+  return undefined
+}
+
+/**
  * @internal: `host` carrying `job` (a kernel of operands a and d: half_copy), or undefined where their
  * entry points are not as ENTRY reads them, of one workgroup size, their workgroup memory past `storage`, or
  * the job needs more than its operands and parameters: one dispatch of the host's H workgroups and the
@@ -126,9 +148,6 @@ export const withSideJob = (host: Kernel, job: Kernel, storage: number): Kernel 
   const nwg = hostBuiltins.find((b) => b.attribute === "num_workgroups")
   // the job's workgroup index is reckoned from the dispatch's; the host's own from it
   if (wid === undefined || jobBuiltins.some((b) => b.attribute === "local_invocation_id")) return undefined
-  // the entry points as functions of their builtins
-  const asFunction = (main: string, m: RegExpExecArray, name: string, list: typeof hostBuiltins) =>
-    main.replace(m[0], `fn ${name}(${list.map((b) => `${b.name}: ${b.type}`).join(", ")}) {`)
   const bound = (o: Operand, name: string): Operand => ({
     ...o,
     name,
@@ -138,25 +157,27 @@ export const withSideJob = (host: Kernel, job: Kernel, storage: number): Kernel 
   const operands = job.operands.map((o) => bound(o, o.name === "a" ? "ja" : "jd"))
   const params = job.params.map((p) => ({ ...p, field: { ...p.field, name: `j_${p.field.name}` } }))
   const jobCode = renamed(job.main, job.params, { a: "ja", d: "jd" })
-  const jobMain = asFunction(jobCode, ENTRY.exec(jobCode)!, "j_main", jobBuiltins)
+  const hostParts = split(host.main)
+  const jobParts = split(jobCode)
+  if (hostParts === undefined || jobParts === undefined) return undefined
   const [hx, hy, hz] = host.workgroups
   const jobs = job.workgroups[0] * job.workgroups[1] * job.workgroups[2]
   const hosts = hx * hy * hz
   // the grid's spread in u32 arithmetic
   if ((hosts + jobs) * jobs >= 2 ** 32) return undefined
-  // the job's builtins by attribute: its workgroup a run along x
-  const jobArg = (b: (typeof jobBuiltins)[number]) =>
+  // each side's builtins as its body names them: the workgroup's index and count reckoned, the rest the
+  // entry point's (the host's names, the job's own where the host has none)
+  const jobLets = jobBuiltins.map((b) =>
     b.attribute === "workgroup_id"
-      ? "vec3<u32>(idx, 0u, 0u)"
+      ? `let ${b.name} = vec3<u32>(side_idx, 0u, 0u);`
       : b.attribute === "num_workgroups"
-      ? `vec3<u32>(${jobs}u, 1u, 1u)`
-      : hostBuiltins.find((x) => x.attribute === b.attribute)?.name ?? `side_${b.name}`
-  const hostArg = (b: (typeof hostBuiltins)[number]) =>
-    b === wid
-      ? `vec3<u32>(idx % P.side_hx, (idx / P.side_hx) % P.side_hy, idx / (P.side_hx * P.side_hy))`
-      : b === nwg
-      ? "vec3<u32>(P.side_hx, P.side_hy, P.side_hz)"
-      : b.name
+      ? `let ${b.name} = vec3<u32>(${jobs}u, 1u, 1u);`
+      : `let ${b.name} = ${hostBuiltins.find((x) => x.attribute === b.attribute)?.name ?? `side_${b.name}`};`
+  ).filter((line) => !/^let (\w+) = \1;$/.test(line))
+  const hostLets = [
+    `let ${wid.name} = vec3<u32>(side_idx % P.side_hx, (side_idx / P.side_hx) % P.side_hy, side_idx / (P.side_hx * P.side_hy));`,
+    ...(nwg === undefined ? [] : [`let ${nwg.name} = vec3<u32>(P.side_hx, P.side_hy, P.side_hz);`])
+  ]
   const entryParams = [
     "@builtin(workgroup_id) side_wid: vec3<u32>",
     "@builtin(num_workgroups) side_nwg: vec3<u32>",
@@ -181,21 +202,24 @@ export const withSideJob = (host: Kernel, job: Kernel, storage: number): Kernel 
     ],
     workgroups: fold(hosts + jobs),
     fallback: host,
-    main: `${asFunction(host.main, h, "host_main", hostBuiltins)}
-${jobMain}
+    main: `${hostParts.before}
+${jobParts.before}
 @compute @workgroup_size(${h[1]})
 fn main(${entryParams.join(", ")}) {
-  // workgroup l: the jobs' before it floor(l J / (H + J)); a job's where the next one's count is more
-  let l = side_wid.x + side_wid.y * side_nwg.x + side_wid.z * side_nwg.x * side_nwg.y;
-  let all = P.side_hosts + P.side_jobs;
-  if (l >= all) { return; }
-  let before = (l * P.side_jobs) / all;
-  let job = ((l + 1u) * P.side_jobs) / all > before;
-  let idx = select(l - before, before, job);
-  if (job) {
-    j_main(${jobBuiltins.map(jobArg).join(", ")});
+  // workgroup l: the jobs' before it floor(l J / (H + J)); a job's where the next one's count is more. Both
+  // bodies stay in the entry point, as each runs alone, behind a branch uniform over the workgroup
+  let side_l = side_wid.x + side_wid.y * side_nwg.x + side_wid.z * side_nwg.x * side_nwg.y;
+  let side_all = P.side_hosts + P.side_jobs;
+  if (side_l >= side_all) { return; }
+  let side_before = (side_l * P.side_jobs) / side_all;
+  let side_job = ((side_l + 1u) * P.side_jobs) / side_all > side_before;
+  let side_idx = select(side_l - side_before, side_before, side_job);
+  if (side_job) {
+    ${jobLets.join("\n    ")}
+${jobParts.body}
   } else {
-    host_main(${hostBuiltins.map(hostArg).join(", ")});
+    ${hostLets.join("\n    ")}
+${hostParts.body}
   }
 }`
   })
