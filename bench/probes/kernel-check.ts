@@ -54,14 +54,14 @@ const cases: ReadonlyArray<readonly ["f16" | Quantized, "f16" | "f32", number, n
  * one graph's output on `gpu` and on the CPU with the same inputs: the GPU's kernels (as its trace names
  * them) and the NMSE between the two
  */
-const against = (
+const outputsOf = (
   gpu: Device.Device,
   g: Graph.Builder,
-  y: Tensor.Tensor,
+  ys: ReadonlyArray<Tensor.Tensor>,
   inputs: ReadonlyArray<readonly [Tensor.Tensor, Float32Array | Uint8Array | Int32Array]>
 ) =>
   Effect.gen(function*() {
-    const results: Array<Array<number>> = []
+    const results: Array<Array<Array<number>>> = []
     let kernels = ""
     for (const device of [gpu, Cpu.make()]) {
       const backend = yield* device.makeBackend()
@@ -71,10 +71,18 @@ const against = (
       const trace = yield* backend.captureNext
       yield* backend.compute(plan)
       if (device === gpu) kernels = (yield* trace).entries.map((e) => e.kernel).join(" + ")
-      results.push(Array.from(yield* plan.get(y)))
+      results.push(yield* Effect.forEach(ys, (y) => plan.get(y).pipe(Effect.map((v) => Array.from(v)))))
     }
-    return { kernels, error: nmse(results[0], results[1]) }
+    return { kernels, gpu: results[0], cpu: results[1] }
   })
+
+/** outputsOf for one output: the kernels and the NMSE between the two */
+const against = (
+  gpu: Device.Device,
+  g: Graph.Builder,
+  y: Tensor.Tensor,
+  inputs: ReadonlyArray<readonly [Tensor.Tensor, Float32Array | Uint8Array | Int32Array]>
+) => Effect.map(outputsOf(gpu, g, [y], inputs), (r) => ({ kernels: r.kernels, error: nmse(r.gpu[0], r.cpu[0]) }))
 
 /** the sections asked for on the command line (all where none is) */
 const sections = process.argv.slice(2)
@@ -555,25 +563,6 @@ const program = Effect.gen(function*() {
     )
     console.log(JSON.stringify({ why: name, nmse: nmse(got, want), rows: spans(rows), cols: spans(cols) }))
   }
-  const outputsOf = (
-    gpu: Device.Device,
-    g: Graph.Builder,
-    ys: ReadonlyArray<Tensor.Tensor>,
-    inputs: ReadonlyArray<readonly [Tensor.Tensor, Float32Array | Uint8Array]>
-  ) =>
-    Effect.gen(function*() {
-      const results: Array<Array<Array<number>>> = []
-      for (const device of [gpu, Cpu.make()]) {
-        const backend = yield* device.makeBackend()
-        const plan = yield* backend.allocate(backend.optimize(g.build()))
-        for (const [t, values] of inputs) yield* plan.set(t, values)
-        const trace = yield* backend.captureNext
-        yield* backend.compute(plan)
-        if (device === gpu) console.log((yield* trace).entries.map((e) => e.kernel).join(" + "))
-        results.push(yield* Effect.forEach(ys, (y) => plan.get(y).pipe(Effect.map((v) => Array.from(v)))))
-      }
-      return results
-    })
   for (const [M0, wt] of only("why", [[2048, "f16"], [8192, "f16"]] as const)) {
     const g = Graph.make()
     const x = yield* g.input("x", "f32", [2048, 512])
@@ -582,11 +571,12 @@ const program = Effect.gen(function*() {
     const h1 = yield* g.output(Ops.mulMat(w0, x))
     const y = yield* g.output(Ops.mulMat(w1, h1))
     const v0 = Generators.values(90, 2048 * M0)
-    const [gpuOut, cpuOut] = yield* outputsOf(aheadGpu, g, [h1, y], [
+    const { cpu: cpuOut, gpu: gpuOut, kernels } = yield* outputsOf(aheadGpu, g, [h1, y], [
       [w0, wt === "f16" ? v0 : Quant.unsafeQuantize(wt, v0)],
       [w1, Quant.unsafeQuantize("q8_0", Generators.values(91, 2048 * M0))],
       [x, Generators.values(93, 2048 * 512)]
     ])
+    console.log(kernels)
     diagnose(`host ${wt} ${M0}`, M0, gpuOut[0], cpuOut[0])
     diagnose(`after ${wt} ${M0}`, 2048, gpuOut[1], cpuOut[1])
   }
@@ -599,11 +589,12 @@ const program = Effect.gen(function*() {
     const attn = Ops.flashAttnExt(q, k, v, { scale: 0.125 })
     const a = yield* g.output(Ops.reshape(attn, [2048, 256]))
     const y = yield* g.output(Ops.mulMat(w, a))
-    const [gpuOut, cpuOut] = yield* outputsOf(aheadGpu, g, [a, y], [
+    const { cpu: cpuOut, gpu: gpuOut, kernels } = yield* outputsOf(aheadGpu, g, [a, y], [
       [q, Generators.values(94, 64 * 256 * 32)],
       ...[k, v].map((t, i) => [t, Generators.values(95 + i, 64 * 256 * 8)] as const),
       [w, Quant.unsafeQuantize("q8_0", Generators.values(97, 2048 * 2048))]
     ])
+    console.log(kernels)
     diagnose("attention host", 2048, gpuOut[0], cpuOut[0])
     diagnose("after attention", 2048, gpuOut[1], cpuOut[1])
   }
