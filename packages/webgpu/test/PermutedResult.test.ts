@@ -44,6 +44,9 @@ describe.skipIf(!adapterAvailable)("WebGPU products storing permuted results", (
           { K: 48, M: 16, N: 24, batches: [2, 4], axes: [0, 2, 1, 3], family: "mm4" },
           // rows of 39 values (not whole vec4s): the scalar tiles
           { K: 39, M: 37, N: 20, batches: [3, 3], axes: [0, 2, 1, 3], family: "mm" },
+          // rows of 37 in 3 heads: the copy's strides (111 values) not whole vec4s, so the register tiles (their
+          // result bound as vec4s) give way to the scalar ones
+          { K: 48, M: 37, N: 20, batches: [3, 3], axes: [0, 2, 1, 3], family: "mm" },
           // one column (the matrix-vector kernel), and a permutation of the batch axes too
           { K: 64, M: 32, N: 1, batches: [2, 2], axes: [0, 3, 1, 2], family: "mvh" }
         ] as const

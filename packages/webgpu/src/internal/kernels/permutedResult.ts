@@ -36,6 +36,15 @@ export const storingInto = (kernel: Kernel, product: Tensor.Tensor, into: Tensor
   if (kernel.next !== undefined) return undefined
   const d = kernel.operands.find((o) => o.name === "d")
   if (d === undefined || d.tensor !== product || d.within !== undefined || d.extent !== undefined) return undefined
+  // a form binding its result as vec4s (8 f16 where wide) stores whole groups at the strides it is given,
+  // which the copy's must then keep: else the forms after it
+  const group = kernel.wide === true && into.dtype === "f16" ? 8 : 4
+  const es = into.nb[0]
+  const vectored = d.binding === "vec4" ||
+    (d.binding === undefined && kernel.vec4 === true && !(kernel.scalar ?? []).includes("d"))
+  if (vectored && [1, 2, 3].some((i) => (into.nb[i] / es) % group !== 0)) {
+    return kernel.fallback === undefined ? undefined : storingInto(kernel.fallback, product, into)
+  }
   const fallback = kernel.fallback === undefined ? undefined : storingInto(kernel.fallback, product, into)
   if (kernel.fallback !== undefined && fallback === undefined) return undefined
   return {
