@@ -9,6 +9,9 @@ import { Generators } from "@effect-gpu/testing"
 import { WebGpu } from "@effect-gpu/webgpu"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
+import type { KernelTarget } from "../src/internal/kernels/kernel.js"
+import * as PermutedResult from "../src/internal/kernels/permutedResult.js"
+import { kernelFor } from "../src/internal/kernels/select.js"
 import { adapterAvailable, fusedOnBoth, nmse } from "./utils.js"
 
 /** cont(permute(a·b)) for a [K, M, aBatches] and b [K, N, batches], and the product itself where `alsoRead` */
@@ -31,6 +34,52 @@ const permutedProduct = (
     const also = p.alsoRead === true ? yield* g.output(Ops.scale(product, 2)) : undefined
     return { graph: g.build(), a, b, y, also }
   })
+
+describe("a product's kernel storing its permuted copy's layout (no adapter needed)", () => {
+  // subgroup matrices (lavapipe has none): V·P of a 1B prompt keeps its form, its result bound where the copy
+  // lies at the copy's strides; rows of 38 in 3 heads (strides of 114 values) give way to a form binding
+  // values one at a time; a split-K form (its partials after the result, a merge after it) is refused
+  const gpu: KernelTarget = {
+    f16: true,
+    maxWorkgroups: 65535,
+    subgroups: true,
+    subgroupMatrix: true,
+    workgroupStorage: 49152,
+    workgroupInvocations: 1024
+  }
+  const chain = (D: number, keys: number, tokens: number, heads: number) =>
+    Effect.gen(function*() {
+      const g = Graph.make()
+      const vt = yield* g.input("vt", "f16", [keys, D, heads / 4])
+      const p = yield* g.input("p", "f16", [keys, tokens, heads])
+      const copy = yield* g.output(Ops.cont(Ops.permute(Ops.mulMat(vt, p), [0, 2, 1, 3])))
+      const product = copy.src[0].src[0]
+      return { copy, product, into: PermutedResult.resultIn(product, copy)! }
+    })
+  it.effect("subgroup-matrix forms keep their form at whole vec4 strides, refuse split-K", () =>
+    Effect.gen(function*() {
+      const { copy, into, product } = yield* chain(64, 512, 512, 32)
+      assert.deepStrictEqual(into.nb, [4, 4 * 64 * 32, 4 * 64, 4 * 64 * 32 * 512])
+      const kernel = kernelFor(product, gpu)!
+      assert.strictEqual(kernel.variant.family, "mmsg")
+      const storing = PermutedResult.storingInto(kernel, product, into)!
+      assert.strictEqual(storing.variant.family, "mmsg")
+      assert.strictEqual(storing.key, kernel.key)
+      const d = storing.operands.find((o) => o.name === "d")!
+      assert.strictEqual(d.tensor, into)
+      assert.strictEqual(d.within?.tensor, copy)
+      const odd = yield* chain(38, 512, 512, 12)
+      const oddKernel = kernelFor(odd.product, gpu)!
+      const oddStoring = PermutedResult.storingInto(oddKernel, odd.product, odd.into)!
+      assert.notStrictEqual(oddStoring.key, oddKernel.key)
+      assert.isFalse(oddStoring.vec4 === true && !(oddStoring.scalar ?? []).includes("d"))
+      // few columns: split-K (a merge after it)
+      const small = yield* chain(64, 2048, 16, 4)
+      const smallKernel = kernelFor(small.product, gpu)!
+      assert.isDefined(smallKernel.next)
+      assert.isUndefined(PermutedResult.storingInto(smallKernel, small.product, small.into))
+    }))
+})
 
 describe.skipIf(!adapterAvailable)("WebGPU products storing permuted results", () => {
   it.scoped(
