@@ -47,12 +47,11 @@ export const storingInto = (kernel: Kernel, product: Tensor.Tensor, into: Tensor
   }
   const fallback = kernel.fallback === undefined ? undefined : storingInto(kernel.fallback, product, into)
   if (kernel.fallback !== undefined && fallback === undefined) return undefined
+  // bound where the copy lies (the view is not one of the plan's tensors)
+  const result = { ...d, tensor: into, within: { tensor: into.src[0], at: 0 } }
   return {
     ...kernel,
-    // (bound where the copy lies: the view is not one of the plan's tensors)
-    operands: kernel.operands.map((
-      o
-    ) => (o === d ? { ...o, tensor: into, within: { tensor: into.src[0], at: 0 } } : o)),
+    operands: kernel.operands.map((o) => (o === d ? result : o)),
     ...(fallback !== undefined ? { fallback } : {})
   }
 }

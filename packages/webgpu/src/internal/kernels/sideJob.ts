@@ -5,8 +5,9 @@
  * the copy's alternating over the grid, where two dispatches of their own run one after the other. The two
  * modules become one, the copy's names prefixed so that none clashes, and both entry points' bodies the two
  * sides of one branch in its entry point: each workgroup takes the host's work or the job's by its index.
- * (As functions called from the entry point, hosts on subgroup matrices gave wrong results on the H100 and
- * lavapipe's hosts right ones: run ek.)
+ * (As functions called from the entry point, the copies came out wrong beside hosts on subgroup matrices
+ * on the H100 and right beside lavapipe's hosts, runs ek and en; one entry point keeps each body as it runs
+ * alone, not yet checked on a GPU.)
  *
  * @internal
  */
