@@ -11,17 +11,14 @@
  * gated, perm, why (default: all)
  */
 import { Graph, Ops } from "@effect-gpu/core"
-import * as Cpu from "@effect-gpu/core/Cpu"
-import type * as Device from "@effect-gpu/core/Device"
 import type { Quantized } from "@effect-gpu/core/DType"
 import * as Quant from "@effect-gpu/core/Quant"
-import type * as Tensor from "@effect-gpu/core/Tensor"
 import { Forward } from "@effect-gpu/llm"
-import { nmse } from "@effect-gpu/testing/Compare"
 import * as Generators from "@effect-gpu/testing/Generators"
 import { WebGpu } from "@effect-gpu/webgpu"
 import { Effect } from "effect"
 import { parseTile } from "../tilings.js"
+import { against, diagnose, outputsOf } from "./against.js"
 
 /** a's type, b's type, K, M (a's rows), N (b's rows), the NMSE allowed */
 const cases: ReadonlyArray<readonly ["f16" | Quantized, "f16" | "f32", number, number, number, number]> = [
@@ -49,40 +46,6 @@ const cases: ReadonlyArray<readonly ["f16" | Quantized, "f16" | "f32", number, n
   ["f16", "f32", 8192, 2048, 1, 1e-6],
   ["f16", "f32", 2048, 333, 3, 1e-6]
 ]
-
-/**
- * one graph's output on `gpu` and on the CPU with the same inputs: the GPU's kernels (as its trace names
- * them) and the NMSE between the two
- */
-const outputsOf = (
-  gpu: Device.Device,
-  g: Graph.Builder,
-  ys: ReadonlyArray<Tensor.Tensor>,
-  inputs: ReadonlyArray<readonly [Tensor.Tensor, Float32Array | Uint8Array | Int32Array]>
-) =>
-  Effect.gen(function*() {
-    const results: Array<Array<Array<number>>> = []
-    let kernels = ""
-    for (const device of [gpu, Cpu.make()]) {
-      const backend = yield* device.makeBackend()
-      // fused as a model's graph is (a product and its bias: mul_mat_add)
-      const plan = yield* backend.allocate(backend.optimize(g.build()))
-      for (const [t, values] of inputs) yield* plan.set(t, values)
-      const trace = yield* backend.captureNext
-      yield* backend.compute(plan)
-      if (device === gpu) kernels = (yield* trace).entries.map((e) => e.kernel).join(" + ")
-      results.push(yield* Effect.forEach(ys, (y) => plan.get(y).pipe(Effect.map((v) => Array.from(v)))))
-    }
-    return { kernels, gpu: results[0], cpu: results[1] }
-  })
-
-/** outputsOf for one output: the kernels and the NMSE between the two */
-const against = (
-  gpu: Device.Device,
-  g: Graph.Builder,
-  y: Tensor.Tensor,
-  inputs: ReadonlyArray<readonly [Tensor.Tensor, Float32Array | Uint8Array | Int32Array]>
-) => Effect.map(outputsOf(gpu, g, [y], inputs), (r) => ({ kernels: r.kernels, error: nmse(r.gpu[0], r.cpu[0]) }))
 
 /** the sections asked for on the command line (all where none is) */
 const sections = process.argv.slice(2)
@@ -536,32 +499,6 @@ const program = Effect.gen(function*() {
     const ok = error <= bound && kernels.includes("gated=true") && !kernels.includes("glu")
     if (!ok) failed++
     console.log(JSON.stringify({ gated: { wt, F, K, N, normed }, kernels, nmse: error, bound, ok }))
-  }
-  // where copies ahead go wrong: each result of a host and of the product after it, with the runs of its
-  // rows (ne0) and columns that agree with the CPU's (error per element under a tenth of the rms)
-  const spans = (ok: ReadonlyArray<boolean>) => {
-    const out: Array<string> = []
-    for (let i = 0; i < ok.length;) {
-      let j = i
-      while (j < ok.length && ok[j] === ok[i]) j++
-      out.push(`${ok[i] ? "ok" : "bad"} ${i}-${j - 1}`)
-      i = j
-    }
-    return out.slice(0, 12).join(", ")
-  }
-  const diagnose = (name: string, M: number, got: ReadonlyArray<number>, want: ReadonlyArray<number>) => {
-    const N = want.length / M
-    const scale = Math.sqrt(want.reduce((s, v) => s + v * v, 0) / want.length)
-    const good = (i: number) => Math.abs(got[i] - want[i]) <= 1e-1 * scale
-    const rows = Array.from(
-      { length: M },
-      (_, m) => Array.from({ length: N }, (_, n) => good(n * M + m)).every((x) => x)
-    )
-    const cols = Array.from(
-      { length: N },
-      (_, n) => Array.from({ length: M }, (_, m) => good(n * M + m)).every((x) => x)
-    )
-    console.log(JSON.stringify({ why: name, nmse: nmse(got, want), rows: spans(rows), cols: spans(cols) }))
   }
   for (const [M0, wt] of only("why", [[2048, "f16"], [8192, "f16"]] as const)) {
     const g = Graph.make()
