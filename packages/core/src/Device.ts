@@ -141,6 +141,8 @@ export const batchSize = (t: Tensor): number => {
     case "MulMatSwiglu":
     case "MulMatStack":
       return t.ne[1]
+    case "MulMatPermuted":
+      return t.src[1].ne[1]
     case "Rope":
       return t.ne[2]
     case "GetRows":

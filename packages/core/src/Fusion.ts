@@ -3,7 +3,8 @@
  * (a + b) -> rms_norm [* w], mul_mat + bias, silu(x) * g -> swiglu; and where a backend asks for them (see
  * Options) a gated FFN's products with their swiglu, products sharing their activations stacked, a residual
  * sum kept beside its next norm, rope stored by its set_rows (and a layer's values by the same node), q's rope
- * read by its attention, and products' activations written in f16. A rewrite is pure: it returns a new
+ * read by its attention, a product stored permuted as the contiguous copy reading it would have it, and
+ * products' activations written in f16. A rewrite is pure: it returns a new
  * graph whose `aliases` map the original tensors to the ones that now compute them, so plans built on it
  * still answer `get(originalOutput)`. A chain fuses only when its inner results have no other user and
  * are not outputs.
@@ -84,6 +85,12 @@ export interface Options {
    * is written in f16, half the bytes for the products to load; default: never
    */
   readonly halfActivations?: (product: Tensor.Tensor) => boolean
+  /**
+   * whether a backend stores a product permuted as the contiguous copy reading it would have it (cont of a
+   * permute of mul_mat keeping axis 0, each read by nothing else: attention's V·P) as one mul_mat_permuted
+   * node; default: never
+   */
+  readonly mulMatPermuted?: (product: Tensor.Tensor, axes: readonly [number, number, number, number]) => boolean
 }
 
 /**
@@ -118,8 +125,9 @@ export const optimize = (g: Graph.Graph, options: Options = {}): Graph.Graph => 
   // sums stored over their first source by their norm's node: the sum's id -> that node (the norm's Mul)
   const stored = new Map<number, Tensor.Tensor>()
   const absorbed = new Set<number>()
-  // products over stacked weights taken into a mul_mat_swiglu with their swiglu: it reads their b as they did
-  const gatedProducts = new Set<number>()
+  // products over stacked weights taken into a mul_mat_swiglu with their swiglu, and products stored
+  // permuted (mul_mat_permuted): each reads their b as they did
+  const productsReadingB = new Set<number>()
   const claim = (root: Tensor.Tensor, f: Fused) => {
     if (f.absorbed.some((t) => absorbed.has(t.id) || fusions.has(t.id))) return false
     fusions.set(root.id, f)
@@ -251,7 +259,7 @@ export const optimize = (g: Graph.Graph, options: Options = {}): Graph.Graph => 
         halves !== undefined && options.mulMatSwiglu(halves.gate, halves.up, halves.b) &&
         claim(y, { op: Op.MulMatSwiglu(), src: [halves.gate, halves.up, halves.b], absorbed: [s0, s1, halves.product] })
       ) {
-        gatedProducts.add(halves.product.id)
+        productsReadingB.add(halves.product.id)
         continue
       }
     }
@@ -300,6 +308,18 @@ export const optimize = (g: Graph.Graph, options: Options = {}): Graph.Graph => 
     }
     if (y.op._tag === "Add" && s0.op._tag === "MulMat" && inner(s0)) {
       if (claim(y, { op: Op.MulMatAdd(), src: [s0.src[0], s0.src[1], s1], absorbed: [s0] })) continue
+    }
+    // a product's contiguous copy permuted (attention's V·P into [D, heads, tokens]): the product stores it so
+    if (y.op._tag === "Cont" && s0.op._tag === "Permute" && s0.op.axes[0] === 0 && options.mulMatPermuted) {
+      const p = s0.src[0]
+      if (
+        p.op._tag === "MulMat" && inner(p) && users.get(s0.id) === 1 && !outputs.has(s0.id) &&
+        y.dtype === p.dtype && options.mulMatPermuted(p, s0.op.axes) &&
+        claim(y, { op: Op.MulMatPermuted({ axes: s0.op.axes }), src: [p.src[0], p.src[1]], absorbed: [s0, p] })
+      ) {
+        productsReadingB.add(p.id)
+        continue
+      }
     }
     // a sum of a product and the residual stream (x + W a, as a decoding step adds a layer's output; of many
     // rows where the backend asks)
@@ -352,7 +372,7 @@ export const optimize = (g: Graph.Graph, options: Options = {}): Graph.Graph => 
     }
     // (a product taken into a gated one still reads b as a product of the same rows would)
     const plain = (t: Tensor.Tensor) =>
-      gatedProducts.has(t.id) || (!absorbed.has(t.id) && !fusions.has(t.id) && !stacks.has(t.id) && !kept.has(t.id))
+      productsReadingB.has(t.id) || (!absorbed.has(t.id) && !fusions.has(t.id) && !stacks.has(t.id) && !kept.has(t.id))
     for (const n of g.nodes) {
       const op = fusions.get(n.id)?.op ?? n.op
       if (!HALF_PRODUCERS.has(op._tag) || absorbed.has(n.id) || kept.has(n.id) || outputs.has(n.id)) continue

@@ -125,6 +125,11 @@ export type Op = Data.TaggedEnum<{
   /** fused by an optimizer: silu(mul_mat(src0, src2)) * mul_mat(src1, src2), a gated FFN's two products */
   MulMatSwiglu: {}
   /**
+   * fused by an optimizer: cont(permute(mul_mat(src0, src1), axes)), the product stored permuted (attention's
+   * V·P into the [D, heads, tokens] the output projection reads)
+   */
+  MulMatPermuted: { readonly axes: readonly [number, number, number, number] }
+  /**
    * fused by an optimizer: the products of every source but the last with the last, their rows stacked
    * (attention's q, k and v over the same activations); the products become views of it
    */
@@ -224,6 +229,7 @@ const names: Record<Tag, string> = {
   AddRmsNorm: "add_rms_norm",
   MulMatAdd: "mul_mat_add",
   MulMatSwiglu: "mul_mat_swiglu",
+  MulMatPermuted: "mul_mat_permuted",
   MulMatStack: "mul_mat_stack",
   AddRmsNormKeep: "add_rms_norm_keep",
   AddRmsNormStore: "add_rms_norm_store",
@@ -288,6 +294,7 @@ export const readsQuantized = (op: Op, index: number): boolean => {
   switch (op._tag) {
     case "MulMat":
     case "MulMatAdd":
+    case "MulMatPermuted":
     case "MulMatId":
     case "GetRows":
     case "Cpy":

@@ -23,6 +23,7 @@ import type {
   RegisterTile
 } from "./internal/kernels/kernel.js"
 import * as MatMul from "./internal/kernels/matmul.js"
+import * as PermutedResult from "./internal/kernels/permutedResult.js"
 import * as Memory from "./internal/memory.js"
 import * as Program from "./internal/program.js"
 
@@ -181,8 +182,8 @@ export interface Options {
   readonly gatedPrompts?: boolean | undefined
   /**
    * a product read only by a contiguous copy of it permuted (attention's chain: V·P into the layout the
-   * output projection reads) stores its result so itself, into the copy's memory: a dispatch a layer fewer;
-   * default: on; `false` keeps the copy (tests and measuring)
+   * output projection reads) stores its result so itself (Fusion's mul_mat_permuted): a dispatch a layer
+   * fewer; default: on; `false` keeps the copy (tests and measuring)
    *
    * @internal
    */
@@ -324,8 +325,7 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
     ...(options.normsInProducts !== undefined ? { normsInProducts: options.normsInProducts } : {}),
     ...(options.mergesInProducts !== undefined ? { mergesInProducts: options.mergesInProducts } : {}),
     ...(options.residualsInProducts === true ? { splitsWithBias: true } : {}),
-    ...(options.gatedPrompts !== undefined ? { gatedPrompts: options.gatedPrompts } : {}),
-    ...(options.permutedResults === false ? { permutedResults: false } : {})
+    ...(options.gatedPrompts !== undefined ? { gatedPrompts: options.gatedPrompts } : {})
   })
   const ledger = Ledger.make(options.memory ?? gpu.limits.maxBufferSize, name)
   const alignment = gpu.limits.minStorageBufferOffsetAlignment
@@ -376,7 +376,8 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
     // form computes them (a prompt's gate and up where a gated form does); a residual sum and its next norm
     // (one row: kept beside it; many: stored over the stream), and rope with the set_rows storing it (and
     // the values' set_rows beside it), fuse everywhere, but a norm the int8 products reading it make (its
-    // sum then made by the product before it); q's rope with its attention where the decode form computes it
+    // sum then made by the product before it); q's rope with its attention where the decode form computes it;
+    // a product with the permuted copy reading it (attention's V·P) where a form of its kernel keeps no scratch
     optimize: (graph) =>
       Fusion.optimize(graph, {
         mulMatSwiglu: Fused.fusesSwiglu(ctx.target),
@@ -388,7 +389,8 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
         ropeSetRowsKv: options.storeValuesWithKeys !== false,
         ropeAttention: Attention.fusesRope(ctx.target),
         ...(options.residualsInProducts === true ? { residualProducts: true } : {}),
-        ...(options.halfActivations !== false ? { halfActivations: MatMul.takesHalfActivations(ctx.target) } : {})
+        ...(options.halfActivations !== false ? { halfActivations: MatMul.takesHalfActivations(ctx.target) } : {}),
+        ...(options.permutedResults !== false ? { mulMatPermuted: PermutedResult.storesPermuted(ctx.target) } : {})
       }),
     // leafs in a buffer of their own: kernels bind them read-only, which the H200 runs faster
     // (benchmarks/RESULTS.md, "leaf buffer")

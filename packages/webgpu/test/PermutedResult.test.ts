@@ -1,10 +1,10 @@
 /**
- * A product read only by a contiguous copy of it permuted stores its result in that layout itself
- * (permutedResult.ts; attention's chain: V·P into [D, heads, tokens]): the copy's dispatch goes and the
- * result is the copy's, against the CPU and the copy's own dispatch; refused where the product has another
- * reader or the permutation moves its rows.
+ * mul_mat_permuted on WebGPU (permutedResult.ts; attention's chain: V·P into [D, heads, tokens]): the
+ * product's kernel stores its result permuted, one dispatch where the product and the copy were two,
+ * against the CPU and the two dispatches; refused where the product has another reader or the permutation
+ * moves its rows, and where no form of the product's kernel keeps its result scratch-free.
  */
-import { Graph, Ops } from "@effect-gpu/core"
+import { Fusion, Graph, Ops } from "@effect-gpu/core"
 import { Generators } from "@effect-gpu/testing"
 import { WebGpu } from "@effect-gpu/webgpu"
 import { assert, describe, it } from "@effect/vitest"
@@ -35,10 +35,11 @@ const permutedProduct = (
     return { graph: g.build(), a, b, y, also }
   })
 
-describe("a product's kernel storing its permuted copy's layout (no adapter needed)", () => {
-  // subgroup matrices (lavapipe has none): V·P of a 1B prompt keeps its form, its result bound where the copy
-  // lies at the copy's strides; rows of 38 in 3 heads (strides of 114 values) give way to a form binding
-  // values one at a time; a split-K form (its partials after the result, a merge after it) is refused
+describe("a product's kernel storing its result permuted (no adapter needed)", () => {
+  // subgroup matrices (lavapipe has none): V·P of a 1B prompt keeps its form, its result bound where the node
+  // lies at the permuted strides; rows of 38 in 3 heads (strides of 114 values) give way to a form binding
+  // values one at a time; a split-K form (its partials after the result, a merge after it) is refused, so
+  // the backend does not ask for the fusion
   const gpu: KernelTarget = {
     f16: true,
     maxWorkgroups: 65535,
@@ -52,32 +53,29 @@ describe("a product's kernel storing its permuted copy's layout (no adapter need
       const g = Graph.make()
       const vt = yield* g.input("vt", "f16", [keys, D, heads / 4])
       const p = yield* g.input("p", "f16", [keys, tokens, heads])
-      const copy = yield* g.output(Ops.cont(Ops.permute(Ops.mulMat(vt, p), [0, 2, 1, 3])))
-      const product = copy.src[0].src[0]
-      return { copy, product, into: PermutedResult.resultIn(product, copy)! }
+      const product = yield* Ops.mulMat(vt, p)
+      yield* g.output(Ops.cont(Ops.permute(product, [0, 2, 1, 3])))
+      const fused = Fusion.optimize(g.build(), { mulMatPermuted: PermutedResult.storesPermuted(gpu) })
+      return { product, node: fused.nodes.find((n) => n.op._tag === "MulMatPermuted") }
     })
   it.effect("subgroup-matrix forms keep their form at whole vec4 strides, refuse split-K", () =>
     Effect.gen(function*() {
-      const { copy, into, product } = yield* chain(64, 512, 512, 32)
-      assert.deepStrictEqual(into.nb, [4, 4 * 64 * 32, 4 * 64, 4 * 64 * 32 * 512])
-      const kernel = kernelFor(product, gpu)!
+      const { node, product } = yield* chain(64, 512, 512, 32)
+      const kernel = kernelFor(node!, gpu)!
       assert.strictEqual(kernel.variant.family, "mmsg")
-      const storing = PermutedResult.storingInto(kernel, product, into)!
-      assert.strictEqual(storing.variant.family, "mmsg")
-      assert.strictEqual(storing.key, kernel.key)
-      const d = storing.operands.find((o) => o.name === "d")!
-      assert.strictEqual(d.tensor, into)
-      assert.strictEqual(d.within?.tensor, copy)
+      assert.strictEqual(kernel.key, kernelFor(product, gpu)!.key)
+      const d = kernel.operands.find((o) => o.name === "d")!
+      assert.deepStrictEqual(d.tensor.ne, product.ne)
+      assert.deepStrictEqual(d.tensor.nb, [4, 4 * 64 * 32, 4 * 64, 4 * 64 * 32 * 512])
+      assert.strictEqual(d.within?.tensor, node)
       const odd = yield* chain(38, 512, 512, 12)
-      const oddKernel = kernelFor(odd.product, gpu)!
-      const oddStoring = PermutedResult.storingInto(oddKernel, odd.product, odd.into)!
-      assert.notStrictEqual(oddStoring.key, oddKernel.key)
-      assert.isFalse(oddStoring.vec4 === true && !(oddStoring.scalar ?? []).includes("d"))
-      // few columns: split-K (a merge after it)
+      const oddKernel = kernelFor(odd.node!, gpu)!
+      assert.notStrictEqual(oddKernel.key, kernelFor(odd.product, gpu)!.key)
+      assert.isFalse(oddKernel.vec4 === true && !(oddKernel.scalar ?? []).includes("d"))
+      // few columns: split-K (a merge after it), so the copy stays
       const small = yield* chain(64, 2048, 16, 4)
-      const smallKernel = kernelFor(small.product, gpu)!
-      assert.isDefined(smallKernel.next)
-      assert.isUndefined(PermutedResult.storingInto(smallKernel, small.product, small.into))
+      assert.isDefined(kernelFor(small.product, gpu)!.next)
+      assert.isUndefined(small.node)
     }))
 })
 
@@ -108,7 +106,7 @@ describe.skipIf(!adapterAvailable)("WebGPU products storing permuted results", (
             })
           const fused = yield* fusedOnBoth(device, graph, set, [y])
           const ops = fused.entries.map((e) => e.op)
-          assert.deepStrictEqual(ops, ["mul_mat"], JSON.stringify(c))
+          assert.deepStrictEqual(ops, ["mul_mat_permuted"], JSON.stringify(c))
           assert.strictEqual(fused.entries[0].variant?.family, c.family)
           assert.isBelow(nmse(fused.gpu, fused.cpu), 1e-6, JSON.stringify(c))
           const kept = yield* fusedOnBoth(apart, graph, set, [y])

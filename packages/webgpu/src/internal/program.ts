@@ -24,7 +24,6 @@ import { keyOf } from "./kernels/kernel.js"
 import { COPY_STAGES, copyBytes, mulMat } from "./kernels/matmul.js"
 import * as MergeIn from "./kernels/mergeIn.js"
 import * as NormIn from "./kernels/normIn.js"
-import * as PermutedResult from "./kernels/permutedResult.js"
 import type { MadeB } from "./kernels/product.js"
 import * as Select from "./kernels/select.js"
 import * as StackStores from "./kernels/stackStores.js"
@@ -353,35 +352,10 @@ export const build = (
         // the attention, its merge and the product each as they run alone
       }
     }
-    /**
-     * the product of unit i storing its result permuted into the memory of the contiguous copy after it
-     * (its one reader, through the permute; permutedResult.ts): the copy's dispatch goes. Only where that
-     * memory is apart from the product's operands, which it reads while it stores
-     */
-    const storeInto = (i: number) => {
-      const node = units[i][0]
-      const copy = units[i + 1]?.length === 1 ? units[i + 1][0] : undefined
-      const into = copy === undefined ? undefined : PermutedResult.resultIn(node, copy)
-      const permuted = copy?.src[0]
-      if (
-        into === undefined || permuted === undefined || users.get(node.id) !== 1 || users.get(permuted.id) !== 1 ||
-        outputs.has(node.id) || outputs.has(permuted.id) || !node.src.every((s) => apart(s, copy!))
-      ) return
-      const kernel = Select.kernelFor(node, ctx.target)
-      const storing = kernel === undefined ? undefined : PermutedResult.storingInto(kernel, node, into)
-      if (storing === undefined) return
-      try {
-        fusedAt.set(i, prepare(node, storing))
-        gone.add(i + 1)
-      } catch {
-        // the product and the copy each alone
-      }
-    }
     units.forEach((unit, i) => {
       const node = unit[0]
       if (unit.length === 1 && (node.op._tag === "MulMat" || node.op._tag === "MulMatAdd")) {
         mergeInto(i)
-        if (!fusedAt.has(i) && node.op._tag === "MulMat" && ctx.target.permutedResults !== false) storeInto(i)
         return
       }
       if (unit.length !== 1 || (node.op._tag !== "MulMatStack" && node.op._tag !== "MulMatSwiglu")) return

@@ -65,6 +65,12 @@ export const scratchLike = (t: Tensor.Tensor, rows = t.ne[0]): Acc => {
   return new Acc(s, memoryOf(new Uint8Array(Tensor.nbytes(s))), 0)
 }
 
+/** @internal: a contiguous f32 scratch of shape `ne` */
+export const scratchOf = (name: string, ne: readonly [number, number, number, number]): Acc => {
+  const s = Tensor.unsafeMake(`${name}.scratch`, "f32", ne, Op.Op.None(), [])
+  return new Acc(s, memoryOf(new Uint8Array(Tensor.nbytes(s))), 0)
+}
+
 /** @internal: a contiguous `a` seen with another shape of as many elements (a reshape) */
 export const reshaped = (a: Acc, ne: readonly [number, number, number, number]): Acc =>
   new Acc(Tensor.unsafeMake(a.t.name, a.t.dtype, ne, Op.Op.None(), []), a.mem, a.base)

@@ -68,6 +68,17 @@ export const run = (node: Tensor, acc: (t: Tensor) => Acc): void => {
       const silu = Elementwise.unaryFn("silu")
       return Elementwise.binary(dst, dst, up, (g, u) => silu(g) * u)
     }
+    case "MulMatPermuted": {
+      // the product in a contiguous f32 scratch, then each element to its permuted place
+      const [a, b] = node.src
+      const product = MatMul.scratchOf(node.name, [a.ne[1], b.ne[1], b.ne[2], b.ne[3]])
+      MatMul.mulMat(product, src(0), src(1))
+      const j = [0, 0, 0, 0]
+      return each(product, (i0, i1, i2, i3) => {
+        ;[i0, i1, i2, i3].forEach((i, k) => (j[op.axes[k]] = i))
+        dst.set(j[0], j[1], j[2], j[3], product.get(i0, i1, i2, i3))
+      })
+    }
     case "AddRmsNormKeep": {
       // the sum into the first ne0 values of each row, its norm (times the weight) into the next ne0
       const n = node.src[0].ne[0]

@@ -254,11 +254,6 @@ export interface KernelTarget {
    * the register-tiled and scalar tiles unless false
    */
   readonly gatedPrompts?: boolean
-  /**
-   * a product read only by a contiguous copy of it permuted stores its result so, into the copy's memory
-   * (permutedResult.ts: the copy's dispatch goes); default: on, `false` keeps the copy (tests and measuring)
-   */
-  readonly permutedResults?: boolean
   /** overrides the invocations of a row kernel's workgroup (tests and benchmarks) */
   readonly rowThreads?: number
   /**

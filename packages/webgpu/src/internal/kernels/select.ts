@@ -15,6 +15,7 @@ import { mulMatStack, mulMatSwiglu } from "./fusedProducts.js"
 import * as Indexing from "./indexing.js"
 import type { Kernel, KernelTarget } from "./kernel.js"
 import { mulMat, scratchBytes as mulMatScratch } from "./matmul.js"
+import { mulMatPermuted } from "./permutedResult.js"
 import * as Quantized from "./quantized.js"
 import { rope, ropeSetRows } from "./rope.js"
 import * as Rows from "./rows.js"
@@ -70,6 +71,8 @@ export const kernelFor = (node: Tensor.Tensor, target: KernelTarget): Kernel | u
       return mulMat(node, target, node.src[2])
     case "MulMatSwiglu":
       return mulMatSwiglu(node, target)
+    case "MulMatPermuted":
+      return mulMatPermuted(node, target)
     case "MulMatStack":
       return mulMatStack(node, op.parts, target)
     case "SoftMax":
@@ -168,7 +171,7 @@ export const supports = (node: Tensor.Tensor, target: KernelTarget, maxBinding: 
   }
   if (
     node.op._tag === "MulMat" || node.op._tag === "MulMatAdd" || node.op._tag === "MulMatSwiglu" ||
-    node.op._tag === "MulMatStack"
+    node.op._tag === "MulMatStack" || node.op._tag === "MulMatPermuted"
   ) {
     if (node.src.some((s) => s.dtype === "i32")) return false
   }
