@@ -370,7 +370,7 @@ export const optimize = (g: Graph.Graph, options: Options = {}): Graph.Graph => 
         else list.push(n)
       }
     }
-    // (a product taken into a gated one still reads b as a product of the same rows would)
+    // (a product taken into a gated one, or stored permuted, still reads b as a product of the same rows would)
     const plain = (t: Tensor.Tensor) =>
       productsReadingB.has(t.id) || (!absorbed.has(t.id) && !fusions.has(t.id) && !stacks.has(t.id) && !kept.has(t.id))
     for (const n of g.nodes) {
