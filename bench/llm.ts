@@ -46,6 +46,10 @@
  *                                             on subgroup matrices too (--swiglu-apart: nowhere)
  *   tsx llm.ts run DIR NAME --sums-apart   a prompt's residual sums by adds of their own (default: made by the
  *                                          norms reading them, stored over the stream)
+ *   tsx llm.ts run DIR NAME --permuted-apart   a product read by a permuted copy stored as it is, then copied
+ *                                              (default: stored in the copy's layout by the product itself)
+ *   tsx llm.ts run DIR NAME --splits-apart   a split-K product's partial sums added by its merge dispatch
+ *                                            (default: by the norm reading them, where one does next)
  *   tsx llm.ts run DIR NAME --copies-ahead   a prompt's weight copies made beside the dispatch before each
  *                                                 product (default: a dispatch of their own)
  *   tsx llm.ts run DIR NAME --steps-ahead N   greedy decoding's steps queued past the token awaited (default 1)
@@ -166,6 +170,7 @@ const gpuOptions = {
   ...(rest.includes("--swiglu-apart") ? { gatedPrompts: false } : {}),
   ...(rest.includes("--sums-apart") ? { sumsInNorms: false } : {}),
   ...(rest.includes("--permuted-apart") ? { permutedResults: false } : {}),
+  ...(rest.includes("--splits-apart") ? { splitsInNorms: false } : {}),
   ...(rowThreadsAt >= 0 ? { rowThreads: Number(rest[rowThreadsAt + 1]) } : {}),
   ...(rest.includes("--q-prefill")
     ? { quantizedPrefill: rest[rest.indexOf("--q-prefill") + 1] as "tiles" | "copy" }
@@ -258,6 +263,7 @@ const measure = (name: string) =>
       gated: gpuOptions.gatedPrompts === true ? "all" : gpuOptions.gatedPrompts === false ? "none" : "default",
       sums: gpuOptions.sumsInNorms === false ? "apart" : "norms",
       permuted: gpuOptions.permutedResults === false ? "apart" : "products",
+      splits: gpuOptions.splitsInNorms === false ? "merged" : "norms",
       mv_prefetch: gpuOptions.quantizedDecode?.prefetch === true,
       mv_rows: gpuOptions.quantizedDecode?.int8Rows ?? 2,
       mv_split: gpuOptions.quantizedDecode?.int8Split ?? "none",

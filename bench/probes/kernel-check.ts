@@ -8,7 +8,7 @@
  *   tsx kernel-check.ts [SECTION...]   (bundle it as bench/llm.ts is to run it on the GPU machine)
  *
  * SECTION: products, split, batched, attention, prefill, stack, plain, stores, norms, merge, mvsplit, ahead,
- * gated, perm, why (default: all)
+ * gated, perm, sums, why (default: all)
  */
 import { Graph, Ops } from "@effect-gpu/core"
 import type { Quantized } from "@effect-gpu/core/DType"
@@ -549,6 +549,30 @@ const program = Effect.gen(function*() {
     const ok = error <= 1e-5 && !kernels.includes("cont") && !kernels.includes(" + ")
     if (!ok) failed++
     console.log(JSON.stringify({ permuted: { D, keys, tokens }, kernels, nmse: error, bound: 1e-5, ok }))
+  }
+  // a prompt's residual sum and norm adding a split-K product's partial sums (splitsIn.ts): a 1B layer's
+  // output projection and down projection, an 8B q8_0 output projection (over its f16 copy)
+  for (const [at, K, M] of only("sums", [["f16", 2048, 2048], ["f16", 8192, 2048], ["q8_0", 4096, 4096]] as const)) {
+    const tokens = 512
+    const g = Graph.make()
+    const x0 = yield* g.input("x0", "f32", [M, tokens])
+    const h = yield* g.input("h", "f32", [K, tokens])
+    const w = yield* g.param("w", at, [K, M])
+    const wn = yield* g.param("wn", "f32", [M])
+    // the sum also read after the norm (the next residual): stored over the stream by the norm
+    const x = Ops.add(Ops.scale(x0, 0.5), Ops.mulMat(w, h))
+    const y = yield* g.output(Ops.add(x, Ops.mul(Ops.rmsNorm(x, 1e-5), wn)))
+    const weights = Generators.values(104, K * M)
+    const { error, kernels } = yield* against(gpu, g, y, [
+      [x0, Generators.values(105, M * tokens)],
+      [h, Generators.values(106, K * tokens)],
+      [w, at === "f16" ? weights : Quant.unsafeQuantize(at, weights)],
+      [wn, Generators.values(107, M)]
+    ])
+    const bound = at === "f16" ? 1e-5 : 1e-4
+    const ok = error <= bound && !kernels.includes("merge") && kernels.includes("partials=")
+    if (!ok) failed++
+    console.log(JSON.stringify({ sums: { at, K, M, tokens }, kernels, nmse: error, bound, ok }))
   }
   if (failed > 0) process.exitCode = 1
 })

@@ -84,6 +84,8 @@ export interface Options {
   readonly sumsInNorms?: WebGpuDevice.Options["sumsInNorms"]
   /** @internal a product read only by a permuted contiguous copy stores its result so (default on), for tests and measuring */
   readonly permutedResults?: WebGpuDevice.Options["permutedResults"]
+  /** @internal a split-K product's partial sums added by the norm reading them (default on), for tests and measuring */
+  readonly splitsInNorms?: WebGpuDevice.Options["splitsInNorms"]
 }
 
 /**
@@ -204,7 +206,8 @@ const wrapDevice = (
       residualsInProducts: options.residualsInProducts,
       gatedPrompts: options.gatedPrompts,
       sumsInNorms: options.sumsInNorms,
-      permutedResults: options.permutedResults
+      permutedResults: options.permutedResults,
+      splitsInNorms: options.splitsInNorms
     })
     // runs before the GPUDevice is destroyed: from then on the device refuses new backends and events
     yield* Effect.addFinalizer(() => Device.markReleased(device))

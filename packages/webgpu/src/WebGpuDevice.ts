@@ -189,6 +189,14 @@ export interface Options {
    */
   readonly permutedResults?: boolean | undefined
   /**
+   * a split-K product's partial sums added by the add_rms_norm that reads it (a prompt's output projection
+   * and down projection with the residual sum and norm after them), not by a merge dispatch of the product's:
+   * a dispatch fewer for each; default: on; `false` keeps the merge (tests and measuring)
+   *
+   * @internal
+   */
+  readonly splitsInNorms?: boolean | undefined
+  /**
    * the WGSL language features of the GPU the device comes from (`navigator.gpu.wgslLanguageFeatures`);
    * default: navigator.gpu's where there is one, else none
    */
@@ -325,7 +333,8 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
     ...(options.normsInProducts !== undefined ? { normsInProducts: options.normsInProducts } : {}),
     ...(options.mergesInProducts !== undefined ? { mergesInProducts: options.mergesInProducts } : {}),
     ...(options.residualsInProducts === true ? { splitsWithBias: true } : {}),
-    ...(options.gatedPrompts !== undefined ? { gatedPrompts: options.gatedPrompts } : {})
+    ...(options.gatedPrompts !== undefined ? { gatedPrompts: options.gatedPrompts } : {}),
+    ...(options.splitsInNorms === false ? { splitsInNorms: false } : {})
   })
   const ledger = Ledger.make(options.memory ?? gpu.limits.maxBufferSize, name)
   const alignment = gpu.limits.minStorageBufferOffsetAlignment

@@ -4,7 +4,7 @@
  * weights, a second dispatch adds the partial sums and does what the unsplit form does after them (the
  * bias, a gated product's swiglu, a stack's stores), with b made by the product (a norm, attention's merge).
  */
-import { DType, Tensor } from "@effect-gpu/core"
+import { DType, type Plan, Tensor } from "@effect-gpu/core"
 import { Graph, Ops, Quant } from "@effect-gpu/core"
 import { Generators } from "@effect-gpu/testing"
 import { WebGpu, WebGpuDevice } from "@effect-gpu/webgpu"
@@ -173,6 +173,61 @@ describe.skipIf(!adapterAvailable)("WebGPU decode split-K", () => {
           ]
         )
         assert.isBelow(nmse(gpu, cpu), 1e-6)
+      }),
+    120_000
+  )
+  // a split product whose one reader is the residual sum's norm (norms left apart from the products): the
+  // norm adds the product's partial sums itself and the merge's dispatch goes (splitsIn.ts); the sum also
+  // read later, so kept beside the norm (add_rms_norm_keep); `splitsInNorms: false` keeps the merge
+  it.scoped(
+    "a norm adding a split product's partial sums matches the CPU",
+    () =>
+      Effect.gen(function*() {
+        const options = { devices: 1, quantizedDecode: { rows: 1, columns: 1, stage: 1, int8Split: 512 } }
+        const [d] = yield* WebGpu.make({ ...options, normsInProducts: false })
+        if (!WebGpuDevice.hasInt8Dot(d)) return
+        const [apart] = yield* WebGpu.make({ ...options, normsInProducts: false, splitsInNorms: false })
+        const [K, M] = [1536, 96]
+        for (const [dtype, keep] of [["q8_0", false], ["q4_K", true]] as const) {
+          const g = Graph.make()
+          const h = yield* g.input("h", "f32", [K, 1])
+          const r = yield* g.input("r", "f32", [M, 1])
+          const s = yield* g.input("s", "f32", [M, 1])
+          const wn = yield* g.param("wn", "f32", [M])
+          const w = yield* g.param("w", dtype, [K, M])
+          const x = Ops.add(r, Ops.mulMat(w, h))
+          const outs = [yield* g.output(Ops.mul(Ops.rmsNorm(x, 1e-5), wn))]
+          if (keep) outs.push(yield* g.output(Ops.add(x, s)))
+          const graph = g.build()
+          const set = (plan: Plan.Plan) =>
+            Effect.gen(function*() {
+              yield* plan.set(w, weightsFor(w, 40))
+              yield* plan.set(h, Generators.values(41, K))
+              yield* plan.set(r, Generators.values(42, M))
+              if (keep) yield* plan.set(s, Generators.values(43, M))
+              yield* plan.set(wn, Generators.values(44, M).map((z) => 1 + z))
+            })
+          const folded = yield* fusedOnBoth(d, graph, set, outs)
+          const merged = yield* fusedOnBoth(apart, graph, set, outs)
+          const what = JSON.stringify({ dtype, keep })
+          const norm = keep ? "add_rms_norm_keep" : "add_rms_norm"
+          // K = 1536 in 3 splits of 512
+          const splits = 3
+          assert.deepStrictEqual(
+            folded.entries.filter((e) => e.op !== "add").map((
+              e
+            ) => [e.op, e.variant?.family, e.variant?.splits ?? e.variant?.partials]),
+            [["mul_mat", "mvq8", splits], [norm, "row", splits]],
+            what
+          )
+          assert.deepStrictEqual(
+            merged.entries.filter((e) => e.op !== "add").map((e) => [e.op, e.variant?.family]),
+            [["mul_mat", "mvq8"], ["mul_mat", "mvq8_merge"], [norm, "row"]],
+            what
+          )
+          assert.isBelow(nmse(folded.gpu, folded.cpu), 1e-6, what)
+          assert.isBelow(nmse(merged.gpu, merged.cpu), 1e-6, what)
+        }
       }),
     120_000
   )

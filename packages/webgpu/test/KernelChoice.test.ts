@@ -170,6 +170,11 @@ describe("mul_mat kernel choice", () => {
           // the partial sums of every split lie after the result, and a second dispatch adds them up
           assert.strictEqual(scratch, v.splits === undefined ? 0 : 4 * Number(v.splits) * M * 512, `${dtype} ${M}`)
           assert.strictEqual(kernel.next?.variant.family, v.splits === undefined ? undefined : "mmsg_merge")
+          // a merge of plain sums, which the norm reading them next may add itself (splitsIn.ts)
+          assert.deepStrictEqual(
+            kernel.next?.sums,
+            v.splits === undefined ? undefined : { splits: v.splits, count: M * 512 }
+          )
           return `${v.family}:${v.subgroups}:${v.fragments}${v.splits === undefined ? "" : `/${v.splits}`}`
         })
       for (const dtype of ["f16", "q4_0"] as const) {
@@ -214,6 +219,10 @@ describe("mul_mat kernel choice", () => {
       assert.isUndefined(withBias.variant.splits)
       assert.isUndefined(withBias.next)
       assert.strictEqual(nodeScratch(fused, target({})), 0)
+      // split where asked (splitsWithBias): its merge adds the bias, so no reader may add its sums in its place
+      const split = mulMat(fused, target({ splitsWithBias: true }), fused.src[2])
+      assert.strictEqual(split.next?.variant.family, "mmsg_merge")
+      assert.isUndefined(split.next?.sums)
     }))
 
   it.effect("products take f16 activations where subgroup matrices compute them (Fusion's halfActivations)", () =>

@@ -27,6 +27,7 @@ import * as NormIn from "./kernels/normIn.js"
 import type { MadeB } from "./kernels/product.js"
 import * as Select from "./kernels/select.js"
 import * as StackStores from "./kernels/stackStores.js"
+import * as SplitsIn from "./splitsIn.js"
 import { header, operandFields } from "./wgsl.js"
 
 /** @internal */
@@ -436,7 +437,14 @@ export const build = (
       }
     })
     for (const p of prepared) if (p instanceof KernelError || p instanceof UnsupportedOp) return yield* p
-    const all = prepared as Array<Exclude<(typeof prepared)[number], KernelError | UnsupportedOp>>
+    // split-K merges that only add partial sums, left to the norms reading them next
+    const all = SplitsIn.foldIntoNorms(
+      prepared as Array<Exclude<(typeof prepared)[number], KernelError | UnsupportedOp>>,
+      ctx.target,
+      (t) => users.get(t.id) ?? 0,
+      (t) => outputs.has(t.id),
+      prepare
+    )
     // a prompt's weight copies made beside the dispatches before their products, where asked
     const ok = ctx.target.copiesAhead === true
       ? CopiesAhead.carryCopies(

@@ -63,6 +63,9 @@ export const splitK = (
     operands: [d, ...bias, ...(stores?.operands ?? [])],
     params: [scratch, ...(stores?.params ?? [])],
     workgroups: fold(Math.ceil(count / WG)),
+    ...(!gated && stores === undefined && bias.length === 0 && product.epilogue === ""
+      ? { sums: { splits, count } }
+      : {}),
     main: `
 var<workgroup> red: array<f32, ${WG}>;
 ${stores?.decls ?? ""}

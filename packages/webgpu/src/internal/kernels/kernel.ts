@@ -79,6 +79,11 @@ export interface Kernel {
   readonly fallback?: Kernel
   /** a kernel dispatched right after this one for the same node (which reads what this one wrote) */
   readonly next?: Kernel
+  /**
+   * a split-K merge that only adds its node's partial sums (no bias, epilogue or stores): `splits` sets of
+   * `count` values after the result, which a reader may add itself in its place (splitsIn.ts)
+   */
+  readonly sums?: { readonly splits: number; readonly count: number }
   /** WGSL extensions the kernel needs besides f16 (which the header enables for f16 operands) */
   readonly enables?: ReadonlyArray<string>
   /** WGSL diagnostics the kernel turns off (with the reason in the kernel) */
@@ -229,6 +234,11 @@ export interface KernelTarget {
    * yet timed on a GPU with subgroup matrices
    */
   readonly splitsWithBias?: boolean
+  /**
+   * a split-K product's partial sums added by the add_rms_norm that reads it next (splitsIn.ts), not by the
+   * product's merge dispatch; default: on
+   */
+  readonly splitsInNorms?: boolean
   /** overrides the quantized matrix-vector kernel's shape (tests and benchmarks) */
   readonly quantizedDecode?: QuantizedDecode
   /** overrides flash attention's decode form (tests and benchmarks) */

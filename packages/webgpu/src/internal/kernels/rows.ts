@@ -302,7 +302,8 @@ export const rmsNorm = (
   sum: boolean,
   mul: boolean,
   target: KernelTarget,
-  kept?: "beside" | "over"
+  kept?: "beside" | "over",
+  sums?: Kernel["sums"]
 ): Kernel => {
   const keep = kept === "beside"
   const operands: Array<Operand> = [{ name: "a", tensor: node.src[0], ...(kept === "over" ? { writes: true } : {}) }, {
@@ -315,12 +316,24 @@ export const rmsNorm = (
   const a = node.src[0]
   const b = sum ? node.src[1] : undefined
   const weight = mul ? node.src[sum ? 2 : 1] : undefined
-  if (b) operands.push({ name: "b", tensor: b })
+  // b's split-K partial sums in place of b (splitsIn.ts): b contiguous and of a's shape, the partials after it
+  const partials = b !== undefined && sums !== undefined ? sums : undefined
+  if (partials !== undefined && (!Tensor.isContiguous(b!) || bcastForm(b!, a) !== "====")) {
+    throw new Error("partial sums are read only for a contiguous b of the row's shape")
+  }
+  if (b) {
+    operands.push({
+      name: "b",
+      tensor: b,
+      ...(partials ? { extent: Tensor.nbytes(b) + 4 * partials.splits * partials.count } : {})
+    })
+  }
   if (weight) operands.push({ name: "w", tensor: weight })
   const forms = { ...(b ? { bForm: bcastForm(b, a) } : {}), ...(weight ? { wForm: bcastForm(weight, a) } : {}) }
-  const x = b
-    ? `(ld_a(ix_a(i, i1, i2, i3)) + ld_b(${bcast("b", "i", "i1", "i2", "i3", forms.bForm)}))`
-    : "ld_a(ix_a(i, i1, i2, i3))"
+  const bValue = partials
+    ? range(partials.splits).map((s) => `ld_b(ix_b(i, i1, i2, i3) + P.scratch + ${s * partials.count}u)`).join(" + ")
+    : `ld_b(${bcast("b", "i", "i1", "i2", "i3", forms.bForm)})`
+  const x = b ? `(ld_a(ix_a(i, i1, i2, i3)) + ${bValue})` : "ld_a(ix_a(i, i1, i2, i3))"
   const w = weight ? ` * ld_w(${bcast("w", "i", "i1", "i2", "i3", forms.wForm)})` : ""
   // a row of up to CACHED_ROW elements per thread is read once, into registers; longer rows twice
   const row = cachedRow(node.src[0], target)
@@ -357,6 +370,7 @@ ${
       mul,
       keep,
       ...(kept === "over" ? { store: true } : {}),
+      ...(partials ? { partials: partials.splits } : {}),
       form: rowForm(row),
       unrolled,
       ...forms
@@ -364,7 +378,7 @@ ${
     operands,
     "a",
     body,
-    [f32("eps", eps)],
+    [f32("eps", eps), ...(partials ? [u32("scratch", Tensor.nbytes(b!) / 4)] : [])],
     target
   )
 }

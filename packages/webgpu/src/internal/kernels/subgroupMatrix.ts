@@ -487,6 +487,7 @@ const splitK = (product: Product, TK: number, splits: number) => {
     operands: bias !== undefined ? [d, bias] : [d],
     params: [scratch],
     workgroups: fold(Math.ceil(count / WG)),
+    ...(bias === undefined && product.epilogue === "" ? { sums: { splits, count } } : {}),
     main: `
 ${entry(WG)}
   let t = wg_linear(wid, nwg) * ${WG}u + lid;
