@@ -41,7 +41,7 @@
  *   tsx llm.ts run DIR NAME --merges-apart   decode attention's splits merged by a dispatch of their own (default:
  *                                                 by the output projection that reads them, for outputs up to 2048)
  *   tsx llm.ts run DIR NAME --merges-in-products   the same at every size (the 8B shapes too)
- *   tsx llm.ts run DIR NAME --copy-loads words|vec4   how the f16 copy of q4_0 / q8_0 weights stages its runs
+ *   tsx llm.ts run DIR NAME --copy-loads words|vec4|ahead   how the f16 copy of q4_0 / q8_0 weights stages its runs
  *   tsx llm.ts run DIR NAME --gated-prompts   a prompt's gate and up products and their swiglu as one product,
  *                                             on subgroup matrices too (--swiglu-apart: nowhere)
  *   tsx llm.ts run DIR NAME --sums-apart   a prompt's residual sums by adds of their own (default: made by the
@@ -164,7 +164,9 @@ const gpuOptions = {
   ...(rest.includes("--residuals-in-products") ? { residualsInProducts: true } : {}),
   ...(rest.includes("--merges-apart") ? { mergesInProducts: false } : {}),
   ...(rest.includes("--merges-in-products") ? { mergesInProducts: true } : {}),
-  ...(rest.includes("--copy-loads") ? { copyLoads: rest[rest.indexOf("--copy-loads") + 1] as "words" | "vec4" } : {}),
+  ...(rest.includes("--copy-loads")
+    ? { copyLoads: rest[rest.indexOf("--copy-loads") + 1] as "words" | "vec4" | "ahead" }
+    : {}),
   ...(rest.includes("--copies-ahead") ? { copiesAhead: true } : {}),
   ...(rest.includes("--gated-prompts") ? { gatedPrompts: true } : {}),
   ...(rest.includes("--swiglu-apart") ? { gatedPrompts: false } : {}),

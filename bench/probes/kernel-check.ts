@@ -59,17 +59,19 @@ const program = Effect.gen(function*() {
   // as they stage (the others'), each forced
   const [copyGpu] = yield* WebGpu.make({ devices: 1, quantizedPrefill: "copy" })
   const [wideCopyGpu] = yield* WebGpu.make({ devices: 1, quantizedPrefill: "copy", copyLoads: "vec4" })
+  const [aheadCopyGpu] = yield* WebGpu.make({ devices: 1, quantizedPrefill: "copy", copyLoads: "ahead" })
   const [tilesGpu] = yield* WebGpu.make({ devices: 1, quantizedPrefill: "tiles" })
   const [mergingGpu] = yield* WebGpu.make({ devices: 1, mergesInProducts: true })
   let failed = 0
   for (const [at, bt, K, M, N, bound] of only("products", cases)) {
-    for (const form of at !== "f16" && N >= 256 ? ["copy", "copy-vec4", "tiles"] as const : [undefined]) {
+    for (const form of at !== "f16" && N >= 256 ? ["copy", "copy-vec4", "copy-ahead", "tiles"] as const : [undefined]) {
       const g = Graph.make()
       const a = yield* g.param("a", at, [K, M])
       const b = yield* g.input("b", bt, [K, N])
       const y = yield* g.output(Ops.mulMat(a, b))
       const weights = Generators.values(1, K * M)
-      const device = form === "tiles" ? tilesGpu : form === "copy" ? copyGpu : form === "copy-vec4" ? wideCopyGpu : gpu
+      const devices = { tiles: tilesGpu, copy: copyGpu, "copy-vec4": wideCopyGpu, "copy-ahead": aheadCopyGpu }
+      const device = form === undefined ? gpu : devices[form]
       const { error, kernels } = yield* against(device, g, y, [
         [a, at === "f16" ? weights : Quant.unsafeQuantize(at, weights)],
         [b, Generators.values(2, K * N)]

@@ -88,12 +88,12 @@ export interface Options {
   readonly quantizedPrefill?: "tiles" | "copy" | undefined
   /**
    * how the f16 copy of q4_0 / q8_0 weights stages a run of blocks: a word a load (each awaited before
-   * the next in the thread's loop), or 16 bytes a load, a thread's loads issued before its stores (tests
-   * and tuning); default: words
+   * the next in the thread's loop), 16 bytes a load with a thread's loads issued before its stores
+   * (`vec4`), or a word a load so (`ahead`) (tests and tuning); default: words
    *
    * @internal
    */
-  readonly copyLoads?: "words" | "vec4" | undefined
+  readonly copyLoads?: "words" | "vec4" | "ahead" | undefined
   /**
    * a quantized prompt product's f16 copy of its weights made by the product or prompt attention before it
    * (the copy's workgroups beside that dispatch's, the copy's own dispatch gone: its pass at memory bandwidth

@@ -260,13 +260,16 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
   // within rows), and a's batches a row apart (row by row), broadcast over b's; rows of more than one
   // workgroup's run (2080 q8_0 values, 8448 q4_K and q6_K values) with a short last run, q8_0 rows of 2210
   // bytes and q6_K rows of 6930 (every other one starting at a 2-byte boundary), a view of a a row in (the copy's scalar stores), a
-  // bias; the copy's runs staged a word a load and 16 bytes a load (runs from 2-byte and 16-byte boundaries
-  // alike, q4_0 and q8_0 only); forced off, the tiles take it
+  // bias; the copy's runs staged a word a load, 16 bytes a load and a word a load with the loads ahead of
+  // the stores (runs from 2-byte and 16-byte boundaries alike, q4_0 and q8_0 only); forced off, the tiles
+  // take it
   it.scoped(
     "a quantized product over an f16 copy of its weights (half_copy, then the f16 product) matches the CPU",
     () =>
       Effect.gen(function*() {
-        for (const [form, loads] of [["copy", "words"], ["copy", "vec4"], ["tiles", "words"]] as const) {
+        for (
+          const [form, loads] of [["copy", "words"], ["copy", "vec4"], ["copy", "ahead"], ["tiles", "words"]] as const
+        ) {
           const [d] = yield* WebGpu.make({ devices: 1, quantizedPrefill: form, copyLoads: loads })
           if (!d.description.includes("shader-f16")) return console.log("no shader-f16 here: no f16 copy")
           for (
@@ -292,9 +295,10 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
               assert.strictEqual(entries[0].variant?.lanes, dtype !== "q5_0", what)
               // staged 16 bytes a load where asked, for q4_0 and q8_0 where a's binding allows it
               const wide = dtype === "q4_0" || dtype === "q8_0"
+              // a word a load, all of a thread's issued before its stores, where asked (any offset)
               assert.strictEqual(
                 entries[0].variant?.loads,
-                loads === "vec4" && wide && !shifted ? "vec4" : undefined,
+                loads === "vec4" && wide && !shifted ? "vec4" : loads === "ahead" && wide ? "ahead" : undefined,
                 what
               )
             }
@@ -312,9 +316,11 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
     Effect.gen(function*() {
       const [d] = yield* WebGpu.make({ devices: 1, quantizedPrefill: "copy" })
       if (!d.description.includes("shader-f16")) return console.log("no shader-f16 here: no f16 copy")
-      for (const [dtype, loads] of [["q8_0", "words"], ["q4_0", "words"], ["q8_0", "vec4"]] as const) {
+      for (
+        const [dtype, loads] of [["q8_0", "words"], ["q4_0", "words"], ["q8_0", "vec4"], ["q4_0", "ahead"]] as const
+      ) {
         const [K, M] = [256, 40]
-        const [on] = loads === "vec4"
+        const [on] = loads !== "words"
           ? yield* WebGpu.make({ devices: 1, quantizedPrefill: "copy", copyLoads: loads })
           : [d]
         const g = Graph.make()

@@ -250,8 +250,11 @@ export interface KernelTarget {
    * dequantized into its tiles as they are staged, or an f16 copy of them made first (tests and benchmarks)
    */
   readonly quantizedPrefill?: "tiles" | "copy"
-  /** overrides how the f16 copy of q4_0 / q8_0 weights stages its runs: a word a load, or 16 bytes (tests and benchmarks) */
-  readonly copyLoads?: "words" | "vec4"
+  /**
+   * overrides how the f16 copy of q4_0 / q8_0 weights stages its runs: a word a load, 16 bytes, or a word
+   * with a thread's loads all issued before its stores (tests and benchmarks)
+   */
+  readonly copyLoads?: "words" | "vec4" | "ahead"
   /**
    * a quantized prompt product's f16 copy of its weights made by a product or prompt attention before it, in
    * workgroups of its own beside that dispatch's (sideJob.ts), not by a dispatch of its own; default: off

@@ -98,7 +98,7 @@ export const halfCopy = (
   copy: Operand,
   target: KernelTarget,
   vec = true,
-  loads: "words" | "vec4" = target.copyLoads ?? "words",
+  loads: "words" | "vec4" | "ahead" = target.copyLoads ?? "words",
   size = WG
 ): Kernel => {
   const a = source.tensor
@@ -133,6 +133,7 @@ export const halfCopy = (
     : 0
   const vec4s = raw === undefined ? 0 : Math.ceil((14 + run * raw.bytes) / 16)
   const perThread = Math.ceil(vec4s / size)
+  const wordsEach = Math.ceil(words / size)
   const stage = wide
     ? `  let start = row + p0 * ${raw!.bytes}u;
   let blocks = min(${run}u, per - p0);
@@ -154,6 +155,14 @@ ${
   let shift = start & 2u;
   let count = (shift + (blocks / 8u) * ${kq}u + 3u) / 4u;
   for (var i = lid; i < count; i += ${size}u) { S[i] = qwi_a((start >> 2u) + i); }`
+    : loads === "ahead"
+    ? `  let start = row + p0 * ${raw?.bytes}u;
+  let blocks = min(${run}u, per - p0);
+  let shift = start & 2u;
+  let count = (shift + blocks * ${raw?.bytes}u + 3u) / 4u;
+  // loads at clamped indices (a thread past the run reads its last word again), then the stores
+${range(wordsEach).map((e) => `  let x${e} = qwi_a((start >> 2u) + min(lid + ${e * size}u, count - 1u));`).join("\n")}
+${range(wordsEach).map((e) => `  if (lid + ${e * size}u < count) { S[lid + ${e * size}u] = x${e}; }`).join("\n")}`
     : `  let start = row + p0 * ${raw?.bytes}u;
   let blocks = min(${run}u, per - p0);
   let shift = start & 2u;
@@ -195,7 +204,7 @@ ${range(8).map((i) => `  ${put(`(o >> 2u) + ${i}u`, `v[${i}]`)}`).join("\n")}`
       dtype,
       vec,
       lanes: staged,
-      ...(wide ? { loads } : {}),
+      ...(wide || (loads === "ahead" && raw !== undefined) ? { loads } : {}),
       ...(size !== WG ? { size } : {})
     },
     operands: [{ ...source, name: "a" }, { ...copy, name: "d" }],
