@@ -260,7 +260,7 @@ const measure = (name: string) =>
         ? "products"
         : "auto",
       residuals: gpuOptions.residualsInProducts === true ? "products" : "apart",
-      copy_loads: gpuOptions.copyLoads ?? "words",
+      copy_loads: gpuOptions.copyLoads ?? "ahead",
       copies: gpuOptions.copiesAhead === true ? "ahead" : "apart",
       gated: gpuOptions.gatedPrompts === true ? "all" : gpuOptions.gatedPrompts === false ? "none" : "default",
       sums: gpuOptions.sumsInNorms === false ? "apart" : "norms",

@@ -87,9 +87,10 @@ export interface Options {
    */
   readonly quantizedPrefill?: "tiles" | "copy" | undefined
   /**
-   * how the f16 copy of q4_0 / q8_0 weights stages a run of blocks: a word a load (each awaited before
-   * the next in the thread's loop), 16 bytes a load with a thread's loads issued before its stores
-   * (`vec4`), or a word a load so (`ahead`) (tests and tuning); default: words
+   * how the f16 copy of q4_0 / q8_0 weights stages a run of blocks: a word a load, a thread's loads all
+   * issued before its stores into workgroup memory (`ahead`), each awaited before the next in the thread's
+   * loop (`words`), or 16 bytes a load issued so (`vec4`) (tests and tuning); default: ahead (8B prompts
+   * 1.5-2.3% faster than `words` on an H100, benchmarks/RESULTS.md)
    *
    * @internal
    */

@@ -251,8 +251,8 @@ export interface KernelTarget {
    */
   readonly quantizedPrefill?: "tiles" | "copy"
   /**
-   * overrides how the f16 copy of q4_0 / q8_0 weights stages its runs: a word a load, 16 bytes, or a word
-   * with a thread's loads all issued before its stores (tests and benchmarks)
+   * overrides how the f16 copy of q4_0 / q8_0 weights stages its runs: a word a load, a thread's loads all
+   * issued before its stores (the default), or awaited one by one, or 16 bytes a load (tests and benchmarks)
    */
   readonly copyLoads?: "words" | "vec4" | "ahead"
   /**

@@ -190,7 +190,7 @@ export const copyJob = (
   const copied = weightCopy(node, target)
   return copied === undefined || within === undefined
     ? undefined
-    : Quantized.halfCopy(copied.source, { ...copied.copy, within }, target, true, target.copyLoads ?? "words", size)
+    : Quantized.halfCopy(copied.source, { ...copied.copy, within }, target, true, target.copyLoads ?? "ahead", size)
 }
 
 /** @internal: the bytes of a quantized prompt product's f16 copy of its weights (0 where it makes none) */

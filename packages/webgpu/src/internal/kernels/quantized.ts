@@ -87,7 +87,8 @@ const kVec4 = (dtype: DType.Quantized) => {
  * workgroup takes a run of one row, so that where the row is (the divisions by a's extents) is the same for
  * all its threads and reckoned from the workgroup alone; a contiguous a is one row (a weight matrix's rows
  * shorter than a run leave no thread idle). q4_0, q8_0, q4_K and q6_K: the run's bytes are loaded into
- * workgroup memory a word a thread (each word read once, in order), then each thread decodes vec4s of the
+ * workgroup memory a word a thread (each word read once, in order; q4_0 and q8_0 a thread's words all
+ * loaded before it stores the first, so that its loads are in flight together), then each thread decodes vec4s of the
  * run's blocks from there, the workgroup's stores one contiguous run each; other types: a thread a
  * 32-value piece, 256 pieces a workgroup. Stored as vec4 where the offsets allow a vec4 binding (a's at 16
  * bytes), else one value at a time. A contiguous a's binding may reach past it (its `extent`, whole times
@@ -98,7 +99,7 @@ export const halfCopy = (
   copy: Operand,
   target: KernelTarget,
   vec = true,
-  loads: "words" | "vec4" | "ahead" = target.copyLoads ?? "words",
+  loads: "words" | "vec4" | "ahead" = target.copyLoads ?? "ahead",
   size = WG
 ): Kernel => {
   const a = source.tensor
@@ -236,7 +237,7 @@ ${decode}
   })
   // vec4 bindings need their offsets aligned (the program checks): the vec4 form falls back to a's words
   // read one at a time, that to the copy stored a value at a time
-  if (wide) return { ...kernel, vec4: true, fallback: halfCopy(source, copy, target, true, "words", size) }
+  if (wide) return { ...kernel, vec4: true, fallback: halfCopy(source, copy, target, true, "ahead", size) }
   return vec
     ? { ...kernel, vec4: true, scalar: ["a"], fallback: halfCopy(source, copy, target, false, loads, size) }
     : kernel
