@@ -50,8 +50,6 @@
  *                                              (default: stored in the copy's layout by the product itself)
  *   tsx llm.ts run DIR NAME --splits-apart   a split-K product's partial sums added by its merge dispatch
  *                                            (default: by the norm reading them, where one does next)
- *   tsx llm.ts run DIR NAME --copies-ahead   a prompt's weight copies made beside the dispatch before each
- *                                                 product (default: a dispatch of their own)
  *   tsx llm.ts run DIR NAME --steps-ahead N   greedy decoding's steps queued past the token awaited (default 1)
  *   tsx llm.ts run DIR NAME --q-prefill tiles|copy   a quantized prompt product's weights dequantized in its
  *                                                 tiles or copied into f16 first (default: the copy from 256 columns)
@@ -167,7 +165,6 @@ const gpuOptions = {
   ...(rest.includes("--copy-loads")
     ? { copyLoads: rest[rest.indexOf("--copy-loads") + 1] as "words" | "vec4" | "ahead" }
     : {}),
-  ...(rest.includes("--copies-ahead") ? { copiesAhead: true } : {}),
   ...(rest.includes("--gated-prompts") ? { gatedPrompts: true } : {}),
   ...(rest.includes("--swiglu-apart") ? { gatedPrompts: false } : {}),
   ...(rest.includes("--sums-apart") ? { sumsInNorms: false } : {}),
@@ -261,7 +258,6 @@ const measure = (name: string) =>
         : "auto",
       residuals: gpuOptions.residualsInProducts === true ? "products" : "apart",
       copy_loads: gpuOptions.copyLoads ?? "ahead",
-      copies: gpuOptions.copiesAhead === true ? "ahead" : "apart",
       gated: gpuOptions.gatedPrompts === true ? "all" : gpuOptions.gatedPrompts === false ? "none" : "default",
       sums: gpuOptions.sumsInNorms === false ? "apart" : "norms",
       permuted: gpuOptions.permutedResults === false ? "apart" : "products",

@@ -1,7 +1,7 @@
 /**
  * Graphs computed on a GPU and on the CPU backend with the same inputs, for the probes that check kernels
- * against the CPU (kernel-check.ts): their outputs, the NMSE between them, and where a result goes wrong.
- * Not project code: measuring aids.
+ * against the CPU (kernel-check.ts): their outputs and the NMSE between them. Not project code: measuring
+ * aids.
  */
 import type { Graph } from "@effect-gpu/core"
 import * as Cpu from "@effect-gpu/core/Cpu"
@@ -43,33 +43,3 @@ export const against = (
   y: Tensor.Tensor,
   inputs: ReadonlyArray<readonly [Tensor.Tensor, Float32Array | Uint8Array | Int32Array]>
 ) => Effect.map(outputsOf(gpu, g, [y], inputs), (r) => ({ kernels: r.kernels, error: nmse(r.gpu[0], r.cpu[0]) }))
-
-/** runs of equal flags as "ok 0-12, bad 13-20, ...": the first 12 */
-const spans = (ok: ReadonlyArray<boolean>) => {
-  const out: Array<string> = []
-  for (let i = 0; i < ok.length;) {
-    let j = i
-    while (j < ok.length && ok[j] === ok[i]) j++
-    out.push(`${ok[i] ? "ok" : "bad"} ${i}-${j - 1}`)
-    i = j
-  }
-  return out.slice(0, 12).join(", ")
-}
-/**
- * where a result goes wrong (copies ahead): the runs of its rows (ne0, `M` of them) and columns that agree
- * with the CPU's, an element within a tenth of the CPU's rms, printed as one JSON line
- */
-export const diagnose = (name: string, M: number, got: ReadonlyArray<number>, want: ReadonlyArray<number>) => {
-  const N = want.length / M
-  const scale = Math.sqrt(want.reduce((s, v) => s + v * v, 0) / want.length)
-  const good = (i: number) => Math.abs(got[i] - want[i]) <= 1e-1 * scale
-  const rows = Array.from(
-    { length: M },
-    (_, m) => Array.from({ length: N }, (_, n) => good(n * M + m)).every((x) => x)
-  )
-  const cols = Array.from(
-    { length: N },
-    (_, n) => Array.from({ length: M }, (_, m) => good(n * M + m)).every((x) => x)
-  )
-  console.log(JSON.stringify({ why: name, nmse: nmse(got, want), rows: spans(rows), cols: spans(cols) }))
-}

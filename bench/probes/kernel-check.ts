@@ -7,8 +7,8 @@
  *
  *   tsx kernel-check.ts [SECTION...]   (bundle it as bench/llm.ts is to run it on the GPU machine)
  *
- * SECTION: products, split, batched, attention, prefill, stack, plain, stores, norms, merge, mvsplit, ahead,
- * gated, perm, sums, why (default: all)
+ * SECTION: products, split, batched, attention, prefill, stack, plain, stores, norms, merge, mvsplit, gated,
+ * perm, sums (default: all)
  */
 import { Graph, Ops } from "@effect-gpu/core"
 import type { Quantized } from "@effect-gpu/core/DType"
@@ -18,7 +18,7 @@ import * as Generators from "@effect-gpu/testing/Generators"
 import { WebGpu } from "@effect-gpu/webgpu"
 import { Effect } from "effect"
 import { parseTile } from "../tilings.js"
-import { against, diagnose, outputsOf } from "./against.js"
+import { against } from "./against.js"
 
 /** a's type, b's type, K, M (a's rows), N (b's rows), the NMSE allowed */
 const cases: ReadonlyArray<readonly ["f16" | Quantized, "f16" | "f32", number, number, number, number]> = [
@@ -59,18 +59,18 @@ const program = Effect.gen(function*() {
   // as they stage (the others'), each forced
   const [copyGpu] = yield* WebGpu.make({ devices: 1, quantizedPrefill: "copy" })
   const [wideCopyGpu] = yield* WebGpu.make({ devices: 1, quantizedPrefill: "copy", copyLoads: "vec4" })
-  const [aheadCopyGpu] = yield* WebGpu.make({ devices: 1, quantizedPrefill: "copy", copyLoads: "ahead" })
+  const [wordsCopyGpu] = yield* WebGpu.make({ devices: 1, quantizedPrefill: "copy", copyLoads: "words" })
   const [tilesGpu] = yield* WebGpu.make({ devices: 1, quantizedPrefill: "tiles" })
   const [mergingGpu] = yield* WebGpu.make({ devices: 1, mergesInProducts: true })
   let failed = 0
   for (const [at, bt, K, M, N, bound] of only("products", cases)) {
-    for (const form of at !== "f16" && N >= 256 ? ["copy", "copy-vec4", "copy-ahead", "tiles"] as const : [undefined]) {
+    for (const form of at !== "f16" && N >= 256 ? ["copy", "copy-vec4", "copy-words", "tiles"] as const : [undefined]) {
       const g = Graph.make()
       const a = yield* g.param("a", at, [K, M])
       const b = yield* g.input("b", bt, [K, N])
       const y = yield* g.output(Ops.mulMat(a, b))
       const weights = Generators.values(1, K * M)
-      const devices = { tiles: tilesGpu, copy: copyGpu, "copy-vec4": wideCopyGpu, "copy-ahead": aheadCopyGpu }
+      const devices = { tiles: tilesGpu, copy: copyGpu, "copy-vec4": wideCopyGpu, "copy-words": wordsCopyGpu }
       const device = form === undefined ? gpu : devices[form]
       const { error, kernels } = yield* against(device, g, y, [
         [a, at === "f16" ? weights : Quant.unsafeQuantize(at, weights)],
@@ -430,45 +430,6 @@ const program = Effect.gen(function*() {
     if (!ok) failed++
     console.log(JSON.stringify({ int8Split: { a: at, K, M, form }, kernels, nmse: error, bound: 1e-4, ok }))
   }
-  // a prompt's weight copies made beside the products before theirs (copiesAhead, sideJob.ts): three
-  // quantized products of a 1B model's widths over 512 columns on subgroup matrices (f16 activations bound
-  // 8 a load, the copies' own bindings vec4), the second and third copies carried by the first and second
-  // products, against the CPU
-  const [aheadGpu] = yield* WebGpu.make({ devices: 1, copiesAhead: true, quantizedPrefill: "copy" })
-  for (const types of only("ahead", [["q8_0", "q4_0", "q8_0"], ["q4_K", "q6_K", "q4_K"]] as const)) {
-    const g = Graph.make()
-    const x = yield* g.input("x", "f32", [2048, 512])
-    const ws = yield* Effect.forEach(types, (t, i) => g.param(`w${i}`, t, [2048, 2048]))
-    const h = Ops.mulMat(ws[2], Ops.mulMat(ws[1], Ops.mulMat(ws[0], x)))
-    const y = yield* g.output(h)
-    const { error, kernels } = yield* against(aheadGpu, g, y, [
-      ...ws.map((w, i) => [w, Quant.unsafeQuantize(types[i], Generators.values(90 + i, 2048 * 2048))] as const),
-      [x, Generators.values(93, 2048 * 512)]
-    ])
-    const ok = error <= 1e-3 && kernels.split("side=half_copy").length === 3
-    if (!ok) failed++
-    console.log(JSON.stringify({ copiesAhead: { types }, kernels, nmse: error, bound: 1e-3, ok }))
-  }
-  // ... and prompt attention carrying the copy of the output projection after it (the one-pass form on
-  // subgroup matrices: 256 query rows of 32 heads over 8, D 64), against the CPU
-  for (const wo of only("ahead", ["q8_0", "q4_K"] as const)) {
-    const g = Graph.make()
-    const q = yield* g.input("q", "f32", [64, 256, 32])
-    const k = yield* g.input("k", "f16", [64, 256, 8])
-    const v = yield* g.input("v", "f16", [64, 256, 8])
-    const w = yield* g.param("w", wo, [2048, 2048])
-    const attn = Ops.flashAttnExt(q, k, v, { scale: 0.125 })
-    const y = yield* g.output(Ops.mulMat(w, Ops.reshape(attn, [2048, 256])))
-    const { error, kernels } = yield* against(aheadGpu, g, y, [
-      [q, Generators.values(94, 64 * 256 * 32)],
-      ...[k, v].map((t, i) => [t, Generators.values(95 + i, 64 * 256 * 8)] as const),
-      [w, Quant.unsafeQuantize(wo, Generators.values(97, 2048 * 2048))]
-    ])
-    const ok = error <= 1e-3 && kernels.startsWith("flash_attn_tiles") && kernels.includes("side=half_copy") &&
-      !kernels.includes(" + half_copy")
-    if (!ok) failed++
-    console.log(JSON.stringify({ copiesAheadOfAttention: { wo }, kernels, nmse: error, bound: 1e-3, ok }))
-  }
   // a prompt's gated FFN as one product on subgroup matrices (gatedPrompts, off by default there): one
   // product over gate's and up's weights stacked, swiglu over its halves, its tiles pairing each gate row
   // with its up row; f32 activations, f16 ones from a norm (halfActivations) with the result in f16 for a
@@ -501,41 +462,6 @@ const program = Effect.gen(function*() {
     const ok = error <= bound && kernels.includes("gated=true") && !kernels.includes("glu")
     if (!ok) failed++
     console.log(JSON.stringify({ gated: { wt, F, K, N, normed }, kernels, nmse: error, bound, ok }))
-  }
-  for (const [M0, wt] of only("why", [[2048, "f16"], [8192, "f16"]] as const)) {
-    const g = Graph.make()
-    const x = yield* g.input("x", "f32", [2048, 512])
-    const w0 = yield* g.param("w0", wt, [2048, M0])
-    const w1 = yield* g.param("w1", "q8_0", [M0, 2048])
-    const h1 = yield* g.output(Ops.mulMat(w0, x))
-    const y = yield* g.output(Ops.mulMat(w1, h1))
-    const v0 = Generators.values(90, 2048 * M0)
-    const { cpu: cpuOut, gpu: gpuOut, kernels } = yield* outputsOf(aheadGpu, g, [h1, y], [
-      [w0, wt === "f16" ? v0 : Quant.unsafeQuantize(wt, v0)],
-      [w1, Quant.unsafeQuantize("q8_0", Generators.values(91, 2048 * M0))],
-      [x, Generators.values(93, 2048 * 512)]
-    ])
-    console.log(kernels)
-    diagnose(`host ${wt} ${M0}`, M0, gpuOut[0], cpuOut[0])
-    diagnose(`after ${wt} ${M0}`, 2048, gpuOut[1], cpuOut[1])
-  }
-  for (const _ of only("why", [0])) {
-    const g = Graph.make()
-    const q = yield* g.input("q", "f32", [64, 256, 32])
-    const k = yield* g.input("k", "f16", [64, 256, 8])
-    const v = yield* g.input("v", "f16", [64, 256, 8])
-    const w = yield* g.param("w", "q8_0", [2048, 2048])
-    const attn = Ops.flashAttnExt(q, k, v, { scale: 0.125 })
-    const a = yield* g.output(Ops.reshape(attn, [2048, 256]))
-    const y = yield* g.output(Ops.mulMat(w, a))
-    const { cpu: cpuOut, gpu: gpuOut, kernels } = yield* outputsOf(aheadGpu, g, [a, y], [
-      [q, Generators.values(94, 64 * 256 * 32)],
-      ...[k, v].map((t, i) => [t, Generators.values(95 + i, 64 * 256 * 8)] as const),
-      [w, Quant.unsafeQuantize("q8_0", Generators.values(97, 2048 * 2048))]
-    ])
-    console.log(kernels)
-    diagnose("attention host", 2048, gpuOut[0], cpuOut[0])
-    diagnose("after attention", 2048, gpuOut[1], cpuOut[1])
   }
   // attention chain's V·P stored permuted into [D, heads, tokens] by the product (permutedResult.ts): the
   // values transposed (f16 [keys, D, KV heads]) times f16 probabilities of 32 heads over 8, against the CPU

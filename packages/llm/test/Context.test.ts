@@ -281,48 +281,6 @@ const suite = (gpu: boolean) =>
           }
         }).pipe(Effect.provide(layer)), 120_000)
 
-      // a prompt whose quantized products copy their weights into f16 first, each copy but the first made
-      // beside a product before its own (copiesAhead: the copies alternate between two buffers of the
-      // program's), giving the logits of copies apart value for value
-      it.scoped("a prompt's weight copies made beside the products before theirs give the logits of copies apart", () =>
-        Effect.gen(function*() {
-          const device = yield* pick(gpu)
-          if (device === undefined) {
-            return
-          }
-          if (!device.description.includes("shader-f16")) {
-            console.log(`no shader-f16 on ${device.description}: no f16 copies`)
-            return
-          }
-          const [apart] = yield* WebGpu.make({ devices: 1, quantizedPrefill: "copy" })
-          const [ahead] = yield* WebGpu.make({ devices: 1, quantizedPrefill: "copy", copiesAhead: true })
-          for (const dtype of ["q8_0", "q4_K"] as const) {
-            const m = yield* model({ dtype, hidden: 256, ffn: 256 })
-            const [before, after] = yield* Effect.forEach([apart, ahead], (on) =>
-              promptOn(on, m))
-            const copies = (entries: typeof after.entries) =>
-              entries.filter((e) =>
-                e.variant?.family === "half_copy"
-              )
-            const carried = after.entries.filter((e) => String(e.variant?.side ?? "").startsWith("half_copy"))
-            // a layer's q/k/v, output, gate and up, and down products copy, but for the last layer's past its
-            // attention, which take the last token's row alone (as the head does)
-            assert.strictEqual(copies(before.entries).length, 4 * shape.layers - 3, dtype)
-            assert.strictEqual(copies(after.entries).length + carried.length, copies(before.entries).length, dtype)
-            // all but the first, each by the product or attention before its own (the output projection's by the
-            // attention: a host with subgroup builtins)
-            assert.strictEqual(carried.length, copies(before.entries).length - 1, dtype)
-            const hosts = carried.map((e) => e.op)
-            assert.include(hosts, "flash_attn_ext", dtype)
-            // (a gated FFN's product, which stores its swiglu, hosts too)
-            assert.isTrue(
-              hosts.every((op) => op === "flash_attn_ext" || op === "mul_mat" || op === "mul_mat_swiglu"),
-              `${dtype}: ${hosts}`
-            )
-            assert.deepStrictEqual(Array.from(after.logits), Array.from(before.logits), dtype)
-          }
-        }).pipe(Effect.provide(layer)), 120_000)
-
       // a prompt's gate and up products (one product over the layer's stacked weights) and their swiglu as one
       // gated product storing silu(gate) * up (gatedPrompts), against the product and the swiglu apart
       it.scoped("a prompt's gated FFN as one product gives the logits of its product and swiglu apart", () =>

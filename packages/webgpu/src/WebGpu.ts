@@ -60,8 +60,6 @@ export interface Options {
   readonly quantizedPrefill?: WebGpuDevice.Options["quantizedPrefill"]
   /** @internal how the f16 copy of q4_0 / q8_0 weights stages its runs (a word or 16 bytes a load), for tests and tuning */
   readonly copyLoads?: WebGpuDevice.Options["copyLoads"]
-  /** @internal a prompt's weight copies made beside the dispatches before their products, for tests and tuning */
-  readonly copiesAhead?: WebGpuDevice.Options["copiesAhead"]
   /** @internal short fixed loops written out (the GPU form) or not, for tests */
   readonly writeOut?: WebGpuDevice.Options["writeOut"]
   /** @internal the invocations of a row kernel's workgroup, for tests and tuning */
@@ -195,7 +193,6 @@ const wrapDevice = (
       attentionPrefill: options.attentionPrefill,
       quantizedPrefill: options.quantizedPrefill,
       copyLoads: options.copyLoads,
-      copiesAhead: options.copiesAhead,
       writeOut: options.writeOut,
       rowThreads: options.rowThreads,
       halfActivations: options.halfActivations,

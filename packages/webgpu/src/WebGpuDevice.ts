@@ -96,14 +96,6 @@ export interface Options {
    */
   readonly copyLoads?: "words" | "vec4" | "ahead" | undefined
   /**
-   * a quantized prompt product's f16 copy of its weights made by the product or prompt attention before it
-   * (the copy's workgroups beside that dispatch's, the copy's own dispatch gone: its pass at memory bandwidth
-   * beside work on the tensor cores), where their memory allows; default: off (not yet timed on a GPU)
-   *
-   * @internal
-   */
-  readonly copiesAhead?: boolean | undefined
-  /**
    * short fixed loops written out, as on GPUs, or kept as loops, as on software adapters (tests);
    * default: written out on GPUs
    *
@@ -327,7 +319,6 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
     ...(options.attentionPrefill ? { attentionPrefill: options.attentionPrefill } : {}),
     ...(options.quantizedPrefill ? { quantizedPrefill: options.quantizedPrefill } : {}),
     ...(options.copyLoads ? { copyLoads: options.copyLoads } : {}),
-    ...(options.copiesAhead === true ? { copiesAhead: true } : {}),
     ...(options.writeOut !== undefined ? { writeOut: options.writeOut } : {}),
     ...(options.rowThreads !== undefined ? { rowThreads: options.rowThreads } : {}),
     ...(options.storeKeysInProducts === false ? { storesInProducts: false } : {}),

@@ -15,13 +15,12 @@ import * as Tensor from "@effect-gpu/core/Tensor"
 import * as Effect from "effect/Effect"
 import type { Context } from "./context.js"
 import * as GpuContext from "./context.js"
-import * as CopiesAhead from "./copiesAhead.js"
 import * as Elementwise from "./kernels/elementwise.js"
 import { mulMatStack, mulMatSwiglu } from "./kernels/fusedProducts.js"
 import type { Kernel } from "./kernels/kernel.js"
 import type { Variant } from "./kernels/kernel.js"
 import { keyOf } from "./kernels/kernel.js"
-import { COPY_STAGES, copyBytes, mulMat } from "./kernels/matmul.js"
+import { mulMat } from "./kernels/matmul.js"
 import * as MergeIn from "./kernels/mergeIn.js"
 import * as NormIn from "./kernels/normIn.js"
 import type { MadeB } from "./kernels/product.js"
@@ -130,10 +129,8 @@ const bindOperands = (ctx: Context, kernel: Kernel, resolve: Resolve) => {
         name: r.o.name,
         dtype: r.o.tensor.dtype,
         slot: b.slot,
-        vec4: r.o.binding !== undefined
-          ? r.o.binding === "vec4"
-          : (kernel.vec4 ?? false) && !(kernel.scalar ?? []).includes(r.o.name),
-        wide: r.o.binding === undefined && (kernel.wide ?? false)
+        vec4: (kernel.vec4 ?? false) && !(kernel.scalar ?? []).includes(r.o.name),
+        wide: kernel.wide ?? false
       },
       fields: [(r.start - b.start) / ts, ...r.o.tensor.ne, ...r.o.tensor.nb.map((n) => n / ts)]
     }
@@ -141,16 +138,10 @@ const bindOperands = (ctx: Context, kernel: Kernel, resolve: Resolve) => {
   // vec4 bindings need every element offset (and binding size) to be a multiple of 4 elements, wide f16
   // ones of 8, quantized ones (bytes) of 16
   const group = (dtype: DType.DType) => DType.isQuantized(dtype) ? 16 : kernel.wide === true && dtype === "f16" ? 8 : 4
-  // (an operand bound plain by its own choice, a side job's, needs no vec4 alignment)
-  const aligned = operands.filter((_, i) => ranges[i].o.binding !== "plain")
-  const vecOk = aligned.every((o) => o.fields[0] % group(o.decl.dtype) === 0) &&
-    bound.filter((b) => aligned.some((o) => o.decl.slot === b.slot))
-      .every((b) => (b.end - b.start) % (group(b.dtype) * unit(b.dtype)) === 0)
+  const vecOk = operands.every((o) => o.fields[0] % group(o.decl.dtype) === 0) &&
+    bound.every((b) => (b.end - b.start) % (group(b.dtype) * unit(b.dtype)) === 0)
   return { bound, operands, vecOk, extentOk }
 }
-
-/** whether a kernel binds any operand as vec4s (its own flag, or an operand's binding) */
-const vectored = (kernel: Kernel) => kernel.vec4 === true || kernel.operands.some((o) => o.binding === "vec4")
 
 /** a tensor's bytes in its GPU buffer, or undefined where it has none */
 const memoryOf = (resolve: Resolve) => (t: Tensor.Tensor) => {
@@ -247,34 +238,10 @@ const costOf = (node: Tensor.Tensor): number => {
 export const build = (
   ctx: Context,
   plan: Plan,
-  located: Resolve
+  resolve: Resolve
 ): Effect.Effect<Program, KernelError | UnsupportedOp> =>
   Effect.gen(function*() {
     const nodes = plan.graph.nodes.filter((n) => !Op.isView(n.op) && Tensor.nelements(n) > 0)
-    // where weight copies run ahead, the two stages they alternate between: stand-ins while the kernels are
-    // bound, buffers of the program's own once nothing can fail (copiesAhead.ts)
-    const stageBytes = ctx.target.copiesAhead === true
-      ? Math.max(0, ...nodes.map((n) => copyBytes(n, ctx.target)))
-      : 0
-    const stages = stageBytes > 0
-      ? COPY_STAGES.map((t) => ({ tensor: t, buffer: { size: stageBytes, label: t.name } as unknown as GPUBuffer }))
-      : []
-    const resolve: Resolve = (t) => {
-      const stage = stages.find((s) => s.tensor === t)
-      return stage === undefined ? located(t) : { buffer: stage.buffer, offset: 0 }
-    }
-    // each copied product's kernels bound to the stages in turn
-    let copies = 0
-    const restage = (kernel: Kernel, to: Tensor.Tensor): Kernel => ({
-      ...kernel,
-      operands: kernel.operands.map((o) =>
-        o.within?.tensor === COPY_STAGES[0] ? { ...o, within: { tensor: to, at: 0 } } : o
-      ),
-      ...(kernel.fallback !== undefined ? { fallback: restage(kernel.fallback, to) } : {}),
-      ...(kernel.next !== undefined ? { next: restage(kernel.next, to) } : {})
-    })
-    const staged = (node: Tensor.Tensor, kernel: Kernel) =>
-      stages.length > 0 && copyBytes(node, ctx.target) > 0 ? restage(kernel, COPY_STAGES[copies++ % 2]) : kernel
     const units = chains(plan, nodes, resolve)
     /** the pipeline source, key, parameters and bindings of one kernel of a node */
     const prepare = (node: Tensor.Tensor, first: Kernel) => {
@@ -282,7 +249,7 @@ export const build = (
       let { bound, extentOk, operands, vecOk } = bindOperands(ctx, kernel, resolve)
       // a wide kernel falls back to its vec4 form, that to its scalar one; one whose scratch does not fit
       // its result's buffer to one without
-      while (((vectored(kernel) && !vecOk) || !extentOk) && kernel.fallback !== undefined) {
+      while (((kernel.vec4 === true && !vecOk) || !extentOk) && kernel.fallback !== undefined) {
         kernel = kernel.fallback
         ;({ bound, extentOk, operands, vecOk } = bindOperands(ctx, kernel, resolve))
       }
@@ -425,7 +392,7 @@ export const build = (
         return [new UnsupportedOp({ op: Op.name(node.op), dtypes: [node.dtype], device: ctx.name })]
       }
       try {
-        return withNexts(fused ?? prepare(node, staged(node, kernel)))
+        return withNexts(fused ?? prepare(node, kernel))
       } catch (e) {
         return [
           new KernelError({
@@ -438,24 +405,13 @@ export const build = (
     })
     for (const p of prepared) if (p instanceof KernelError || p instanceof UnsupportedOp) return yield* p
     // split-K merges that only add partial sums, left to the norms reading them next
-    const all = SplitsIn.foldIntoNorms(
+    const ok = SplitsIn.foldIntoNorms(
       prepared as Array<Exclude<(typeof prepared)[number], KernelError | UnsupportedOp>>,
       ctx.target,
       (t) => users.get(t.id) ?? 0,
       (t) => outputs.has(t.id),
       prepare
     )
-    // a prompt's weight copies made beside the dispatches before their products, where asked
-    const ok = ctx.target.copiesAhead === true
-      ? CopiesAhead.carryCopies(
-        all,
-        ctx.target,
-        prepare,
-        (kernel) => bindOperands(ctx, kernel, resolve).operands.map((o) => o.decl.slot),
-        resolve
-      )
-      : all
-
     // every pipeline of the graph compiles at once, ahead of the first dispatch
     const pipelines = yield* Effect.forEach(
       ok,
@@ -478,11 +434,6 @@ export const build = (
       usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST,
       label: "params"
     })
-    // the copies' stages, in place of their stand-ins
-    const stageBuffers = new Map(stages.map((s) => [
-      s.buffer,
-      GpuContext.createBuffer(ctx, { size: stageBytes, usage: GPUBufferUsage.STORAGE, label: s.tensor.name })
-    ]))
     const words = new ArrayBuffer(total * SLOT)
     const u = new Uint32Array(words)
     const f = new Float32Array(words)
@@ -496,7 +447,7 @@ export const build = (
       })
       const entries: Array<GPUBindGroupEntry> = p.bound.map((b) => ({
         binding: b.slot,
-        resource: { buffer: stageBuffers.get(b.buffer) ?? b.buffer, offset: b.start, size: b.end - b.start }
+        resource: { buffer: b.buffer, offset: b.start, size: b.end - b.start }
       }))
       entries.push({
         binding: p.bound.length,
@@ -522,7 +473,6 @@ export const build = (
         if (!released) {
           released = true
           GpuContext.destroyBuffer(ctx, params)
-          for (const b of stageBuffers.values()) GpuContext.destroyBuffer(ctx, b)
         }
       }
     }

@@ -42,11 +42,6 @@ export interface Operand {
   readonly within?: { readonly tensor: Tensor; readonly at: number }
   /** written by the kernel besides its result "d" (a table it also stores rows in): bound read-write */
   readonly writes?: boolean
-  /**
-   * bound as plain elements or vec4s whatever the kernel's `vec4`, `wide` and `scalar` say (a side job's
-   * operands, sideJob.ts, keep the job's own bindings)
-   */
-  readonly binding?: "plain" | "vec4"
 }
 
 /** @internal */
@@ -255,12 +250,6 @@ export interface KernelTarget {
    * issued before its stores (the default), or awaited one by one, or 16 bytes a load (tests and benchmarks)
    */
   readonly copyLoads?: "words" | "vec4" | "ahead"
-  /**
-   * a quantized prompt product's f16 copy of its weights made by a product or prompt attention before it, in
-   * workgroups of its own beside that dispatch's (sideJob.ts), not by a dispatch of its own; default: off
-   * (not yet timed on a GPU)
-   */
-  readonly copiesAhead?: boolean
   /**
    * a prompt's gated FFN (gate and up products over a layer's stacked weights, and their swiglu) as one
    * product storing silu(gate) * up: on subgroup matrices only where true (not yet checked on a GPU), with

@@ -11,7 +11,7 @@ import * as DType from "@effect-gpu/core/DType"
 import * as Op from "@effect-gpu/core/Op"
 import * as Tensor from "@effect-gpu/core/Tensor"
 import * as Int8 from "./int8MatVec.js"
-import type { Kernel, KernelTarget, MatrixTile, Operand, RegisterTile } from "./kernel.js"
+import type { Kernel, KernelTarget, MatrixTile, RegisterTile } from "./kernel.js"
 import { WG } from "./kernel.js"
 import { halfApplies, halfMatVec, matVec } from "./matvec.js"
 import * as Product from "./product.js"
@@ -119,21 +119,10 @@ const COPY_TYPES: ReadonlySet<DType.DType> = new Set(["q8_0", "q4_0"])
  */
 const COPY_BYTES = 256 * 2 ** 20
 
-/** a stand-in tensor for a buffer the program binds */
-const stage = (n: number) => Tensor.unsafeMake(`weight copy stage ${n}`, "f16", [1, 1, 1, 1], Op.Op.None(), [])
-
-/**
- * @internal: stand-ins for the two buffers a plan's weight copies alternate between where they run ahead of
- * their products (KernelTarget.copiesAhead; copiesAhead.ts): the program binds them to buffers of its own
- * as large as the largest copy, each copied product's kernels to one of them in turn
- */
-export const COPY_STAGES = [stage(0), stage(1)] as const
-
 /**
  * a quantized product whose weights are copied into f16 first: the weights' operand (`source`), the copy
  * (f16, the source's rows, in the scratch after the result and the f16 product's split partials, at a
- * 256-byte boundary so that its binding starts past theirs; in the first of COPY_STAGES where copies run
- * ahead) and the f16 product over it; undefined where the tiles dequantize the blocks themselves. A gated
+ * 256-byte boundary so that its binding starts past theirs) and the f16 product over it; undefined where the tiles dequantize the blocks themselves. A gated
  * prompt product (Product.gated) copies gate's and up's rows as one.
  */
 const weightCopy = (node: Tensor.Tensor, target: KernelTarget) => {
@@ -166,38 +155,13 @@ const weightCopy = (node: Tensor.Tensor, target: KernelTarget) => {
   // (a gated product does not split K)
   const partials = tile === undefined || gated !== undefined ? 0 : splitScratch(half, tile)
   const at = Math.ceil((Tensor.nbytes(node) + partials) / 256) * 256
-  const ahead = target.copiesAhead === true
-  const within = ahead ? { tensor: COPY_STAGES[0], at: 0 } : { tensor: node, at }
+  const within = { tensor: node, at }
   return {
     source,
     copy: { name: "a", tensor: copy, within },
     half: { ...half, operands: half.operands.map((o) => o.name === "a" ? { ...o, within } : o) },
-    scratch: ahead ? partials : at + Tensor.nbytes(copy) - Tensor.nbytes(node)
+    scratch: at + Tensor.nbytes(copy) - Tensor.nbytes(node)
   }
-}
-
-/**
- * @internal: the f16 copy of a quantized prompt product's weights as a dispatch before it makes it (a side
- * job, sideJob.ts; KernelTarget.copiesAhead), at that dispatch's workgroup size `size`; undefined where the
- * product copies none
- */
-export const copyJob = (
-  node: Tensor.Tensor,
-  target: KernelTarget,
-  size: number,
-  within: Operand["within"]
-): Kernel | undefined => {
-  const copied = weightCopy(node, target)
-  return copied === undefined || within === undefined
-    ? undefined
-    : Quantized.halfCopy(copied.source, { ...copied.copy, within }, target, true, target.copyLoads ?? "ahead", size)
-}
-
-/** @internal: the bytes of a quantized prompt product's f16 copy of its weights (0 where it makes none) */
-export const copyBytes = (node: Tensor.Tensor, target: KernelTarget): number => {
-  const products: ReadonlyArray<string> = ["MulMat", "MulMatAdd", "MulMatSwiglu"]
-  const copied = products.includes(node.op._tag) ? weightCopy(node, target) : undefined
-  return copied === undefined ? 0 : Tensor.nbytes(copied.copy.tensor)
 }
 
 /**

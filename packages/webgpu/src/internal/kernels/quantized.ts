@@ -99,9 +99,9 @@ export const halfCopy = (
   copy: Operand,
   target: KernelTarget,
   vec = true,
-  loads: "words" | "vec4" | "ahead" = target.copyLoads ?? "ahead",
-  size = WG
+  loads: "words" | "vec4" | "ahead" = target.copyLoads ?? "ahead"
 ): Kernel => {
+  const size = WG
   const a = source.tensor
   const dtype = a.dtype as DType.Quantized
   // how many times a's bytes the binding covers (whole, and only where a is contiguous: one run of rows)
@@ -205,8 +205,7 @@ ${range(8).map((i) => `  ${put(`(o >> 2u) + ${i}u`, `v[${i}]`)}`).join("\n")}`
       dtype,
       vec,
       lanes: staged,
-      ...(wide || (loads === "ahead" && raw !== undefined) ? { loads } : {}),
-      ...(size !== WG ? { size } : {})
+      ...(wide || (loads === "ahead" && raw !== undefined) ? { loads } : {})
     },
     operands: [{ ...source, name: "a" }, { ...copy, name: "d" }],
     params: [u32("per", per), u32("rows", rows)],
@@ -237,9 +236,9 @@ ${decode}
   })
   // vec4 bindings need their offsets aligned (the program checks): the vec4 form falls back to a's words
   // read one at a time, that to the copy stored a value at a time
-  if (wide) return { ...kernel, vec4: true, fallback: halfCopy(source, copy, target, true, "ahead", size) }
+  if (wide) return { ...kernel, vec4: true, fallback: halfCopy(source, copy, target, true, "ahead") }
   return vec
-    ? { ...kernel, vec4: true, scalar: ["a"], fallback: halfCopy(source, copy, target, false, loads, size) }
+    ? { ...kernel, vec4: true, scalar: ["a"], fallback: halfCopy(source, copy, target, false, loads) }
     : kernel
 }
 
