@@ -106,14 +106,19 @@ describe("mul_mat kernel choice", () => {
     Effect.gen(function*() {
       const base = { ...gpu, workgroupStorage: 49152, workgroupInvocations: 1024 }
       /** a stack's product with the swiglu of its halves, fused for `target`: the kernels of its mul_mat_swiglu */
-      const gated = (target: KernelTarget, dtype: "f16" | "q8_0", F: number, N = 512) =>
+      const gated = (target: KernelTarget, dtype: "f16" | "q8_0", F: number, N = 512, down = false) =>
         Effect.gen(function*() {
           const g = Graph.make()
           const w = yield* g.param("gate_up", dtype, [2048, 2 * F])
           const both = yield* Ops.mulMat(w, yield* g.input("x", "f16", [2048, N]))
           const view = (at: number) => Ops.view(both, [F, N], [both.nb[1]], at * both.nb[0])
-          yield* g.output(Ops.swiglu(view(0), view(F)))
-          const fused = Fusion.optimize(g.build(), { mulMatSwiglu: fusesSwiglu(target) })
+          const y = Ops.swiglu(view(0), view(F))
+          // read by a down product that takes f16 activations: the gated result in f16
+          yield* g.output(down ? Ops.mulMat(yield* g.param("down", "f16", [F, 2048]), y) : y)
+          const fused = Fusion.optimize(g.build(), {
+            mulMatSwiglu: fusesSwiglu(target),
+            ...(down ? { halfActivations: () => true } : {})
+          })
           const node = fused.nodes.find((n) => n.op._tag === "MulMatSwiglu")
           if (node === undefined) return undefined
           const chain: Array<ReturnType<typeof kernelFor>> = []
@@ -147,6 +152,12 @@ describe("mul_mat kernel choice", () => {
         true
       ]])
       assert.isUndefined(yield* gated(plain, "f16", 4096, 128))
+      // an f16 result among wide (8 f16 a load) operands: bound as vec4s, as wide bindings have no
+      // single-element stores
+      const half = (yield* gated(asked, "f16", 4096, 512, true))!
+      assert.strictEqual(half.node.dtype, "f16")
+      assert.deepInclude(half.chain[0]!.variant, { family: "mmsg", load: 8 })
+      assert.strictEqual(half.chain[0]!.operands.find((o) => o.name === "d")?.binding, "vec4")
     }))
 
   it.effect("products whose 128 x 128 grid is short of workgroups split K over 4 or more, else take 64 x 64 tiles", () =>

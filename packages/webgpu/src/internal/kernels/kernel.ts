@@ -42,6 +42,11 @@ export interface Operand {
   readonly within?: { readonly tensor: Tensor; readonly at: number }
   /** written by the kernel besides its result "d" (a table it also stores rows in): bound read-write */
   readonly writes?: boolean
+  /**
+   * bound as vec4s (not wide) whatever the kernel's `vec4`, `wide` and `scalar` say (a gated product's f16
+   * result among wide f16 operands: wide bindings have no single-element stores)
+   */
+  readonly binding?: "vec4"
 }
 
 /** @internal */
