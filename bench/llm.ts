@@ -48,6 +48,8 @@
  *                                          norms reading them, stored over the stream)
  *   tsx llm.ts run DIR NAME --permuted-apart   a product read by a permuted copy stored as it is, then copied
  *                                              (default: stored in the copy's layout by the product itself)
+ *   tsx llm.ts run DIR NAME --query-ropes-apart   a prompt's q roped by a dispatch of its own (default: by
+ *                                                 its layer's key and value store)
  *   tsx llm.ts run DIR NAME --splits-apart   a split-K product's partial sums added by its merge dispatch
  *                                            (default: by the norm reading them, where one does next)
  *   tsx llm.ts run DIR NAME --steps-ahead N   greedy decoding's steps queued past the token awaited (default 1)
@@ -170,6 +172,7 @@ const gpuOptions = {
   ...(rest.includes("--sums-apart") ? { sumsInNorms: false } : {}),
   ...(rest.includes("--permuted-apart") ? { permutedResults: false } : {}),
   ...(rest.includes("--splits-apart") ? { splitsInNorms: false } : {}),
+  ...(rest.includes("--query-ropes-apart") ? { queryRopesInStores: false } : {}),
   ...(rowThreadsAt >= 0 ? { rowThreads: Number(rest[rowThreadsAt + 1]) } : {}),
   ...(rest.includes("--q-prefill")
     ? { quantizedPrefill: rest[rest.indexOf("--q-prefill") + 1] as "tiles" | "copy" }
@@ -262,6 +265,7 @@ const measure = (name: string) =>
       sums: gpuOptions.sumsInNorms === false ? "apart" : "norms",
       permuted: gpuOptions.permutedResults === false ? "apart" : "products",
       splits: gpuOptions.splitsInNorms === false ? "merged" : "norms",
+      query_ropes: gpuOptions.queryRopesInStores === false ? "apart" : "stores",
       mv_prefetch: gpuOptions.quantizedDecode?.prefetch === true,
       mv_rows: gpuOptions.quantizedDecode?.int8Rows ?? 2,
       mv_split: gpuOptions.quantizedDecode?.int8Split ?? "none",

@@ -316,6 +316,38 @@ const suite = (gpu: boolean) =>
           }
         }).pipe(Effect.provide(layer)), 120_000)
 
+      // a prompt's q roped by its layer's key and value store (rope_set_rows_kv, on threads after the values'),
+      // in normal (llama) and neox (qwen2) order, against the rope's own dispatch: the same values
+      it.scoped("a prompt's q roped by its layer's key and value store gives the logits of its rope apart", () =>
+        Effect.gen(function*() {
+          const device = yield* pick(gpu)
+          if (device === undefined) {
+            return
+          }
+          const [apart] = yield* WebGpu.make({ devices: 1, queryRopesInStores: false })
+          for (const architecture of ["llama", "qwen2"] as const) {
+            const m = yield* model({ architecture, dtype: "f16" })
+            const [one, two] = yield* Effect.forEach([device, apart], (on) =>
+              promptOn(on, m))
+            const stores = (entries: typeof one.entries, queries: boolean) =>
+              entries.filter((e) =>
+                e.op === "rope_set_rows_kv" && (e.variant?.queries === true) === queries
+              ).length
+            assert.strictEqual(stores(one.entries, true), shape.layers, architecture)
+            assert.strictEqual(
+              one.entries.filter((e) =>
+                e.op === "rope"
+              ).length,
+              0,
+              architecture
+            )
+            assert.strictEqual(stores(two.entries, false), shape.layers, architecture)
+            assert.strictEqual(two.entries.filter((e) => e.op === "rope").length, shape.layers, architecture)
+            assert.strictEqual(one.entries.length, two.entries.length - shape.layers, architecture)
+            assert.deepStrictEqual(Array.from(one.logits), Array.from(two.logits), architecture)
+          }
+        }).pipe(Effect.provide(layer)), 120_000)
+
       // a k-quant mix as llama.cpp's Q4_K_M makes it (attn_v and ffn_down in q6_K, the rest q4_K): each
       // layer's q/k/v one stack of both types storing its keys and values, the CPU's logits
       it.scoped("a decoding step of a q4_K / q6_K mix stacks q, k and v over both types, as the CPU computes it", () =>

@@ -84,6 +84,8 @@ export interface Options {
   readonly permutedResults?: WebGpuDevice.Options["permutedResults"]
   /** @internal a split-K product's partial sums added by the norm reading them (default on), for tests and measuring */
   readonly splitsInNorms?: WebGpuDevice.Options["splitsInNorms"]
+  /** @internal a query's rope made by the keys' and values' store after it (default on), for tests and measuring */
+  readonly queryRopesInStores?: WebGpuDevice.Options["queryRopesInStores"]
 }
 
 /**
@@ -204,7 +206,8 @@ const wrapDevice = (
       gatedPrompts: options.gatedPrompts,
       sumsInNorms: options.sumsInNorms,
       permutedResults: options.permutedResults,
-      splitsInNorms: options.splitsInNorms
+      splitsInNorms: options.splitsInNorms,
+      queryRopesInStores: options.queryRopesInStores
     })
     // runs before the GPUDevice is destroyed: from then on the device refuses new backends and events
     yield* Effect.addFinalizer(() => Device.markReleased(device))

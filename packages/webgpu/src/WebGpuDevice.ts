@@ -190,6 +190,14 @@ export interface Options {
    */
   readonly splitsInNorms?: boolean | undefined
   /**
+   * a query's rope made by the keys' and values' store of the same rope dispatched right after it (a
+   * prompt's q beside its layer's rope_set_rows_kv), on threads of its own: a dispatch a layer fewer;
+   * default: on; `false` keeps the rope's own dispatch (tests and measuring)
+   *
+   * @internal
+   */
+  readonly queryRopesInStores?: boolean | undefined
+  /**
    * the WGSL language features of the GPU the device comes from (`navigator.gpu.wgslLanguageFeatures`);
    * default: navigator.gpu's where there is one, else none
    */
@@ -326,7 +334,8 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
     ...(options.mergesInProducts !== undefined ? { mergesInProducts: options.mergesInProducts } : {}),
     ...(options.residualsInProducts === true ? { splitsWithBias: true } : {}),
     ...(options.gatedPrompts !== undefined ? { gatedPrompts: options.gatedPrompts } : {}),
-    ...(options.splitsInNorms === false ? { splitsInNorms: false } : {})
+    ...(options.splitsInNorms === false ? { splitsInNorms: false } : {}),
+    ...(options.queryRopesInStores === false ? { queryRopesInStores: false } : {})
   })
   const ledger = Ledger.make(options.memory ?? gpu.limits.maxBufferSize, name)
   const alignment = gpu.limits.minStorageBufferOffsetAlignment

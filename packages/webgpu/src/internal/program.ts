@@ -24,6 +24,7 @@ import { mulMat } from "./kernels/matmul.js"
 import * as MergeIn from "./kernels/mergeIn.js"
 import * as NormIn from "./kernels/normIn.js"
 import type { MadeB } from "./kernels/product.js"
+import { ropeSetRows } from "./kernels/rope.js"
 import * as Select from "./kernels/select.js"
 import * as StackStores from "./kernels/stackStores.js"
 import * as SplitsIn from "./splitsIn.js"
@@ -219,6 +220,12 @@ const storeAfter = (units: ReadonlyArray<ReadonlyArray<Tensor.Tensor>>, i: numbe
   return undefined
 }
 
+/** whether two ropes rotate alike (their parameters equal, whatever their ops) */
+const sameRope = (a: Op.Op, b: Op.Op) => {
+  const fields = (op: Op.Op) => JSON.stringify(Object.entries(op).filter(([k]) => k !== "_tag").sort())
+  return fields(a) === fields(b)
+}
+
 /** whether a kernel makes its b as `made` has it (not a fallback that reads b) */
 const takes = (kernel: Kernel, made: MadeB) => Object.entries(made.variant).every(([k, v]) => kernel.variant[k] === v)
 
@@ -323,8 +330,41 @@ export const build = (
         // the attention, its merge and the product each as they run alone
       }
     }
+    /**
+     * a query's rope (unit i) made by the keys' and values' store a few units after it (its rope of the same
+     * op and positions: a layer's k rope, after q's and k's biases where it has them), on threads of its own:
+     * the rope's dispatch goes. The rope then runs where the store does, so the units up to it may neither
+     * read nor write its result nor write its input, nor may the store
+     */
+    const queryIntoStore = (i: number) => {
+      const rope = units[i][0]
+      const at = units.findIndex((u, k) => k > i && k <= i + 4 && u.length === 1 && u[0].op._tag === "RopeSetRowsKv")
+      const store = at < 0 ? undefined : units[at][0]
+      if (
+        ctx.target.queryRopesInStores === false || store === undefined || store.op._tag !== "RopeSetRowsKv" ||
+        rope.op._tag !== "Rope" || gone.has(at) || fusedAt.has(at) || !sameRope(rope.op, store.op) ||
+        rope.src[1] !== store.src[2] || (rope.op.hasFreqFactors && rope.src[2] !== store.src[3])
+      ) return
+      const written = [store, ...store.src.filter((_, k) => k === 0 || k === store.src.length - 2)]
+      const between = units.slice(i + 1, at).flat()
+      const clear = [...between, ...written].every((n) => apart(n, rope) && apart(n, rope.src[0])) &&
+        [...between, store].every((n) => n.src.every((s) => apart(s, rope)))
+      if (!clear) return
+      try {
+        const p = prepare(store, ropeSetRows(store, store.op, ctx.target, true, rope))
+        if (p.kernel.variant.queries !== true || p.bound.length > maxBindings) return
+        fusedAt.set(at, p)
+        gone.add(i)
+      } catch {
+        // the rope and the store as they run alone
+      }
+    }
     units.forEach((unit, i) => {
       const node = unit[0]
+      if (unit.length === 1 && node.op._tag === "Rope") {
+        queryIntoStore(i)
+        return
+      }
       if (unit.length === 1 && (node.op._tag === "MulMat" || node.op._tag === "MulMatAdd")) {
         mergeInto(i)
         return

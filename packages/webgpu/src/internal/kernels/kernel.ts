@@ -239,6 +239,11 @@ export interface KernelTarget {
    * product's merge dispatch; default: on
    */
   readonly splitsInNorms?: boolean
+  /**
+   * a query's rope made by the keys' and values' store (rope_set_rows_kv) dispatched right after it, on
+   * threads of its own, not by a dispatch of its own; default: on
+   */
+  readonly queryRopesInStores?: boolean
   /** overrides the quantized matrix-vector kernel's shape (tests and benchmarks) */
   readonly quantizedDecode?: QuantizedDecode
   /** overrides flash attention's decode form (tests and benchmarks) */

@@ -52,7 +52,13 @@ export const rope = (node: Tensor.Tensor, op: RopeOp, target: KernelTarget): Ker
  * also stores the rows of its last source into the table before them at the same indices (a layer's
  * values), on threads after the rope's: one dispatch for a cache's two stores
  */
-export const ropeSetRows = (node: Tensor.Tensor, op: RopeOp, target: KernelTarget, values = false): Kernel => {
+export const ropeSetRows = (
+  node: Tensor.Tensor,
+  op: RopeOp,
+  target: KernelTarget,
+  values = false,
+  query?: Tensor.Tensor
+): Kernel => {
   const [, input, positions] = node.src
   const at = op.hasFreqFactors ? 4 : 3
   const operands: Array<Operand> = [
@@ -65,24 +71,19 @@ export const ropeSetRows = (node: Tensor.Tensor, op: RopeOp, target: KernelTarge
   if (values) {
     operands.push({ name: "dv", tensor: node.src[at + 1], writes: true }, { name: "y", tensor: node.src[at + 2] })
   }
+  // a query's rope (a rope node of the same op and positions) on threads after the values' (ropeQueries.ts)
+  if (query !== undefined) {
+    operands.push({ name: "aq", tensor: query.src[0] }, { name: "dq", tensor: query, writes: true })
+  }
   const store = `fn store_row(e: u32, h: u32, t: u32, v: f32) {
   let r = u32(ldi_x(ix_x(t, 0u, 0u, 0u)));
   if (r < P.d_ne1) { st_d(ix_d(e + h * P.a_ne0, r, 0u, 0u), v); }
 }`
   const rows = values ? node.src[at + 2] : undefined
-  return ropeKernel(
-    op,
-    operands,
-    input,
-    values ? "rope_set_rows_kv" : "rope_set_rows",
-    "a",
-    store,
-    (e, v) => `store_row(${e}, i1, i2, ${v});`,
-    target,
-    rows === undefined ? undefined : {
-      threads: Math.ceil(rows.ne[0] / 2) * rows.ne[1],
-      // thread t past the rope's: values 2j and 2j + 1 of row r stored in the table's row idx[r]
-      code: `let vp = (P.y_ne0 + 1u) / 2u;
+  const valueThreads = rows === undefined ? 0 : Math.ceil(rows.ne[0] / 2) * rows.ne[1]
+  const queryThreads = query === undefined ? 0 : Math.ceil(query.ne[0] / 2) * Tensor.nrows(query)
+  // thread t past the rope's: values 2j and 2j + 1 of row r stored in the table's row idx[r]
+  const valueCode = rows === undefined ? "" : `let vp = (P.y_ne0 + 1u) / 2u;
     if (t < vp * P.y_ne1) {
       let r = t / vp;
       let row = u32(ldi_x(ix_x(r, 0u, 0u, 0u)));
@@ -92,7 +93,30 @@ export const ropeSetRows = (node: Tensor.Tensor, op: RopeOp, target: KernelTarge
         }
       }
     }`
-    }
+  // thread t past the values': pair j of the query's row, as rope_pair rotates the keys' pairs
+  const queryCode = query === undefined ? "" : `let u = t - ${valueThreads}u;
+    let qp = (P.aq_ne0 + 1u) / 2u;
+    if (t >= ${valueThreads}u && u < qp * P.aq_ne1 * P.aq_ne2 * P.aq_ne3) {
+      let r1 = u / qp;
+      rope_pair(u % qp, r1 % P.aq_ne1, (r1 / P.aq_ne1) % P.aq_ne2, r1 / (P.aq_ne1 * P.aq_ne2));
+    }`
+  const queryDecls = query === undefined ? "" : `
+fn rope_pair(j: u32, i1: u32, i2: u32, i3: u32) {
+${ropeBody(op, "aq", "aq", (e, v) => `st_dq(ix_dq(${e}, i1, i2, i3), ${v});`)}
+}`
+  return ropeKernel(
+    op,
+    operands,
+    input,
+    values ? "rope_set_rows_kv" : "rope_set_rows",
+    "a",
+    store + queryDecls,
+    (e, v) => `store_row(${e}, i1, i2, ${v});`,
+    target,
+    valueThreads + queryThreads === 0
+      ? undefined
+      : { threads: valueThreads + queryThreads, code: [valueCode, queryCode].filter((c) => c !== "").join("\n    ") },
+    query !== undefined
   )
 }
 
@@ -149,17 +173,16 @@ const ropeKernel = (
   decls: string,
   store: (e: string, v: string) => string,
   target: KernelTarget,
-  tail?: { readonly threads: number; readonly code: string }
+  tail?: { readonly threads: number; readonly code: string },
+  queries = false
 ): Kernel => {
   const pairs = Math.ceil(shape.ne[0] / 2)
   const multi = op.mode === 8 || op.mode === 40
   const yarn = op.extFactor !== 0
-  const [j0, j1] = op.mode === 0 ? ["2u * j", "2u * j + 1u"] : ["j", "j + half"]
   const angle = ropeAngle(op)
   const params = [...angle.params, ...(multi ? op.sections.map((s, i) => u32(`s${i}`, s)) : [])]
-  const position = multi ? "i2 + section(j) * P.a_ne2" : "i2"
   return KernelSpec.make({
-    variant: { family, mode: op.mode, freqFactors: op.hasFreqFactors, yarn },
+    variant: { family, mode: op.mode, freqFactors: op.hasFreqFactors, yarn, ...(queries ? { queries } : {}) },
     operands,
     workgroups: fold(Math.ceil((pairs * Tensor.nrows(shape) + (tail?.threads ?? 0)) / WG), target.maxWorkgroups),
     params,
@@ -183,22 +206,33 @@ ${entry()}
   let i1 = r1 % P.${it}_ne1;
   let i2 = (r1 / P.${it}_ne1) % P.${it}_ne2;
   let i3 = r1 / (P.${it}_ne1 * P.${it}_ne2);
-  let half = P.n_dims / 2u;
+${ropeBody(op, "a", it, store)}
+}`
+  })
+}
+
+/**
+ * WGSL: pair j of row (i1, i2, i3) of operand `src` rotated (the dimensions past n_dims copied), each value
+ * stored through `store(element, value)`; `shape` names the operand whose extents the row has
+ */
+const ropeBody = (op: RopeOp, src: string, shape: string, store: (e: string, v: string) => string) => {
+  const multi = op.mode === 8 || op.mode === 40
+  const [j0, j1] = op.mode === 0 ? ["2u * j", "2u * j + 1u"] : ["j", "j + half"]
+  const position = multi ? `i2 + section(j) * P.${shape}_ne2` : "i2"
+  return `  let half = P.n_dims / 2u;
   if (j < half) {
     let j0 = ${j0};
     let j1 = ${j1};
     let cs = rope_cs(j, f32(ldi_p(ix_p(${position}, 0u, 0u, 0u))));
     let c = cs.x;
     let s = cs.y;
-    let x0 = ld_a(ix_a(j0, i1, i2, i3));
-    let x1 = ld_a(ix_a(j1, i1, i2, i3));
+    let x0 = ld_${src}(ix_${src}(j0, i1, i2, i3));
+    let x1 = ld_${src}(ix_${src}(j1, i1, i2, i3));
     ${store("j0", "x0 * c - x1 * s")}
     ${store("j1", "x0 * s + x1 * c")}
   } else {
-    for (var e = 2u * j; e < min(2u * j + 2u, P.${it}_ne0); e++) {
-      if (e >= P.n_dims) { ${store("e", "ld_a(ix_a(e, i1, i2, i3))")} }
+    for (var e = 2u * j; e < min(2u * j + 2u, P.${shape}_ne0); e++) {
+      if (e >= P.n_dims) { ${store("e", `ld_${src}(ix_${src}(e, i1, i2, i3))`)} }
     }
-  }
-}`
-  })
+  }`
 }
