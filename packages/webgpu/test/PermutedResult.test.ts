@@ -9,10 +9,9 @@ import { Generators } from "@effect-gpu/testing"
 import { WebGpu } from "@effect-gpu/webgpu"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import type { KernelTarget } from "../src/internal/kernels/kernel.js"
 import * as PermutedResult from "../src/internal/kernels/permutedResult.js"
 import { kernelFor } from "../src/internal/kernels/select.js"
-import { adapterAvailable, fusedOnBoth, nmse } from "./utils.js"
+import { adapterAvailable, fusedOnBoth, matrixGpu, nmse } from "./utils.js"
 
 /** cont(permute(a·b)) for a [K, M, aBatches] and b [K, N, batches], and the product itself where `alsoRead` */
 const permutedProduct = (
@@ -40,14 +39,7 @@ describe("a product's kernel storing its result permuted (no adapter needed)", (
   // lies at the permuted strides; rows of 38 in 3 heads (strides of 114 values) give way to a form binding
   // values one at a time; a split-K form (its partials after the result, a merge after it) is refused, so
   // the backend does not ask for the fusion
-  const gpu: KernelTarget = {
-    f16: true,
-    maxWorkgroups: 65535,
-    subgroups: true,
-    subgroupMatrix: true,
-    workgroupStorage: 49152,
-    workgroupInvocations: 1024
-  }
+  const gpu = matrixGpu
   const chain = (D: number, keys: number, tokens: number, heads: number) =>
     Effect.gen(function*() {
       const g = Graph.make()

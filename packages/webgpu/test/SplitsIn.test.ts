@@ -7,18 +7,10 @@
 import { Fusion, Graph, Ops, Tensor } from "@effect-gpu/core"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import type { Kernel, KernelTarget } from "../src/internal/kernels/kernel.js"
+import type { Kernel } from "../src/internal/kernels/kernel.js"
 import { kernelFor } from "../src/internal/kernels/select.js"
 import { foldIntoNorms } from "../src/internal/splitsIn.js"
-
-const gpu: KernelTarget = {
-  f16: true,
-  maxWorkgroups: 65535,
-  subgroups: true,
-  subgroupMatrix: true,
-  workgroupStorage: 49152,
-  workgroupInvocations: 1024
-}
+import { matrixGpu as gpu } from "./utils.js"
 
 /**
  * a 1B layer's output projection (2048 x 2048 over 512 tokens: K split 4 ways) and the residual sum and

@@ -4,9 +4,23 @@ import type { Trace } from "@effect-gpu/core"
 import { Generators } from "@effect-gpu/testing"
 import { Effect } from "effect"
 import { inject } from "vitest"
+import type { KernelTarget } from "../src/internal/kernels/kernel.js"
 
 /** whether a WebGPU adapter exists here: probed once per run by globalSetup.ts */
 export const adapterAvailable: boolean = inject("webgpuAdapter")
+
+/**
+ * a GPU with subgroup matrices and an H200's workgroup limits, for the kernels lavapipe lacks, generated
+ * without an adapter
+ */
+export const matrixGpu: KernelTarget = {
+  f16: true,
+  maxWorkgroups: 65535,
+  subgroups: true,
+  subgroupMatrix: true,
+  workgroupStorage: 49152,
+  workgroupInvocations: 1024
+}
 
 /** a small two-layer graph: enough nodes and work to see ordering and aborts */
 export const mlp = (n: number, layers: number) =>
