@@ -50,7 +50,8 @@ export const rope = (node: Tensor.Tensor, op: RopeOp, target: KernelTarget): Ker
  * rope's shape [D, heads, tokens] walked, element e of head h of token t going to element e + h D of the
  * table's row idx[t] (a row outside the table dropped, as set_rows drops it). rope_set_rows_kv (`values`)
  * also stores the rows of its last source into the table before them at the same indices (a layer's
- * values), on threads after the rope's: one dispatch for a cache's two stores
+ * values), on threads after the rope's: one dispatch for a cache's two stores; with `query` (a rope node of
+ * the same op over the same positions: a layer's q) that rope too, on threads after the values'
  */
 export const ropeSetRows = (
   node: Tensor.Tensor,
@@ -71,7 +72,7 @@ export const ropeSetRows = (
   if (values) {
     operands.push({ name: "dv", tensor: node.src[at + 1], writes: true }, { name: "y", tensor: node.src[at + 2] })
   }
-  // a query's rope (a rope node of the same op and positions) on threads after the values' (ropeQueries.ts)
+  // a query's rope (a rope node of the same op and positions) on threads after the values' (program.ts)
   if (query !== undefined) {
     operands.push({ name: "aq", tensor: query.src[0] }, { name: "dq", tensor: query, writes: true })
   }
