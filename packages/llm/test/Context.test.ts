@@ -317,7 +317,8 @@ const suite = (gpu: boolean) =>
         }).pipe(Effect.provide(layer)), 120_000)
 
       // a prompt's q roped by its layer's key and value store (rope_set_rows_kv, on threads after the values'),
-      // in normal (llama) and neox (qwen2) order, against the rope's own dispatch: the same values
+      // in normal (llama) and neox (qwen2, past q's and k's biases; qwen3, past their norms) order, against
+      // the rope's own dispatch: the same values
       it.scoped("a prompt's q roped by its layer's key and value store gives the logits of its rope apart", () =>
         Effect.gen(function*() {
           const device = yield* pick(gpu)
@@ -325,7 +326,7 @@ const suite = (gpu: boolean) =>
             return
           }
           const [apart] = yield* WebGpu.make({ devices: 1, queryRopesInStores: false })
-          for (const architecture of ["llama", "qwen2"] as const) {
+          for (const architecture of ["llama", "qwen2", "qwen3"] as const) {
             const m = yield* model({ architecture, dtype: "f16" })
             const [one, two] = yield* Effect.forEach([device, apart], (on) =>
               promptOn(on, m))
