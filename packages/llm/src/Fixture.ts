@@ -147,6 +147,25 @@ export const demo: Options = {
   seed: 3
 }
 
+/** `n` values drawn in turn (a loop: Float32Array.from's mapping ran several times slower) */
+const drawn = (n: number, draw: () => number): Float32Array => {
+  const values = new Float32Array(n)
+  for (let i = 0; i < n; i++) values[i] = draw()
+  return values
+}
+
+/** the most bytes of a tiled tensor handed to the sink at once: its pool repeated (fewer, larger writes) */
+const CHUNK_BYTES = 8 << 20
+
+/** `pool` repeated whole as many times as fit in `bytes` (once at least) */
+const repeated = (pool: Uint8Array, bytes: number): Uint8Array => {
+  const times = Math.max(1, Math.floor(bytes / pool.byteLength))
+  if (times === 1) return pool
+  const out = new Uint8Array(times * pool.byteLength)
+  for (let k = 0; k < times; k++) out.set(pool, k * pool.byteLength)
+  return out
+}
+
 /** a tensor to write: `pool` is its bytes, or (tiled) whole rows of them repeated up to `nbytes` */
 interface Planned {
   readonly name: string
@@ -189,7 +208,7 @@ const plan = (options: Options, writeOptions: WriteOptions = {}) => {
       dtype: type,
       ne,
       nbytes: rowBytes(type, ne[0]) * ne[1],
-      pool: () => encode(type, Float32Array.from({ length: ne[0] * rows }, () => (rand() * 2 - 1) * scale))
+      pool: () => encode(type, drawn(ne[0] * rows, () => (rand() * 2 - 1) * scale))
     })
   }
   const vector = (name: string, n: number, around: number, spread: number) => {
@@ -198,7 +217,7 @@ const plan = (options: Options, writeOptions: WriteOptions = {}) => {
       dtype: "f32",
       ne: [n],
       nbytes: 4 * n,
-      pool: () => encode("f32", Float32Array.from({ length: n }, () => around + (rand() * 2 - 1) * spread))
+      pool: () => encode("f32", drawn(n, () => around + (rand() * 2 - 1) * spread))
     })
   }
   // a tied head reads the embedding as its weights: at unit scale each token would predict itself
@@ -286,9 +305,9 @@ export const write = (options: Options, sink: (bytes: Uint8Array) => void, write
   sink(head)
   let written = head.byteLength
   for (const t of tensors) {
-    const pool = t.pool()
-    for (let at = 0; at < t.nbytes; at += pool.byteLength) {
-      const piece = pool.subarray(0, Math.min(pool.byteLength, t.nbytes - at))
+    const chunk = repeated(t.pool(), Math.min(t.nbytes, CHUNK_BYTES))
+    for (let at = 0; at < t.nbytes; at += chunk.byteLength) {
+      const piece = chunk.subarray(0, Math.min(chunk.byteLength, t.nbytes - at))
       sink(piece)
       written += piece.byteLength
     }
