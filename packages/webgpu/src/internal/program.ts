@@ -338,7 +338,10 @@ export const build = (
      */
     const queryIntoStore = (i: number) => {
       const rope = units[i][0]
-      const at = units.findIndex((u, k) => k > i && k <= i + 4 && u.length === 1 && u[0].op._tag === "RopeSetRowsKv")
+      let at = -1
+      for (let k = i + 1; k <= Math.min(i + 4, units.length - 1) && at < 0; k++) {
+        if (units[k].length === 1 && units[k][0].op._tag === "RopeSetRowsKv") at = k
+      }
       const store = at < 0 ? undefined : units[at][0]
       if (
         ctx.target.queryRopesInStores === false || store === undefined || store.op._tag !== "RopeSetRowsKv" ||
