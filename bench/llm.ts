@@ -42,6 +42,7 @@
  *                                                 by the output projection that reads them, for outputs up to 2048)
  *   tsx llm.ts run DIR NAME --merges-in-products   the same at every size (the 8B shapes too)
  *   tsx llm.ts run DIR NAME --copy-loads words|vec4|ahead   how the f16 copy of q4_0 / q8_0 weights stages its runs
+ *   tsx llm.ts run DIR NAME --copy-shape VECS:STORES   the copy's vec4s a thread (4, 8, 16) and stores (half4, wide)
  *   tsx llm.ts run DIR NAME --gated-prompts   a prompt's gate and up products and their swiglu as one product,
  *                                             on subgroup matrices too (--swiglu-apart: nowhere)
  *   tsx llm.ts run DIR NAME --sums-apart   a prompt's residual sums by adds of their own (default: made by the
@@ -104,6 +105,7 @@ const valued = [
   "--q-prefill",
   "--projections",
   "--copy-loads",
+  "--copy-shape",
   "--steps-ahead",
   "--mv-rows",
   "--mv-split",
@@ -166,6 +168,13 @@ const gpuOptions = {
   ...(rest.includes("--merges-in-products") ? { mergesInProducts: true } : {}),
   ...(rest.includes("--copy-loads")
     ? { copyLoads: rest[rest.indexOf("--copy-loads") + 1] as "words" | "vec4" | "ahead" }
+    : {}),
+  ...(rest.includes("--copy-shape")
+    ? {
+      copyShape: ((vecs, stores) => ({ vecs: Number(vecs) as 4 | 8 | 16, stores: stores as "half4" | "wide" }))(
+        ...rest[rest.indexOf("--copy-shape") + 1].split(":") as [string, string]
+      )
+    }
     : {}),
   ...(rest.includes("--gated-prompts") ? { gatedPrompts: true } : {}),
   ...(rest.includes("--swiglu-apart") ? { gatedPrompts: false } : {}),
@@ -261,6 +270,7 @@ const measure = (name: string) =>
         : "auto",
       residuals: gpuOptions.residualsInProducts === true ? "products" : "apart",
       copy_loads: gpuOptions.copyLoads ?? "ahead",
+      copy_shape: `${gpuOptions.copyShape?.vecs ?? 4}:${gpuOptions.copyShape?.stores ?? "half4"}`,
       gated: gpuOptions.gatedPrompts === true ? "all" : gpuOptions.gatedPrompts === false ? "none" : "default",
       sums: gpuOptions.sumsInNorms === false ? "apart" : "norms",
       permuted: gpuOptions.permutedResults === false ? "apart" : "products",

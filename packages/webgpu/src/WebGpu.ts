@@ -60,6 +60,8 @@ export interface Options {
   readonly quantizedPrefill?: WebGpuDevice.Options["quantizedPrefill"]
   /** @internal how the f16 copy of q4_0 / q8_0 weights stages its runs (a word or 16 bytes a load), for tests and tuning */
   readonly copyLoads?: WebGpuDevice.Options["copyLoads"]
+  /** @internal the f16 copy's vec4s a thread and store width, for tests and tuning */
+  readonly copyShape?: WebGpuDevice.Options["copyShape"]
   /** @internal short fixed loops written out (the GPU form) or not, for tests */
   readonly writeOut?: WebGpuDevice.Options["writeOut"]
   /** @internal the invocations of a row kernel's workgroup, for tests and tuning */
@@ -195,6 +197,7 @@ const wrapDevice = (
       attentionPrefill: options.attentionPrefill,
       quantizedPrefill: options.quantizedPrefill,
       copyLoads: options.copyLoads,
+      copyShape: options.copyShape,
       writeOut: options.writeOut,
       rowThreads: options.rowThreads,
       halfActivations: options.halfActivations,

@@ -96,6 +96,14 @@ export interface Options {
    */
   readonly copyLoads?: "words" | "vec4" | "ahead" | undefined
   /**
+   * the f16 copy of q4_0 / q8_0 weights: vec4s of f16 a thread decodes (4, 8 or 16: its workgroup's run of
+   * blocks 128, 256 or 512) and whether it stores them 16 bytes a store (`wide`) or 8 (`half4`) (tests and
+   * tuning); default: 4, half4
+   *
+   * @internal
+   */
+  readonly copyShape?: { readonly vecs?: 4 | 8 | 16; readonly stores?: "half4" | "wide" } | undefined
+  /**
    * short fixed loops written out, as on GPUs, or kept as loops, as on software adapters (tests);
    * default: written out on GPUs
    *
@@ -327,6 +335,7 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
     ...(options.attentionPrefill ? { attentionPrefill: options.attentionPrefill } : {}),
     ...(options.quantizedPrefill ? { quantizedPrefill: options.quantizedPrefill } : {}),
     ...(options.copyLoads ? { copyLoads: options.copyLoads } : {}),
+    ...(options.copyShape ? { copyShape: options.copyShape } : {}),
     ...(options.writeOut !== undefined ? { writeOut: options.writeOut } : {}),
     ...(options.rowThreads !== undefined ? { rowThreads: options.rowThreads } : {}),
     ...(options.storeKeysInProducts === false ? { storesInProducts: false } : {}),

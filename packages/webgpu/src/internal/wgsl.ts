@@ -14,7 +14,7 @@ export interface OperandDecl {
   readonly slot: number
   /** bound as vec4 arrays: ld4_/st4_ accessors index groups of 4 elements */
   readonly vec4?: boolean
-  /** f16 bound as vec4<u32> arrays of 8 elements: ldw_ loads 8 (its only accessor besides ix_) */
+  /** f16 bound as vec4<u32> arrays of 8 elements: ldw_ loads 8, stw_ stores 8 (its only accessors besides ix_) */
   readonly wide?: boolean
   /** its binding is read-write (else read-only), and it has store accessors */
   readonly writable?: boolean
@@ -175,6 +175,8 @@ export const header = (
       // 8 f16 per element, as raw bits (the kernel unpacks them with bitcast); the one accessor the kernels
       // that bind wide operands use: they read whole groups of 8 and write f32 results
       lines.push(`fn ldw_${n}(i: u32) -> vec4<u32> { return ${b}[i]; }`)
+      // and 8 f16 a store, for kernels that write whole groups (the f16 copy of quantized weights)
+      store(`fn stw_${n}(i: u32, v: vec4<u32>) { ${b}[i] = v; }`)
       continue
     }
     if (o.vec4) {

@@ -260,6 +260,8 @@ export interface KernelTarget {
    * issued before its stores (the default), or awaited one by one, or 16 bytes a load (tests and benchmarks)
    */
   readonly copyLoads?: "words" | "vec4" | "ahead"
+  /** overrides the f16 copy's vec4s a thread (its run of q4_0 / q8_0 blocks) and its stores' width */
+  readonly copyShape?: { readonly vecs?: 4 | 8 | 16; readonly stores?: "half4" | "wide" }
   /**
    * a prompt's gated FFN (gate and up products over a layer's stacked weights, and their swiglu) as one
    * product storing silu(gate) * up: on subgroup matrices only where true (not yet checked on a GPU), with

@@ -39,7 +39,10 @@ export const dequantize = (node: Tensor.Tensor, target: KernelTarget): Kernel =>
     target
   )
 
-/** vec4s a thread of half_copy's raw-block form stores (q4_0, q8_0): its run is WG * RAW_VECS / 8 blocks */
+/**
+ * vec4s a thread of half_copy's staged forms stores: its run is WG * RAW_VECS / 8 blocks (q4_0 and q8_0
+ * take KernelTarget.copyShape's where given)
+ */
 const RAW_VECS = 4
 
 /** bytes of a k-quant block (256 values, 8 pieces of 32): half_copy stages whole blocks of these */
@@ -99,7 +102,8 @@ export const halfCopy = (
   copy: Operand,
   target: KernelTarget,
   vec = true,
-  loads: "words" | "vec4" | "ahead" = target.copyLoads ?? "ahead"
+  loads: "words" | "vec4" | "ahead" = target.copyLoads ?? "ahead",
+  wideStores = target.copyShape?.stores === "wide"
 ): Kernel => {
   const size = WG
   const a = source.tensor
@@ -116,8 +120,11 @@ export const halfCopy = (
   // the vec4 form stages the run 16 bytes a load, every load of a thread issued before its first store
   // (its reads then in flight together, not one awaited before the next); needs a's binding at 16 bytes
   const wide = raw !== undefined && vec && loads === "vec4"
-  // pieces (blocks of 32 values) a workgroup takes
-  const run = staged ? (size * RAW_VECS) / 8 : size
+  // vec4s a thread decodes, and pieces (blocks of 32 values) a workgroup takes
+  const vecs = raw !== undefined ? target.copyShape?.vecs ?? RAW_VECS : RAW_VECS
+  const run = staged ? (size * vecs) / 8 : size
+  // q4_0 and q8_0: a thread's vec4s decoded in pairs and stored 16 bytes a store (8 f16)
+  const pairStores = raw !== undefined && vec && wideStores
   // pieces a row, and rows, as the kernel sees them
   const [per, rows] = Tensor.isContiguous(a)
     ? [(span * Tensor.nelements(a)) / 32, 1]
@@ -186,10 +193,26 @@ ${range(wordsEach).map((e) => `  if (lid + ${e * size}u < count) { S[lid + ${e *
   let o = P.d_o + (r * per + p) * 32u;
   let v = piece(row, p);
 ${range(8).map((i) => `  ${put(`(o >> 2u) + ${i}u`, `v[${i}]`)}`).join("\n")}`
+    : pairStores
+    ? `${stage}
+  workgroupBarrier();
+  let o = P.d_o + (r * per + p0) * 32u;
+  for (var e = 0u; e < ${vecs / 2}u; e++) {
+    // eight values k of the run: vec4s j and j + 1 of its block
+    let k = lid + e * ${size}u;
+    let j = 2u * (k % 4u);
+    let b = (k / 4u) * ${raw.bytes}u + shift;
+    if (k / 4u < blocks) {
+      let d = bitcast<vec2<f16>>(swat(b)).x;
+      let lo = ${raw.half4Of("d", `swat(b + 2u + 4u * ${raw.wordOf("j")})`, "j")};
+      let hi = ${raw.half4Of("d", `swat(b + 2u + 4u * ${raw.wordOf("(j + 1u)")})`, "(j + 1u)")};
+      stw_d((o >> 3u) + k, vec4<u32>(bitcast<vec2<u32>>(lo), bitcast<vec2<u32>>(hi)));
+    }
+  }`
     : `${stage}
   workgroupBarrier();
   let o = P.d_o + (r * per + p0) * 32u;
-  for (var e = 0u; e < ${RAW_VECS}u; e++) {
+  for (var e = 0u; e < ${vecs}u; e++) {
     let k = lid + e * ${size}u;
     let j = k % 8u;
     let b = (k / 8u) * ${raw.bytes}u + shift;
@@ -205,7 +228,9 @@ ${range(8).map((i) => `  ${put(`(o >> 2u) + ${i}u`, `v[${i}]`)}`).join("\n")}`
       dtype,
       vec,
       lanes: staged,
-      ...(wide || (loads === "ahead" && raw !== undefined) ? { loads } : {})
+      ...(wide || (loads === "ahead" && raw !== undefined) ? { loads } : {}),
+      ...(vecs !== RAW_VECS ? { vecs } : {}),
+      ...(pairStores ? { stores: "wide" } : {})
     },
     operands: [{ ...source, name: "a" }, { ...copy, name: "d" }],
     params: [u32("per", per), u32("rows", rows)],
@@ -234,9 +259,18 @@ ${entry(size)}
 ${decode}
 }`
   })
-  // vec4 bindings need their offsets aligned (the program checks): the vec4 form falls back to a's words
-  // read one at a time, that to the copy stored a value at a time
-  if (wide) return { ...kernel, vec4: true, fallback: halfCopy(source, copy, target, true, "ahead") }
+  // vec4 bindings need their offsets aligned (the program checks): 16-byte stores fall back to 8-byte ones,
+  // the vec4 form to a's words read one at a time, that to the copy stored a value at a time
+  if (pairStores) {
+    return {
+      ...kernel,
+      vec4: true,
+      wide: true,
+      ...(wide ? {} : { scalar: ["a"] }),
+      fallback: halfCopy(source, copy, target, true, loads, false)
+    }
+  }
+  if (wide) return { ...kernel, vec4: true, fallback: halfCopy(source, copy, target, true, "ahead", wideStores) }
   return vec
     ? { ...kernel, vec4: true, scalar: ["a"], fallback: halfCopy(source, copy, target, false, loads) }
     : kernel
