@@ -120,8 +120,12 @@ export const halfCopy = (
   // the vec4 form stages the run 16 bytes a load, every load of a thread issued before its first store
   // (its reads then in flight together, not one awaited before the next); needs a's binding at 16 bytes
   const wide = raw !== undefined && vec && loads === "vec4"
-  // vec4s a thread decodes, and pieces (blocks of 32 values) a workgroup takes
-  const vecs = raw !== undefined ? target.copyShape?.vecs ?? RAW_VECS : RAW_VECS
+  // vec4s a thread decodes (halved while the staged run would pass the device's workgroup memory), and
+  // pieces (blocks of 32 values) a workgroup takes
+  const asked = raw !== undefined ? target.copyShape?.vecs ?? RAW_VECS : RAW_VECS
+  const fits = (v: number) =>
+    raw === undefined || 4 * Math.ceil((18 + (size * v / 8) * raw.bytes) / 16) * 4 <= (target.workgroupStorage ?? 16384)
+  const vecs = [asked, asked / 2, asked / 4].find((v) => v <= RAW_VECS || fits(v)) ?? RAW_VECS
   const run = staged ? (size * vecs) / 8 : size
   // q4_0 and q8_0: a thread's vec4s decoded in pairs and stored 16 bytes a store (8 f16)
   const pairStores = raw !== undefined && vec && wideStores
