@@ -166,19 +166,21 @@ const program = Effect.gen(function*() {
   }
   // decode attention over a model's heads (32 / 8) at 640 keys, its keys in 5 (the default) to 70 splits, a
   // query head a workgroup or all four of a KV head's, the keys form's scores four lanes a key (the default)
-  // or one
+  // or one, a block's V rows loaded with its K rows (valuesAhead) or after the scores
   const attentionCases = [
-    [64, 0, "keys", 0, 0],
-    [128, 40, "keys", 0, 0],
-    [64, 70, "dims", 0, 0],
-    [128, 0, "keys", 4, 0],
-    [128, 0, "keys", 0, 1]
+    [64, 0, "keys", 0, 0, false],
+    [128, 40, "keys", 0, 0, false],
+    [64, 70, "dims", 0, 0, false],
+    [128, 0, "keys", 4, 0, false],
+    [128, 0, "keys", 0, 1, false],
+    [128, 0, "keys", 0, 0, true]
   ] as const
-  for (const [D, splits, across, heads, keyLanes] of only("attention", attentionCases)) {
+  for (const [D, splits, across, heads, keyLanes, valuesAhead] of only("attention", attentionCases)) {
     const forced = {
       ...(splits > 0 ? { splits } : {}),
       ...(heads > 0 ? { heads } : {}),
       ...(keyLanes > 0 ? { keyLanes } : {}),
+      ...(valuesAhead ? { valuesAhead } : {}),
       across
     }
     const [dev] = yield* WebGpu.make({ devices: 1, attentionDecode: forced })
@@ -198,10 +200,17 @@ const program = Effect.gen(function*() {
     const expected = heads > 0 ? heads : splits > 0 ? 4 : 1
     const lanes = across === "keys" && keyLanes !== 1 ? "keyLanes=4" : undefined
     const ok = error <= 1e-6 && kernels.includes(`heads=${expected}`) &&
-      (lanes === undefined ? !kernels.includes("keyLanes=") : kernels.includes(lanes))
+      (lanes === undefined ? !kernels.includes("keyLanes=") : kernels.includes(lanes)) &&
+      kernels.includes("valuesAhead=true") === valuesAhead
     if (!ok) failed++
     console.log(
-      JSON.stringify({ attention: { D, keys, splits, across, heads, keyLanes }, kernels, nmse: error, bound: 1e-6, ok })
+      JSON.stringify({
+        attention: { D, keys, splits, across, heads, keyLanes, valuesAhead },
+        kernels,
+        nmse: error,
+        bound: 1e-6,
+        ok
+      })
     )
   }
   // prompt attention on subgroup matrices: the one-pass form (64 or 128 query rows a workgroup; a causal

@@ -79,6 +79,18 @@ describe.skipIf(!adapterAvailable)("WebGPU attention kernel variants", () => {
       keyLanes: 1
     },
     { nQ: 2, D: 64, splits: 11, sinks: false, families: decodeFamilies, wide: true, maskHeads: 4, across: "keys" },
+    // a block's V rows loaded with its K rows, before the scores (valuesAhead)
+    {
+      nQ: 1,
+      D: 64,
+      splits: 5,
+      sinks: true,
+      families: decodeFamilies,
+      wide: true,
+      maskHeads: 4,
+      across: "keys",
+      valuesAhead: true
+    },
     // a workgroup a query head (each KV head's two read by two workgroups)
     {
       nQ: 1,
@@ -177,7 +189,7 @@ describe.skipIf(!adapterAvailable)("WebGPU attention kernel variants", () => {
           "heads" in form ? `, ${form.heads} head a workgroup` : ""
         }${"subgroups" in form ? `, ${form.subgroups} subgroups` : ""}${
           "keyLanes" in form ? `, ${form.keyLanes} lane a key` : ""
-        }) matches the CPU`,
+        }${"valuesAhead" in form ? ", V rows ahead" : ""}) matches the CPU`,
       () =>
         Effect.gen(function*() {
           const forced = {
@@ -185,7 +197,8 @@ describe.skipIf(!adapterAvailable)("WebGPU attention kernel variants", () => {
             ...(form.across !== undefined ? { across: form.across } : {}),
             ...("heads" in form ? { heads: form.heads } : {}),
             ...("subgroups" in form ? { subgroups: form.subgroups } : {}),
-            ...("keyLanes" in form ? { keyLanes: form.keyLanes } : {})
+            ...("keyLanes" in form ? { keyLanes: form.keyLanes } : {}),
+            ...("valuesAhead" in form ? { valuesAhead: form.valuesAhead } : {})
           }
           const [d] = yield* WebGpu.make({ devices: 1, attentionDecode: forced })
           // without subgroups the decode form is not offered: the row form runs
@@ -238,6 +251,7 @@ describe.skipIf(!adapterAvailable)("WebGPU attention kernel variants", () => {
             }
             const keyLanes = form.across === "keys" ? ("keyLanes" in form ? form.keyLanes : 4) : 1
             assert.strictEqual(entries[0].variant?.keyLanes ?? 1, keyLanes, entries[0].kernel)
+            assert.strictEqual(entries[0].variant?.valuesAhead, "valuesAhead" in form || undefined, entries[0].kernel)
           }
           // up to a subgroup's lanes of splits merged a lane a split, more by the workgroup's reductions
           if (families.includes("flash_attn_merge")) {

@@ -44,6 +44,11 @@ export interface DecodePlan {
    * (640 keys at D 128 17.6 -> 14.9 us traced on the H200, benchmarks/RESULTS.md); 1, a key a lane
    */
   readonly keyLanes: number
+  /**
+   * the keys form's V rows of a block loaded into registers with its K rows, before the scores, so that both
+   * are in flight together (not the V rows' loads issued once the scores are in)
+   */
+  readonly valuesAhead: boolean
 }
 
 /** the most query rows the decode form takes (beyond, rows give the GPU enough workgroups) */
@@ -99,7 +104,8 @@ export const decodePlan = (node: Tensor.Tensor, target: KernelTarget): DecodePla
   // 4 lanes a key where each takes whole vec4s of the row and a subgroup's keys make whole passes
   const groups = q.ne[0] % 16 === 0 && lanes % 4 === 0 ? 4 : 1
   const keyLanes = force?.keyLanes === 1 || force?.keyLanes === groups ? force.keyLanes : groups
-  return { across, lanes, subgroups, heads, block, splits: splitsFor(heads), keyLanes }
+  const valuesAhead = force?.valuesAhead === true
+  return { across, lanes, subgroups, heads, block, splits: splitsFor(heads), keyLanes, valuesAhead }
 }
 
 /** the partial results of a decode plan: one per query row, head and split */
@@ -338,6 +344,21 @@ ${range(HG).map((hh) => `part[${hh}] += dot(qs[${hh * D4}u + e], k4);`).join("\n
       }
 }`)
   }`
+  // a lane's four values r of a V row from its first element vb (lanes past Dv read its last four)
+  const valueAt = (vb: string, r: number, load = "ld4_v") =>
+    `${load}((${vb} + min(4u * (sgl + ${r * W}u), ${Dv - 4}u)) >> 2u)`
+  // values ahead: the block's V rows (this lane's fours of each key's) loaded into va with its K rows, kept
+  // in V's own type (f16 V: half the registers)
+  const ahead = plan.valuesAhead
+  const halfV = v.dtype === "f16"
+  const valueLoads = `var va: array<${halfV ? "vec4<f16>" : "vec4<f32>"}, ${W * RV}>;
+    ${
+    repeat(W, "jj", out, (jj) =>
+      `{
+  let vb = ix_v(0u, min(j0 + ${jj}, j_end - 1u), g, vb3);
+${range(RV).map((r) => `  va[${jj} * ${RV}u + ${r}u] = ${valueAt("vb", r, halfV ? "ldh4_v" : "ld4_v")};`).join("\n")}
+}`)
+  }`
   const keysBody = `  var mx: array<f32, ${HG}>;
   var sum: array<f32, ${HG}>;
   var acc: array<vec4<f32>, ${HG * RV}>;
@@ -355,7 +376,11 @@ ${range(HG).map((hh) => `part[${hh}] += dot(qs[${hh * D4}u + e], k4);`).join("\n
     let valid = j < j_end;
     let jr = min(j, j_end - 1u);
     let kb = ix_k(0u, jr, g, kb3);
-    // zeroed each block explicitly: a declaration alone kept the last block's sums on lavapipe
+${
+    ahead
+      ? `    ${valueLoads}\n`
+      : ""
+  }    // zeroed each block explicitly: a declaration alone kept the last block's sums on lavapipe
     var sc = array<f32, ${HG}>();
     ${KL === 1 ? single : grouped}${sharedMask ? `\n    let mk = ld_m(ix_m(jr, i, 0u, b % P.m_ne3));` : ""}
     var pr: array<f32, ${HG}>;
@@ -383,13 +408,18 @@ ${
     // end weigh 0, so every load is unconditional (lanes past Dv read its last four, never written out)
     ${
     repeat(W, "jj", out, (jj) =>
-      `let vb = ix_v(0u, min(j0 + ${jj}, j_end - 1u), g, vb3);
-${range(HG).map((hh) => `let p${hh} = subgroupShuffle(pr[${hh}], ${jj});`).join("\n")}
+      `${ahead ? "" : `let vb = ix_v(0u, min(j0 + ${jj}, j_end - 1u), g, vb3);\n`}${
+        range(HG).map((hh) =>
+          `let p${hh} = subgroupShuffle(pr[${hh}], ${jj});`
+        ).join("\n")
+      }
 ${
         range(RV).map((r) =>
           `{
-  let v4 = ld4_v((vb + min(4u * (sgl + ${r * W}u), ${Dv - 4}u)) >> 2u);
-${range(HG).map((hh) => `  acc[${hh * RV + r}u] += p${hh} * v4;`).join("\n")}
+  let v4 = ${ahead ? `vec4<f32>(va[${jj} * ${RV}u + ${r}u])` : valueAt("vb", r)};
+${
+            range(HG).map((hh) => `  acc[${hh * RV + r}u] += p${hh} * v4;`).join("\n")
+          }
 }`
         ).join("\n")
       }`)
@@ -404,6 +434,7 @@ ${range(HG).map((hh) => `  acc[${hh * RV + r}u] += p${hh} * v4;`).join("\n")}
         : {}),
       across: plan.across,
       ...(plan.across === "keys" && plan.keyLanes > 1 ? { keyLanes: plan.keyLanes } : {}),
+      ...(plan.across === "keys" && plan.valuesAhead ? { valuesAhead: true } : {}),
       out,
       wide,
       D,
