@@ -42,7 +42,7 @@
  *                                                 by the output projection that reads them, for outputs up to 2048)
  *   tsx llm.ts run DIR NAME --merges-in-products   the same at every size (the 8B shapes too)
  *   tsx llm.ts run DIR NAME --copy-loads words|vec4|ahead   how the f16 copy of q4_0 / q8_0 weights stages its runs
- *   tsx llm.ts run DIR NAME --values-ahead   decode attention's V rows of a block loaded with its K rows
+ *   tsx llm.ts run DIR NAME --values-after   decode attention's V rows loaded after the scores (default: with K's)
  *   tsx llm.ts run DIR NAME --copy-shape VECS:STORES   the copy's vec4s a thread (4, 8, 16) and stores (half4, wide)
  *   tsx llm.ts run DIR NAME --gated-prompts   a prompt's gate and up products and their swiglu as one product,
  *                                             on subgroup matrices too (--swiglu-apart: nowhere)
@@ -144,7 +144,7 @@ const attentionDecode = {
   ...(splitsAt >= 0 ? { splits: Number(rest[splitsAt + 1]) } : {}),
   ...(lanesAt >= 0 ? { across: rest[lanesAt + 1] === "dims" ? "dims" as const : "keys" as const } : {}),
   ...(lanesAt >= 0 && rest[lanesAt + 1] === "keys1" ? { keyLanes: 1 } : {}),
-  ...(rest.includes("--values-ahead") ? { valuesAhead: true } : {})
+  ...(rest.includes("--values-after") ? { valuesAhead: false } : {})
 }
 // the matrix-vector forms' overrides (the defaults' rows and columns where any is asked)
 const decodeForms = {
@@ -278,6 +278,7 @@ const measure = (name: string) =>
       permuted: gpuOptions.permutedResults === false ? "apart" : "products",
       splits: gpuOptions.splitsInNorms === false ? "merged" : "norms",
       query_ropes: gpuOptions.queryRopesInStores === false ? "apart" : "stores",
+      decode_values: attentionDecode.valuesAhead === false ? "after" : "ahead",
       mv_prefetch: gpuOptions.quantizedDecode?.prefetch === true,
       mv_rows: gpuOptions.quantizedDecode?.int8Rows ?? 2,
       mv_split: gpuOptions.quantizedDecode?.int8Split ?? "none",

@@ -166,21 +166,21 @@ const program = Effect.gen(function*() {
   }
   // decode attention over a model's heads (32 / 8) at 640 keys, its keys in 5 (the default) to 70 splits, a
   // query head a workgroup or all four of a KV head's, the keys form's scores four lanes a key (the default)
-  // or one, a block's V rows loaded with its K rows (valuesAhead) or after the scores
+  // or one, a block's V rows loaded with its K rows (the keys form's default) or after the scores
   const attentionCases = [
-    [64, 0, "keys", 0, 0, false],
-    [128, 40, "keys", 0, 0, false],
+    [64, 0, "keys", 0, 0, true],
+    [128, 40, "keys", 0, 0, true],
     [64, 70, "dims", 0, 0, false],
-    [128, 0, "keys", 4, 0, false],
-    [128, 0, "keys", 0, 1, false],
-    [128, 0, "keys", 0, 0, true]
+    [128, 0, "keys", 4, 0, true],
+    [128, 0, "keys", 0, 1, true],
+    [128, 0, "keys", 0, 0, false]
   ] as const
   for (const [D, splits, across, heads, keyLanes, valuesAhead] of only("attention", attentionCases)) {
     const forced = {
       ...(splits > 0 ? { splits } : {}),
       ...(heads > 0 ? { heads } : {}),
       ...(keyLanes > 0 ? { keyLanes } : {}),
-      ...(valuesAhead ? { valuesAhead } : {}),
+      ...(across === "keys" && !valuesAhead ? { valuesAhead } : {}),
       across
     }
     const [dev] = yield* WebGpu.make({ devices: 1, attentionDecode: forced })

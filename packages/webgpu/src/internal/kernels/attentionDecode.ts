@@ -46,7 +46,8 @@ export interface DecodePlan {
   readonly keyLanes: number
   /**
    * the keys form's V rows of a block loaded into registers with its K rows, before the scores, so that both
-   * are in flight together (not the V rows' loads issued once the scores are in)
+   * are in flight together (not the V rows' loads issued once the scores are in); the default where they fit
+   * 32 vec4 registers a lane
    */
   readonly valuesAhead: boolean
 }
@@ -104,7 +105,9 @@ export const decodePlan = (node: Tensor.Tensor, target: KernelTarget): DecodePla
   // 4 lanes a key where each takes whole vec4s of the row and a subgroup's keys make whole passes
   const groups = q.ne[0] % 16 === 0 && lanes % 4 === 0 ? 4 : 1
   const keyLanes = force?.keyLanes === 1 || force?.keyLanes === groups ? force.keyLanes : groups
-  const valuesAhead = force?.valuesAhead === true
+  // V rows ahead where a lane's share of a block's rows stays within 32 vec4 registers (8B q8_0 decode on
+  // an H100 1.5-2.5% faster with them, benchmarks/RESULTS.md)
+  const valuesAhead = force?.valuesAhead ?? lanes * Math.ceil(v.ne[0] / (4 * lanes)) <= 32
   return { across, lanes, subgroups, heads, block, splits: splitsFor(heads), keyLanes, valuesAhead }
 }
 

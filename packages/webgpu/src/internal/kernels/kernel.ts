@@ -173,7 +173,7 @@ export interface AttentionDecode {
   readonly heads?: number
   /** lanes that share a key's score in the keys form (1, or 4 where the head size allows) */
   readonly keyLanes?: number
-  /** the keys form's V rows of a block loaded with its K rows, before the scores (default: after them) */
+  /** the keys form's V rows of a block loaded with its K rows, before the scores (default: where they fit) */
   readonly valuesAhead?: boolean
 }
 
