@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # On the GPU machine: several forms of bench/llm.ts (sets of flags, or bundles) on the same model files, each
 # form in turn twice over (F1, F2, ..., F1, F2, ...) so that a slow spell shows as a difference between rounds;
-# ab.sh for more than two. Through the device tool with carry [".gpu-llm"]:
-#   bash .gpu-llm/run.sh bash .gpu-llm/forms.sh "8b-q8_0" "llm.mjs --prefill-only" "llm.mjs --prefill-only --gated-prompts"
+# ab.sh for more than two. Through the device tool with carry [".gpu-llm"], as a step of steps.sh (its files
+# then come back as one: a call returns a handful, and run er lost a step's forms.jsonl so):
+#   bash .gpu-llm/run.sh bash .gpu-llm/steps.sh \
+#     "gated:bash .gpu-llm/forms.sh '8b-q8_0 8b-q4_0' 'llm.mjs --prefill-only' 'llm.mjs --prefill-only --gated-prompts'"
 # writes forms.jsonl (each line the form's index as "form" beside llm.mjs's fields) and times.txt under $OUT.
 set -uo pipefail
 models=$1
