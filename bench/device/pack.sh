@@ -8,8 +8,9 @@
 #                       probes bundled with esbuild (Dawn left external);
 #                       bench.mjs: tools/llama-oracle/bench.mjs
 #   run.sh              the entry point there (bench/device/run.sh); table.sh: issue 20's model table; ab.sh:
-#                       an A/B of two bundles of bench/llm.ts; forms.sh: more forms of it, in turn; steps.sh:
-#                       several of these in one call, each
+#                       an A/B of two bundles of bench/llm.ts; forms.sh: more forms of it, in turn; h200.sh:
+#                       the table and the forms an H200 has still to time; steps.sh: several of these in one
+#                       call, each
 #                       step's files gathered into one (a call returns a handful of files)
 #   llm-base.mjs        with BASE=<commit>: bench/llm.ts as of that commit (its tree checked out apart), the
 #                       A of an A/B against this tree's llm.mjs
@@ -81,7 +82,7 @@ if [ -n "${BASE:-}" ]; then
   git worktree remove --force "$base/tree"
   rm -rf "$base"
 fi
-cp tools/llama-oracle/bench.mjs bench/device/run.sh bench/device/common.sh bench/device/table.sh bench/device/ab.sh bench/device/forms.sh \
+cp tools/llama-oracle/bench.mjs bench/device/run.sh bench/device/common.sh bench/device/table.sh bench/device/ab.sh bench/device/forms.sh bench/device/h200.sh \
   bench/device/steps.sh $out/
 du -sh $out/* | sed 's/^/  /'
 echo "total: $(du -sh $out | cut -f1) (a device run carries at most 64 MiB with the working tree)"
