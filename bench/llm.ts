@@ -22,6 +22,8 @@
  *   tsx llm.ts run DIR NAME --timeline   a decoding step's host events (writes, submits, waits) untraced
  *   tsx llm.ts run DIR NAME --f32-decode   q4_0 and q8_0 decode without the int8 form (to compare)
  *   tsx llm.ts run DIR NAME --mv-prefetch   the int8 form's first pairs of blocks loaded before b is rounded
+ *   tsx llm.ts run DIR NAME --mv-prefetch-in plain,gated,stack   the same in these of its forms only
+ *   tsx llm.ts run DIR NAME --norm-tree   a product's own norm reduced by a tree, not by subgroup sums
  *   tsx llm.ts run DIR NAME --mv-rows N   rows a subgroup of the int8 form owns (default 2)
  *   tsx llm.ts run DIR NAME --mv-split N   the int8 form's K split over workgroups of at most N values each
  *                                                 where its grid is small (default: no split)
@@ -150,6 +152,9 @@ const attentionDecode = {
 const decodeForms = {
   ...(rest.includes("--f32-decode") ? { int8: false } : {}),
   ...(rest.includes("--mv-prefetch") ? { prefetch: true } : {}),
+  ...(rest.includes("--mv-prefetch-in")
+    ? { prefetch: rest[rest.indexOf("--mv-prefetch-in") + 1].split(",") as Array<"plain" | "gated" | "stack"> }
+    : {}),
   ...(rest.includes("--mv-rows") ? { int8Rows: Number(rest[rest.indexOf("--mv-rows") + 1]) } : {}),
   ...(rest.includes("--mv-split") ? { int8Split: Number(rest[rest.indexOf("--mv-split") + 1]) } : {}),
   ...(rest.includes("--mv-split-below")
@@ -161,6 +166,7 @@ const gpuOptions = {
   ...(Object.keys(attentionDecode).length > 0 ? { attentionDecode } : {}),
   ...(quantizedDecode !== undefined ? { quantizedDecode } : {}),
   ...(rest.includes("--f32-activations") ? { halfActivations: false } : {}),
+  ...(rest.includes("--norm-tree") ? { normReduce: "tree" as const } : {}),
   ...(rest.includes("--apart-stores") ? { storeValuesWithKeys: false } : {}),
   ...(rest.includes("--stores-apart") ? { storeKeysInProducts: false } : {}),
   ...(rest.includes("--norms-apart") ? { normsInProducts: false } : {}),
@@ -279,7 +285,8 @@ const measure = (name: string) =>
       splits: gpuOptions.splitsInNorms === false ? "merged" : "norms",
       query_ropes: gpuOptions.queryRopesInStores === false ? "apart" : "stores",
       decode_values: attentionDecode.valuesAhead === false ? "after" : "ahead",
-      mv_prefetch: gpuOptions.quantizedDecode?.prefetch === true,
+      mv_prefetch: String(gpuOptions.quantizedDecode?.prefetch ?? false),
+      norm_reduce: gpuOptions.normReduce ?? "auto",
       mv_rows: gpuOptions.quantizedDecode?.int8Rows ?? 2,
       mv_split: gpuOptions.quantizedDecode?.int8Split ?? "none",
       mv_split_below: gpuOptions.quantizedDecode?.int8SplitBelow ?? 1024,

@@ -263,9 +263,12 @@ const program = Effect.gen(function*() {
     console.log(JSON.stringify({ prefillAttention: c, kernels, nmse: error, bound: 1e-5, ok }))
   }
   // q, k and v stacked in the int8 form at 32 lanes: parts of whole workgroups (a model's: each workgroup
-  // reads its part alone), and parts that straddle them
+  // reads its part alone), and parts that straddle them; the 32-value types' also with each lane's first
+  // pair loaded before b is rounded (prefetch, where the parts are whole workgroups)
+  const [stackFirst] = yield* WebGpu.make({ devices: 1, quantizedDecode: { rows: 2, columns: 8, prefetch: ["stack"] } })
   const stacks = [
     ["q4_0", 2048, [2048, 512, 512]],
+    ["q8_0", 4096, [4096, 1024, 1024]],
     ["q8_0", 640, [40, 8, 9]],
     ["q4_K", 4096, [4096, 1024, 1024]],
     ["q6_K", 512, [40, 8, 9]],
@@ -273,21 +276,29 @@ const program = Effect.gen(function*() {
     ["q4_K+q4_K+q6_K", 4096, [4096, 1024, 1024]],
     ["q4_K+q6_K+q4_K", 512, [40, 8, 9]]
   ] as const
-  for (const [types, K, rows] of only("stack", stacks)) {
+  type StackRun = readonly [string, number, ReadonlyArray<number>, typeof gpu]
+  const stackRuns = stacks.flatMap((c): Array<StackRun> =>
+    c[0] === "q4_0" || c[0] === "q8_0" ? [[...c, gpu], [...c, stackFirst]] : [[...c, gpu]]
+  )
+  for (const [types, K, rows, on] of only("stack", stackRuns)) {
     const at = (i: number) => (types.split("+")[i] ?? types) as Quantized
     const g = Graph.make()
     const ws = yield* Effect.forEach(rows, (m, i) => g.param(`w${i}`, at(i), [K, m]))
     const x = yield* g.input("x", "f32", [K, 1])
     const ys = yield* Effect.forEach(ws, (w) => Ops.mulMat(w, x))
     const y = yield* g.output(Ops.concat(Ops.concat(ys[0], ys[1], 0), ys[2], 0))
-    const { error, kernels } = yield* against(gpu, g, y, [
+    const { error, kernels } = yield* against(on, g, y, [
       ...ws.map((w, i) => [w, Quant.unsafeQuantize(at(i), Generators.values(20 + i, K * w.ne[1]))] as const),
       [x, Generators.values(30, K)]
     ])
     const uniform = rows[0] % 16 === 0
-    const ok = error <= 1e-4 && kernels.includes("mvq8_stack") && kernels.includes("uniform=true") === uniform
+    const early = on === stackFirst && uniform
+    const ok = error <= 1e-4 && kernels.includes("mvq8_stack") && kernels.includes("uniform=true") === uniform &&
+      kernels.includes("prefetch=true") === early
     if (!ok) failed++
-    console.log(JSON.stringify({ stack: { a: types, K, rows }, kernels, nmse: error, bound: 1e-4, ok }))
+    console.log(
+      JSON.stringify({ stack: { a: types, K, rows, prefetch: early }, kernels, nmse: error, bound: 1e-4, ok })
+    )
   }
   // the int8 form's plain and gated products at 32 lanes: the 32-value types with each lane's first pair of
   // blocks loaded before b is rounded (prefetch), the k-quants as they run by default (b rounded as q8_K),

@@ -66,6 +66,8 @@ export interface Options {
   readonly writeOut?: WebGpuDevice.Options["writeOut"]
   /** @internal the invocations of a row kernel's workgroup, for tests and tuning */
   readonly rowThreads?: WebGpuDevice.Options["rowThreads"]
+  /** @internal how a product making its own norm reduces the row's squares (subgroups or a tree), for tests and tuning */
+  readonly normReduce?: WebGpuDevice.Options["normReduce"]
   /** @internal a prompt's activations in f16 for products on subgroup matrices (default on), for measuring */
   readonly halfActivations?: WebGpuDevice.Options["halfActivations"]
   /** @internal a layer's values stored by its keys' rope_set_rows dispatch (default on), for tests and measuring */
@@ -200,6 +202,7 @@ const wrapDevice = (
       copyShape: options.copyShape,
       writeOut: options.writeOut,
       rowThreads: options.rowThreads,
+      normReduce: options.normReduce,
       halfActivations: options.halfActivations,
       storeValuesWithKeys: options.storeValuesWithKeys,
       storeKeysInProducts: options.storeKeysInProducts,

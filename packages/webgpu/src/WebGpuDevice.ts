@@ -118,6 +118,13 @@ export interface Options {
    */
   readonly rowThreads?: number | undefined
   /**
+   * how a product that makes its own norm reduces the row's squares: `subgroups` (the default where the
+   * kernel has them) or `tree` over workgroup memory (tests and tuning)
+   *
+   * @internal
+   */
+  readonly normReduce?: "tree" | "subgroups" | undefined
+  /**
    * a prompt's activations written in f16 where every product reading them runs on subgroup matrices
    * (which round them to f16 anyway): half the bytes for the products to load; default: on (1B prompts 2-15%
    * faster on the H200, benchmarks/RESULTS.md); `false` keeps them f32
@@ -338,6 +345,7 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
     ...(options.copyShape ? { copyShape: options.copyShape } : {}),
     ...(options.writeOut !== undefined ? { writeOut: options.writeOut } : {}),
     ...(options.rowThreads !== undefined ? { rowThreads: options.rowThreads } : {}),
+    ...(options.normReduce !== undefined ? { normReduce: options.normReduce } : {}),
     ...(options.storeKeysInProducts === false ? { storesInProducts: false } : {}),
     ...(options.normsInProducts !== undefined ? { normsInProducts: options.normsInProducts } : {}),
     ...(options.mergesInProducts !== undefined ? { mergesInProducts: options.mergesInProducts } : {}),

@@ -81,6 +81,11 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           devices: 1,
           quantizedDecode: { rows: 1, columns: 1, stage: 1, prefetch: true }
         })
+        // the prefetch in plain products only (a gated product's two weights hold twice the registers)
+        const [plainFirst] = yield* WebGpu.make({
+          devices: 1,
+          quantizedDecode: { rows: 1, columns: 1, stage: 1, prefetch: ["plain"] }
+        })
         const [single] = yield* WebGpu.make({
           devices: 1,
           quantizedDecode: { rows: 1, columns: 1, stage: 1, int8Rows: 1 }
@@ -110,6 +115,7 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           [early, "q4_0"],
           [early, "q5_0"],
           [early, "q8_0"],
+          [plainFirst, "q8_0"],
           [single, "q8_0"],
           [single, "q4_K"]
         ] as const
@@ -131,7 +137,9 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
               }), [y])
             assert.deepInclude(entries[0].variant, { family, dtype }, `${dtype} K ${K}`)
             if (family === "mvq8") assert.strictEqual(entries[0].variant?.fours, !strided)
-            if (family === "mvq8") assert.strictEqual(entries[0].variant?.prefetch, d === early ? true : undefined)
+            if (family === "mvq8") {
+              assert.strictEqual(entries[0].variant?.prefetch, d === early || d === plainFirst ? true : undefined)
+            }
             if (family === "mvq8") assert.strictEqual(entries[0].variant?.int8Rows, d === single ? 1 : undefined)
             if (family === "mvq8") assert.strictEqual(entries[0].variant?.K, K)
             assert.isBelow(nmse(gpu, cpu), family === "mvq8" ? 1e-9 : 5e-5, `${dtype} K ${K}`)
@@ -153,6 +161,11 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           devices: 1,
           quantizedDecode: { rows: 1, columns: 1, stage: 1, prefetch: true }
         })
+        // the prefetch asked for plain products only: a gated product goes without
+        const [plainFirst] = yield* WebGpu.make({
+          devices: 1,
+          quantizedDecode: { rows: 1, columns: 1, stage: 1, prefetch: ["plain"] }
+        })
         const int8 = WebGpuDevice.hasInt8Dot(d)
         // f16 weights by subgroups where the device has them (lavapipe and GPUs), else the vec4 form
         const half = d.description.includes("subgroups") ? "mvh_swiglu" : "mv_swiglu"
@@ -172,7 +185,14 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
         ] as const
         // the int8 form once more with each lane's first pairs loaded before b is rounded (prefetch)
         const prefetched = int8 ? [["q4_0", 640, "mvq8_swiglu"], ["q8_0", 2560, "mvq8_swiglu"]] as const : []
-        for (const [dtype, K, family, device] of [...cases, ...prefetched.map((c) => [...c, early] as const)]) {
+        const plainOnly = int8 ? [["q8_0", 2560, "mvq8_swiglu", plainFirst]] as const : []
+        for (
+          const [dtype, K, family, device] of [
+            ...cases,
+            ...prefetched.map((c) => [...c, early] as const),
+            ...plainOnly
+          ]
+        ) {
           const on = device ?? d
           const fast = family !== rowsForm
           const g = Graph.make()
@@ -195,7 +215,7 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
             }), [y])
           assert.strictEqual(entries.length, 1, dtype)
           assert.strictEqual(entries[0].variant?.family, family, `${dtype} K ${K}`)
-          assert.strictEqual(entries[0].variant?.prefetch, device === undefined ? undefined : true, `${dtype} K ${K}`)
+          assert.strictEqual(entries[0].variant?.prefetch, device === early ? true : undefined, `${dtype} K ${K}`)
           // the int8 form rounds b as the CPU does; the other forms keep b in f32
           assert.isBelow(nmse(gpu, cpu), family === "mvq8_swiglu" ? 1e-9 : 5e-5, `${dtype} K ${K}`)
         }
@@ -240,7 +260,21 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           ["f16", 1024, half, straddling],
           ["f32", 1028, "mv_stack", straddling]
         ] as const
-        for (const [dtype, K, family, rows] of cases) {
+        // each lane's first pairs loaded before b is rounded (prefetch) where asked for stacks: where the
+        // parts are whole workgroups of one 32-value type
+        const [stackFirst] = yield* WebGpu.make({
+          devices: 1,
+          quantizedDecode: { rows: 1, columns: 1, stage: 1, prefetch: ["stack"] }
+        })
+        const prefetched = int8
+          ? [
+            ["q4_0", 640, "mvq8_stack", whole, stackFirst],
+            ["q8_0", 2560, "mvq8_stack", whole, stackFirst],
+            ["q8_0", 2560, "mvq8_stack", straddling, stackFirst],
+            ["q4_K", 768, "mvq8_stack", whole, stackFirst]
+          ] as const
+          : []
+        for (const [dtype, K, family, rows, on] of [...cases.map((c) => [...c, d] as const), ...prefetched]) {
           const fast = family !== rowsForm
           const g = Graph.make()
           const types = dtype.split("+")
@@ -252,7 +286,7 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           const backend = yield* d.makeBackend()
           assert.strictEqual(backend.optimize(graph).nodes.some((n) => n.op._tag === "MulMatStack"), fast, dtype)
           const fused = Fusion.optimize(graph, { mulMatStack: () => true })
-          const { cpu, entries, gpu } = yield* onDeviceAndCpu(d, fused, graph, (plan) =>
+          const { cpu, entries, gpu } = yield* onDeviceAndCpu(on, fused, graph, (plan) =>
             Effect.gen(function*() {
               for (const [i, w] of ws.entries()) yield* plan.set(w, weightsFor(w, 3 + i))
               yield* plan.set(x, Generators.values(9, K))
@@ -261,6 +295,10 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           const stack = entries.find((e) => e.variant?.family === "mvq8_stack")
           if (stack) assert.strictEqual(stack.variant?.uniform, rows === whole ? true : undefined, stack.kernel)
           if (stack) assert.strictEqual(stack.variant?.types, types.length > 1 ? types.join(",") : undefined)
+          if (stack) {
+            const early = on === stackFirst && rows === whole && dtype !== "q4_K"
+            assert.strictEqual(stack.variant?.prefetch, early ? true : undefined, `${dtype} ${rows}`)
+          }
           assert.isBelow(nmse(gpu, cpu), family === "mvq8_stack" ? 1e-9 : 5e-5, `${dtype} K ${K} ${rows}`)
         }
       }),
@@ -369,6 +407,8 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
         if (!int8 || !half) console.log(`on ${d.description}: no int8 or no f16-by-subgroups product to norm in`)
         const [apart] = yield* WebGpu.make({ devices: 1, normsInProducts: false })
         const [always] = yield* WebGpu.make({ devices: 1, normsInProducts: true })
+        // the row's squares reduced by a tree, not by subgroup sums (the f16 form has subgroups on lavapipe)
+        const [tree] = yield* WebGpu.make({ devices: 1, normReduce: "tree" })
         const all = [
           { K: 1536, types: "q8_0", ffn: "q4_0", device: d, fused: true },
           { K: 512, types: "q4_K+q4_K+q6_K", ffn: "q4_K", device: d, fused: true },
@@ -377,7 +417,9 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           { K: 4160, types: "q4_0", ffn: "q4_0", device: always, fused: true },
           { K: 1536, types: "q8_0", ffn: "q4_0", device: apart, fused: false },
           { K: 1536, types: "f16", ffn: "f16", device: d, fused: true },
-          { K: 4160, types: "f16", ffn: "f16", device: always, fused: true }
+          { K: 4160, types: "f16", ffn: "f16", device: always, fused: true },
+          { K: 1536, types: "f16", ffn: "f16", device: tree, fused: true },
+          { K: 2560, types: "q8_0", ffn: "q8_0", device: tree, fused: true }
         ] as const
         const cases = all.filter((c) => c.types === "f16" ? half : int8)
         for (const c of cases) {
@@ -404,9 +446,10 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
               yield* plan.set(w, Generators.values(32, c.K).map((z) => 1 + z))
               yield* plan.set(w2, Generators.values(33, c.K).map((z) => 1 - z))
             }), [...outs, ffn])
-          const what = JSON.stringify({ K: c.K, types: c.types, fused: c.fused })
-          const normed = entries.filter((e) => e.variant?.norm === true).map((e) => e.op)
-          assert.deepStrictEqual(normed, c.fused ? ["mul_mat_stack", "mul_mat_swiglu"] : [], what)
+          const what = JSON.stringify({ K: c.K, types: c.types, fused: c.fused, tree: c.device === tree })
+          const normed = entries.filter((e) => e.variant?.norm === true)
+          assert.deepStrictEqual(normed.map((e) => e.op), c.fused ? ["mul_mat_stack", "mul_mat_swiglu"] : [], what)
+          assert.isTrue(normed.every((e) => e.variant?.normReduce === (c.device === tree ? "tree" : undefined)), what)
           assert.strictEqual(entries.filter((e) => e.op === "rms_norm_mul").length, c.fused ? 0 : 2, what)
           // the CPU rounds its norm to q8_0 / q8_K blocks as the int8 kernel does (to f16 for f16 weights, which
           // the f16 kernel does not): they differ by a rounding flip at most

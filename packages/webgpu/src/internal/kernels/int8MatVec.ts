@@ -197,42 +197,82 @@ export const int8MatVec = (
 ${inner}
     }
   }`
-  // the prefetch form (plain and gated products): each lane's first pair of its rows loaded before b is
-  // rounded, so that the weights' first reads wait while the workgroup rounds b, not after it
-  const prefetch = target.quantizedDecode?.prefetch === true && form.kind !== "stack" && !kQuant(dtype) &&
-    split === undefined
+  // the prefetch form: each lane's first pair of its rows loaded before b is rounded, so that the weights'
+  // first reads wait while the workgroup rounds b, not after it (a stack's where its parts are whole
+  // workgroups of one type: the workgroup's part known before)
+  const asked = target.quantizedDecode?.prefetch
+  const prefetchIn = asked === true ? ["plain", "gated"] : asked === false || asked === undefined ? [] : asked
+  const prefetch = prefetchIn.includes(form.kind) && (form.kind !== "stack" || (uniform && types.length === 1)) &&
+    !kQuant(dtype) && split === undefined
   const out = KernelSpec.writesOut(target)
   const accOf = (n: string) => n === "u" ? "accu" : "acc"
-  const early = prefetch
-    ? `${weights.map((n) => rowWordsOf(n, "row0")).join("\n")}
-${weights.map((n) => `  var pre_${n}: array<u32, ${R * PW}>;`).join("\n")}
-  if (lane < ${pairs}u) {
+  // the workgroup's part of a uniform stack and its first row there
+  const partOfGroup = `  let wrow = (wid.x + wid.y * nwg.x) * ${rowsPerGroup}u;
+  var wpart = 0u;
+  var prow = row0;
 ${
-      weights.map((n) =>
-        repeat(R, "rr", out, (r) =>
-          repeat(PW, "kk", out, (k) =>
-            `pre_${n}[${r} * ${PW}u + ${k}] = qwi_${n}(rowWord_${n}[${r}] + lane * ${PW}u + ${k});`))
-      ).join("\n")
+    range(form.kind === "stack" ? form.parts - 1 : 0).map((i) =>
+      `  if (wrow >= P.s${i + 1}) { wpart = ${i + 1}u; prow = row0 - P.s${i + 1}; }`
+    ).join("\n")
+  }`
+  // each lane's first pair of its rows into pre_n from rowWord_n (a stack: its part's weights, into pre_a
+  // from rowWord)
+  const preload = (n: string, rowWord: string, into: string) =>
+    repeat(
+      R,
+      "rr",
+      out,
+      (r) =>
+        repeat(
+          PW,
+          "kk",
+          out,
+          (k) => `${into}[${r} * ${PW}u + ${k}] = qwi_${n}(${rowWord}[${r}] + lane * ${PW}u + ${k});`
+        )
+    )
+  const early = !prefetch
+    ? ""
+    : form.kind === "stack"
+    ? `${partOfGroup}
+  var rowWord: array<u32, ${R}>;
+  var pre_a: array<u32, ${R * PW}>;
+${
+      weights.map((n, i) =>
+        `  ${i > 0 ? "else " : ""}if (wpart == ${i}u) {
+    for (var r = 0u; r < ${R}u; r++) {
+      rowWord[r] = ix_${n}(0u, min(prow + r, P.d_ne0 - 1u), b2 / P.r2, b3 / P.r3) >> 2u;
+    }
+    if (lane < ${pairs}u) {
+${preload(n, "rowWord", "pre_a")}
     }
   }`
-    : ""
-  const rows = form.kind !== "stack"
-    ? prefetch
-      ? `  if (lane < ${pairs}u) {
+      ).join("\n")
+    }`
+    : `${weights.map((n) => rowWordsOf(n, "row0")).join("\n")}
+${weights.map((n) => `  var pre_${n}: array<u32, ${R * PW}>;`).join("\n")}
+  if (lane < ${pairs}u) {
+${weights.map((n) => preload(n, `rowWord_${n}`, `pre_${n}`)).join("\n")}
+  }`
+  // the first pair's dot products from the prefetch registers pre_n of `names`
+  const firstPair = (names: ReadonlyArray<string>) =>
+    `  if (lane < ${pairs}u) {
     let p = lane;
     let lp = lane;
     ${pairOfB}
 ${
-        repeat(R, "rr", out, (r) =>
-          `let r = ${r};
+      repeat(R, "rr", out, (r) =>
+        `let r = ${r};
 ${
-            weights.map((n) =>
-              `{ let w = array<u32, ${PW}>(${range(PW).map((k) => `pre_${n}[r * ${PW}u + ${k}u]`).join(", ")});
+          names.map((n) =>
+            `{ let w = array<u32, ${PW}>(${range(PW).map((k) => `pre_${n}[r * ${PW}u + ${k}u]`).join(", ")});
 ${dot(accOf(n))} }`
-            ).join("\n")
-          }`)
-      }
-  }
+          ).join("\n")
+        }`)
+    }
+  }`
+  const rows = form.kind !== "stack"
+    ? prefetch
+      ? `${firstPair(weights)}
 ${walk(weights.map((n) => `${load(n, `rowWord_${n}`)}\n${dot(accOf(n))}`).join("\n"), `lane + ${LANES}u`)}`
       : `${weights.map((n) => rowWordsOf(n, "row0")).join("\n")}
 ${
@@ -242,14 +282,17 @@ ${
             : `${load("a", "rowWord_a")}\n${dot("acc")}`
         )
       }`
-    : uniform
-    ? `  let wrow = (wid.x + wid.y * nwg.x) * ${rowsPerGroup}u;
-  var wpart = 0u;
-  var prow = row0;
+    : prefetch
+    ? `${firstPair(["a"])}
 ${
-      range(form.parts - 1).map((i) => `  if (wrow >= P.s${i + 1}) { wpart = ${i + 1}u; prow = row0 - P.s${i + 1}; }`)
-        .join("\n")
-    }
+      weights.map((n, i) =>
+        `  ${i > 0 ? "else " : ""}if (wpart == ${i}u) {
+${walk(`${load(n, "rowWord")}\n${dot("acc")}`, `lane + ${LANES}u`)}
+  }`
+      ).join("\n")
+    }`
+    : uniform
+    ? `${partOfGroup}
 ${
       weights.map((n, i) =>
         `  ${i > 0 ? "else " : ""}if (wpart == ${i}u) {
@@ -447,7 +490,7 @@ ${
     }
   let row0 = (wid.x + wid.y * nwg.x) * ${rowsPerGroup}u + grp * ${R}u;
 ${early}
-${made?.prologue(WGS) ?? ""}
+${made?.prologue(WGS, subgroups ? LANES : undefined) ?? ""}
 ${kQuant(dtype) ? roundQ8K : roundQ80}
   workgroupBarrier();
   // rows past the end read row M - 1 again and are not written

@@ -145,11 +145,12 @@ export interface QuantizedDecode {
    */
   readonly int8?: boolean
   /**
-   * the int8 form's plain and gated products load each lane's first pair of blocks before b is rounded
-   * (the weights' first reads in flight meanwhile; the 32-value types); default: off (an 8B q8_0 decode
-   * ran 6% slower so on the H200)
+   * the int8 form loads each lane's first pair of blocks before b is rounded (the weights' first reads in
+   * flight meanwhile; the 32-value types) in these forms: plain products, gated ones (both weights: twice
+   * the registers), stacks whose parts are whole workgroups; `true`: plain and gated; default: none (plain
+   * and gated so, an 8B q8_0 decode ran 6% slower on the H200)
    */
-  readonly prefetch?: boolean
+  readonly prefetch?: boolean | ReadonlyArray<"plain" | "gated" | "stack">
   /** rows a subgroup of the int8 form owns; default: 2 (1 ran an 8B q8_0 decode 13% slower) */
   readonly int8Rows?: number
   /**
@@ -272,6 +273,11 @@ export interface KernelTarget {
   readonly gatedPrompts?: boolean
   /** overrides the invocations of a row kernel's workgroup (tests and benchmarks) */
   readonly rowThreads?: number
+  /**
+   * how a product that makes its own norm (normIn.ts) reduces the row's squares: by subgroup sums where the
+   * kernel has subgroups (the default), or by a tree over workgroup memory (tests and benchmarks)
+   */
+  readonly normReduce?: "tree" | "subgroups"
   /**
    * overrides whether short fixed loops are written out (the GPU form) or kept as loops (the software
    * form); tests force the GPU form on a software adapter

@@ -321,7 +321,7 @@ ${
       made === undefined
         ? `  var bcol: array<u32, ${N}>;
   for (var j = 0u; j < ${N}u; j++) { bcol[j] = ix_b(0u, j, b2, b3) >> 2u; }`
-        : `${made.prologue(WGS)}
+        : `${made.prologue(WGS, W)}
   for (var k = 4u * lid; k < ${K}u; k += ${4 * WGS}u) { bs[k / 4u] = ${made.fourAt("k")}; }
   workgroupBarrier();
   let bcol = array<u32, 1>(0u);`

@@ -62,21 +62,31 @@ export const normBefore = (
     params: [f32("eps", norm.op.eps)],
     decls: (n) => `var<workgroup> nred: array<f32, ${n}>;`,
     workgroupBytes: (n) => 4 * n,
-    // the row's squares reduced over the workgroup (a tree: the same order whatever the adapter's subgroups)
-    prologue: (n) =>
+    // the row's squares reduced over the workgroup: by subgroup sums and one barrier where the kernel has
+    // subgroups of `lanes` (every workgroup waits on this before its first weight load), else by a tree
+    prologue: (n, lanes) =>
       `  var nss = 0.0;
   for (var k = 4u * lid; k < ${D}u; k += ${4 * n}u) {
     let x4 = ${at("nx", "k")};
     nss += dot(x4, x4);
   }
-  nred[lid] = nss;
+${
+        lanes !== undefined && target.normReduce !== "tree" && n % lanes === 0
+          ? `  let nsg = subgroupAdd(nss);
+  if (lid % ${lanes}u == 0u) { nred[lid / ${lanes}u] = nsg; }
+  workgroupBarrier();
+  var ntotal = 0.0;
+  for (var s = 0u; s < ${n / lanes}u; s++) { ntotal += nred[s]; }
+  let nscale = inverseSqrt(ntotal / ${D}.0 + P.eps);`
+          : `  nred[lid] = nss;
   workgroupBarrier();
   for (var s = ${n / 2}u; s > 0u; s >>= 1u) {
     if (lid < s) { nred[lid] += nred[lid + s]; }
     workgroupBarrier();
   }
-  let nscale = inverseSqrt(nred[0] / ${D}.0 + P.eps);`,
+  let nscale = inverseSqrt(nred[0] / ${D}.0 + P.eps);`
+      }`,
     fourAt: (k) => `${at("nx", k)} * nscale * ${at("nw", k)}`,
-    variant: { norm: true }
+    variant: target.normReduce === "tree" ? { norm: true, normReduce: "tree" } : { norm: true }
   }
 }

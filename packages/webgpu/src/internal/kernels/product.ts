@@ -38,7 +38,8 @@ export interface MadeB {
   readonly decls: (n: number) => string
   /** the bytes of workgroup memory `decls` takes */
   readonly workgroupBytes: (n: number) => number
-  readonly prologue: (n: number) => string
+  /** WGSL before b's first read, over `n` invocations; `lanes`: the kernel's subgroups, where it has them */
+  readonly prologue: (n: number, lanes?: number) => string
   readonly fourAt: (k: string) => string
   readonly variant: { readonly [choice: string]: string | number | boolean }
 }
