@@ -111,6 +111,7 @@ const valued = [
   "--copy-shape",
   "--steps-ahead",
   "--mv-rows",
+  "--mv-prefetch-in",
   "--mv-split",
   "--mv-split-below"
 ]
