@@ -148,7 +148,7 @@ export interface QuantizedDecode {
    * the int8 form loads each lane's first pair of blocks before b is rounded (the weights' first reads in
    * flight meanwhile; the 32-value types) in these forms: plain products, gated ones (both weights: twice
    * the registers), stacks whose parts are whole workgroups; `true`: plain and gated; default: none (plain
-   * and gated so, an 8B q8_0 decode ran 6% slower on the H200)
+   * and gated so, an 8B q8_0 decode ran 6% slower on the H200; plain and stacks so, 3% on an H100)
    */
   readonly prefetch?: boolean | ReadonlyArray<"plain" | "gated" | "stack">
   /** rows a subgroup of the int8 form owns; default: 2 (1 ran an 8B q8_0 decode 13% slower) */
