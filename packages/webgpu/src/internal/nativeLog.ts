@@ -3,9 +3,10 @@
  * lowered for an adapter, the Vulkan loader's complaints when no driver is found. `captureStderr` runs an
  * opening of adapters and devices with file descriptor 2 pointed at a temporary file and hands that text
  * back, so it goes to Effect's logger at debug level instead of the user's terminal. Node has no dup2, so
- * stderr is saved by reopening /dev/fd/2: this works where stderr is a terminal, a file or a pipe (not a
- * socket, as a Node parent's pipes are), on Linux and macOS; elsewhere, and in browsers, the work runs as
- * it is and Dawn prints as before.
+ * stderr is saved by reopening /dev/fd/2: this works where stderr is a terminal or a pipe (not a socket, as
+ * a Node parent's pipes are), on Linux and macOS. Not where it is a regular file: the reopened file has an
+ * offset of its own, so with `> log 2>&1` stdout's writes would land over stderr's; there, elsewhere and in
+ * browsers the work runs as it is and Dawn prints as before.
  *
  * @internal
  */
@@ -17,6 +18,16 @@ interface NodeFs {
   readonly readFileSync: (path: string, encoding: "utf8") => string
   readonly unlinkSync: (path: string) => void
   readonly existsSync: (path: string) => boolean
+  readonly fstatSync: (fd: number) => { readonly isFile: () => boolean }
+}
+
+/** whether stderr is a regular file (or cannot be told) */
+const regularFile = (fs: NodeFs) => {
+  try {
+    return fs.fstatSync(2).isFile()
+  } catch {
+    return true
+  }
 }
 
 const nodeFs = (): Promise<NodeFs | undefined> => {
@@ -25,7 +36,7 @@ const nodeFs = (): Promise<NodeFs | undefined> => {
   // a computed specifier: bundlers for the browser leave it alone
   const specifier = "node:fs"
   return import(/* @vite-ignore */ specifier).then(
-    (fs: NodeFs) => (fs.existsSync("/dev/fd/2") ? fs : undefined),
+    (fs: NodeFs) => (fs.existsSync("/dev/fd/2") && !regularFile(fs) ? fs : undefined),
     () => undefined
   )
 }
