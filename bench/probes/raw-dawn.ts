@@ -4,6 +4,10 @@
  * matrices, timestamps unquantized) and the adapter's largest buffers and workgroup memory, an upload of
  * host data into a storage buffer, and the GPU time of a pipeline's dispatches.
  */
+/** the Dawn instances made here: one collected while its device runs crashes Dawn's threads (seen as a
+ * futex or mutex error at a later mapAsync, now and then) */
+const instances: Array<GPU> = []
+
 export const rawDevice = async (features: ReadonlyArray<string>) => {
   const webgpu = await import("webgpu")
   Object.assign(globalThis, webgpu.globals)
@@ -11,6 +15,7 @@ export const rawDevice = async (features: ReadonlyArray<string>) => {
     "enable-dawn-features=vulkan_enable_f16_on_nvidia,allow_unsafe_apis",
     "disable-dawn-features=timestamp_quantization"
   ])
+  instances.push(gpu)
   const adapter = (await gpu.requestAdapter())!
   const device = await adapter.requestDevice({
     requiredFeatures: ["timestamp-query", ...features] as Array<GPUFeatureName>,
