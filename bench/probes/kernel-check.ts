@@ -333,6 +333,30 @@ const program = Effect.gen(function*() {
       )
     }
   }
+  // the int8 form's workgroups taking row groups in turn at 32 lanes (int8Groups: fewer workgroups than
+  // groups, each over one rounding of b): plain and gated products and a stack of whole-workgroup parts
+  const [inTurn] = yield* WebGpu.make({ devices: 1, quantizedDecode: { rows: 2, columns: 8, int8Groups: 100 } })
+  const turns = [["q8_0", 4096, [4096]], ["q4_0", 4096, [1000, 1000]], ["q8_0", 4096, [4096, 1024, 1024]]] as const
+  for (const [at, K, rows] of only("inturn", turns)) {
+    const g = Graph.make()
+    const ws = yield* Effect.forEach(rows, (m, i) => g.param(`w${i}`, at, [K, m]))
+    const x = yield* g.input("x", "f32", [K, 1])
+    const ys = yield* Effect.forEach(ws, (w) => Ops.mulMat(w, x))
+    const y = yield* g.output(
+      ys.length === 1
+        ? ys[0]
+        : ys.length === 2
+        ? Ops.swiglu(ys[0], ys[1])
+        : Ops.concat(Ops.concat(ys[0], ys[1], 0), ys[2], 0)
+    )
+    const { error, kernels } = yield* against(inTurn, g, y, [
+      ...ws.map((w, i) => [w, Quant.unsafeQuantize(at, Generators.values(50 + i, K * w.ne[1]))] as const),
+      [x, Generators.values(60, K)]
+    ])
+    const ok = error <= 1e-4 && kernels.includes("inTurn=100")
+    if (!ok) failed++
+    console.log(JSON.stringify({ inTurn: { a: at, K, rows }, kernels, nmse: error, bound: 1e-4, ok }))
+  }
   // a layer's q/k/v stack (the int8 form; f16 weights by subgroups) storing its keys (rotated, mode 0) and
   // values into f16 caches at 32 lanes (an 8B model's shapes), against the CPU's products, rope and set_rows
   for (const at of only("stores", ["q4_0", "q4_K", "f16"] as const)) {

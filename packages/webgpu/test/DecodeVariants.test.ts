@@ -223,6 +223,57 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
     120_000
   )
 
+  // the int8 form with fewer workgroups than row groups (int8Groups), each taking groups in turn over its one
+  // rounding of b: plain products of odd rows with a bias (q8_0, q4_K), a gated FFN (q4_0); groups not
+  // taken so where there are no more of them than workgroups, or b has batches
+  it.scoped(
+    "the int8 form's workgroups taking row groups in turn (inTurn) match the CPU",
+    () =>
+      Effect.gen(function*() {
+        const [d] = yield* WebGpu.make({
+          devices: 1,
+          quantizedDecode: { rows: 1, columns: 1, stage: 1, int8Groups: 2 }
+        })
+        if (!WebGpuDevice.hasInt8Dot(d)) {
+          console.log(`no dot4I8Packed on ${d.description}: the int8 form is not offered`)
+          return
+        }
+        // [weights, K, rows, b's batches, gated, workgroups in turn]
+        const cases = [
+          ["q8_0", 2560, 70, 1, false, 2],
+          ["q4_K", 512, 37, 1, false, 2],
+          ["q4_0", 640, 37, 1, true, 2],
+          ["q8_0", 640, 30, 1, false, undefined],
+          ["q8_0", 640, 70, 3, false, undefined]
+        ] as const
+        for (const [dtype, K, M, batches, gated, turns] of cases) {
+          const g = Graph.make()
+          const a = yield* g.param("a", dtype, [K, M])
+          const u = yield* g.param("u", dtype, [K, M])
+          const b = yield* g.input("b", "f32", [K, 1, batches])
+          const c = yield* g.param("c", "f32", [M, 1, batches])
+          const y = yield* g.output(
+            gated ? Ops.swiglu(Ops.mulMat(a, b), Ops.mulMat(u, b)) : Ops.add(Ops.mulMat(a, b), c)
+          )
+          const graph = g.build()
+          const fused = Fusion.optimize(graph, { mulMatSwiglu: () => true })
+          const { cpu, entries, gpu } = yield* onDeviceAndCpu(d, fused, graph, (plan) =>
+            Effect.gen(function*() {
+              yield* plan.set(a, Quant.unsafeQuantize(dtype, Generators.values(3, K * M)))
+              if (gated) yield* plan.set(u, Quant.unsafeQuantize(dtype, Generators.values(4, K * M)))
+              else yield* plan.set(c, Generators.values(6, M * batches))
+              yield* plan.set(b, Generators.values(5, K * batches))
+            }), [y])
+          const what = `${dtype} K ${K} M ${M} batches ${batches}`
+          const product = entries.find((e) => String(e.variant?.family).startsWith("mvq8"))
+          assert.strictEqual(product?.variant?.family, gated ? "mvq8_swiglu" : "mvq8", what)
+          assert.strictEqual(product?.variant?.inTurn, turns, what)
+          assert.isBelow(nmse(gpu, cpu), 1e-9, what)
+        }
+      }),
+    120_000
+  )
+
   // products sharing their activations stacked (attention's q, k, v): the int8 form with a part per row range
   // (parts of 40, 8 and 9 rows: a lane group's two rows straddle a boundary; parts of 48, 16 and 32 rows,
   // whole workgroups of 16, each workgroup reading its part alone) where it applies, f16 weights by
@@ -266,12 +317,20 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           devices: 1,
           quantizedDecode: { rows: 1, columns: 1, stage: 1, prefetch: ["stack"] }
         })
+        // two workgroups taking the row groups in turn (int8Groups), each over its one rounding of b
+        const [inTurn] = yield* WebGpu.make({
+          devices: 1,
+          quantizedDecode: { rows: 1, columns: 1, stage: 1, int8Groups: 2 }
+        })
         const prefetched = int8
           ? [
             ["q4_0", 640, "mvq8_stack", whole, stackFirst],
             ["q8_0", 2560, "mvq8_stack", whole, stackFirst],
             ["q8_0", 2560, "mvq8_stack", straddling, stackFirst],
-            ["q4_K", 768, "mvq8_stack", whole, stackFirst]
+            ["q4_K", 768, "mvq8_stack", whole, stackFirst],
+            ["q8_0", 2560, "mvq8_stack", whole, inTurn],
+            ["q8_0", 2560, "mvq8_stack", straddling, inTurn],
+            ["q4_K+q4_K+q6_K", 512, "mvq8_stack", whole, inTurn]
           ] as const
           : []
         for (const [dtype, K, family, rows, on] of [...cases.map((c) => [...c, d] as const), ...prefetched]) {
@@ -298,11 +357,12 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           if (stack) {
             const early = on === stackFirst && rows === whole && dtype !== "q4_K"
             assert.strictEqual(stack.variant?.prefetch, early ? true : undefined, `${dtype} ${rows}`)
+            assert.strictEqual(stack.variant?.inTurn, on === inTurn ? 2 : undefined, `${dtype} ${rows}`)
           }
           assert.isBelow(nmse(gpu, cpu), family === "mvq8_stack" ? 1e-9 : 5e-5, `${dtype} K ${K} ${rows}`)
         }
       }),
-    120_000
+    240_000
   )
 
   // a layer's q/k/v stack (the int8 form; f16 weights by subgroups) storing its keys, rotated, and its values
@@ -409,6 +469,11 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
         const [always] = yield* WebGpu.make({ devices: 1, normsInProducts: true })
         // the row's squares reduced by a tree, not by subgroup sums (the f16 form has subgroups on lavapipe)
         const [tree] = yield* WebGpu.make({ devices: 1, normReduce: "tree" })
+        // three workgroups taking the int8 products' row groups in turn, the norm made once by each
+        const [turns] = yield* WebGpu.make({
+          devices: 1,
+          quantizedDecode: { rows: 1, columns: 1, stage: 1, int8Groups: 3 }
+        })
         const all = [
           { K: 1536, types: "q8_0", ffn: "q4_0", device: d, fused: true },
           { K: 512, types: "q4_K+q4_K+q6_K", ffn: "q4_K", device: d, fused: true },
@@ -419,7 +484,9 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           { K: 1536, types: "f16", ffn: "f16", device: d, fused: true },
           { K: 4160, types: "f16", ffn: "f16", device: always, fused: true },
           { K: 1536, types: "f16", ffn: "f16", device: tree, fused: true },
-          { K: 2560, types: "q8_0", ffn: "q8_0", device: tree, fused: true }
+          { K: 2560, types: "q8_0", ffn: "q8_0", device: tree, fused: true },
+          { K: 1536, types: "q8_0", ffn: "q4_0", device: turns, fused: true },
+          { K: 512, types: "q4_K+q4_K+q6_K", ffn: "q4_K", device: turns, fused: true }
         ] as const
         const cases = all.filter((c) => c.types === "f16" ? half : int8)
         for (const c of cases) {
@@ -450,13 +517,14 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           const normed = entries.filter((e) => e.variant?.norm === true)
           assert.deepStrictEqual(normed.map((e) => e.op), c.fused ? ["mul_mat_stack", "mul_mat_swiglu"] : [], what)
           assert.isTrue(normed.every((e) => e.variant?.normReduce === (c.device === tree ? "tree" : undefined)), what)
+          assert.isTrue(normed.every((e) => e.variant?.inTurn === (c.device === turns ? 3 : undefined)), what)
           assert.strictEqual(entries.filter((e) => e.op === "rms_norm_mul").length, c.fused ? 0 : 2, what)
           // the CPU rounds its norm to q8_0 / q8_K blocks as the int8 kernel does (to f16 for f16 weights, which
           // the f16 kernel does not): they differ by a rounding flip at most
           assert.isBelow(nmse(gpu, cpu), c.types === "f16" ? 1e-5 : 1e-6, what)
         }
       }),
-    120_000
+    240_000
   )
 
   // attention's split partials merged by the product that reads its result (mergeIn.ts; the int8 form, f16

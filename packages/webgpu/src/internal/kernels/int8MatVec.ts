@@ -202,12 +202,17 @@ ${inner}
   // workgroups of one type: the workgroup's part known before)
   const asked = target.quantizedDecode?.prefetch
   const prefetchIn = asked === true ? ["plain", "gated"] : asked === false || asked === undefined ? [] : asked
+  // workgroups that take the row groups in turn (b rounded once for several groups): at most `inTurn`
+  const inTurn = target.quantizedDecode?.int8Groups
+  const turns = inTurn !== undefined && inTurn >= 1 && split === undefined && batches === 1 && groups > inTurn
+    ? Math.floor(inTurn)
+    : undefined
   const prefetch = prefetchIn.includes(form.kind) && (form.kind !== "stack" || (uniform && types.length === 1)) &&
-    !kQuant(dtype) && split === undefined
+    !kQuant(dtype) && split === undefined && turns === undefined
   const out = KernelSpec.writesOut(target)
   const accOf = (n: string) => n === "u" ? "accu" : "acc"
   // the workgroup's part of a uniform stack and its first row there
-  const partOfGroup = `  let wrow = (wid.x + wid.y * nwg.x) * ${rowsPerGroup}u;
+  const partOfGroup = `  let wrow = gi * ${rowsPerGroup}u;
   var wpart = 0u;
   var prow = row0;
 ${
@@ -406,7 +411,7 @@ ${storeBlock}
   }`
   // each row's result: its bias, a gated product's swiglu, a stack's stores
   const results = `  if (lid < ${rowsPerGroup}u) {
-    let row = (wid.x + wid.y * nwg.x) * ${rowsPerGroup}u + lid;
+    let row = gi * ${rowsPerGroup}u + lid;
     let m = row;
     let nn = 0u;
     var v = ${gated ? "silu_s(red[lid]) * redu[lid]" : "red[lid]"};
@@ -419,13 +424,30 @@ ${storeBlock}
   // a split's sums of its rows into the scratch after the result (each set split by split), for its merge
   const count = M * batches
   const partials = `  if (lid < ${rowsPerGroup}u) {
-    let row = (wid.x + wid.y * nwg.x) * ${rowsPerGroup}u + lid;
+    let row = gi * ${rowsPerGroup}u + lid;
     if (row < P.d_ne0) {
       let at = P.d_o + P.scratch + sp * ${count}u + bz * P.d_ne0 + row;
       st_d(at, red[lid]);
       ${gated ? `st_d(at + ${S * count}u, redu[lid]);` : ""}
     }
   }`
+  // a row group's work: its rows' sums and results (b rounded before, in the one-group form here)
+  const groupBody = `  let row0 = gi * ${rowsPerGroup}u + grp * ${R}u;
+${
+    turns !== undefined ? "" : `${early}
+${made?.prologue(WGS, subgroups ? LANES : undefined) ?? ""}
+${kQuant(dtype) ? roundQ8K : roundQ80}
+  workgroupBarrier();`
+  }
+  // rows past the end read row M - 1 again and are not written; the sums set to zero outright (a var
+  // declared in a loop without a value kept the last group's sums on lavapipe)
+  var acc = array<f32, ${R}>();
+  var accu = array<f32, ${R}>();
+${rows}
+${reduce("acc", "red")}
+${gated ? reduce("accu", "redu") : ""}
+  workgroupBarrier();
+${split !== undefined ? partials : results}`
   return KernelSpec.make({
     variant: {
       family: form.kind === "gated" ? "mvq8_swiglu" : form.kind === "stack" ? "mvq8_stack" : "mvq8",
@@ -441,6 +463,7 @@ ${storeBlock}
       ...(R !== INT8_ROWS ? { int8Rows: R } : {}),
       ...(types.length > 1 ? { types: weights.map(typeOf).join(",") } : {}),
       ...(split !== undefined ? { splits: S } : {}),
+      ...(turns !== undefined ? { inTurn: turns } : {}),
       ...made?.variant,
       ...stores?.variant
     },
@@ -453,7 +476,9 @@ ${storeBlock}
       ...(kept?.params ?? []),
       ...(made?.params ?? [])
     ],
-    workgroups: [Math.min(groups, target.maxWorkgroups), Math.ceil(groups / target.maxWorkgroups), batches * S],
+    workgroups: turns !== undefined
+      ? [turns, 1, 1]
+      : [Math.min(groups, target.maxWorkgroups), Math.ceil(groups / target.maxWorkgroups), batches * S],
     vec4: true,
     scalar: [...weights, ...(kept?.operands.map((o) => o.name) ?? [])],
     // the unsplit form where the partial sums do not fit after the result
@@ -488,19 +513,19 @@ ${
         : `  let b2 = wid.z % P.d_ne2;
   let b3 = wid.z / P.d_ne2;`
     }
-  let row0 = (wid.x + wid.y * nwg.x) * ${rowsPerGroup}u + grp * ${R}u;
-${early}
-${made?.prologue(WGS, subgroups ? LANES : undefined) ?? ""}
+${
+      turns !== undefined
+        ? `${made?.prologue(WGS, subgroups ? LANES : undefined) ?? ""}
 ${kQuant(dtype) ? roundQ8K : roundQ80}
   workgroupBarrier();
-  // rows past the end read row M - 1 again and are not written
-  var acc: array<f32, ${R}>;
-  var accu: array<f32, ${R}>;
-${rows}
-${reduce("acc", "red")}
-${gated ? reduce("accu", "redu") : ""}
+  // the row groups in turn over the one rounding of b
+  for (var gi = wid.x; gi < ${groups}u; gi += nwg.x) {
+${groupBody}
   workgroupBarrier();
-${split !== undefined ? partials : results}
+  }`
+        : `  let gi = wid.x + wid.y * nwg.x;
+${groupBody}`
+    }
 }`
   })
 }

@@ -161,6 +161,11 @@ export interface QuantizedDecode {
   readonly int8Split?: number
   /** the grids the int8 form splits where int8Split is set: fewer workgroups than this; default 1024 */
   readonly int8SplitBelow?: number
+  /**
+   * the int8 form's workgroups at most this many, each taking row groups in turn over one rounding of b
+   * (where K is not split and there is one batch); default: a workgroup a row group
+   */
+  readonly int8Groups?: number
 }
 
 /** @internal: flash attention's decode form, each field overriding the default */
