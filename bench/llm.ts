@@ -25,7 +25,7 @@
  *   tsx llm.ts run DIR NAME --mv-prefetch-in plain,gated,stack   the same in these of its forms only
  *   tsx llm.ts run DIR NAME --norm-tree   a product's own norm reduced by a tree, not by subgroup sums
  *   tsx llm.ts run DIR NAME --mv-rows N   rows a subgroup of the int8 form owns (default 2)
- *   tsx llm.ts run DIR NAME --mv-groups N   the int8 form's workgroups at most N, each taking row groups in turn
+ *   tsx llm.ts run DIR NAME --mv-groups N   the int8 form's workgroups at most N, each taking row groups in turn (0: none)
  *   tsx llm.ts run DIR NAME --mv-split N   the int8 form's K split over workgroups of at most N values each
  *                                                 where its grid is small (default: no split)
  *   tsx llm.ts run DIR NAME --mv-split-below N   ... where its grid has fewer than N workgroups (default 1024)
@@ -292,7 +292,7 @@ const measure = (name: string) =>
       mv_prefetch: String(gpuOptions.quantizedDecode?.prefetch ?? false),
       norm_reduce: gpuOptions.normReduce ?? "auto",
       mv_rows: gpuOptions.quantizedDecode?.int8Rows ?? 2,
-      mv_groups: gpuOptions.quantizedDecode?.int8Groups ?? "each",
+      mv_groups: gpuOptions.quantizedDecode?.int8Groups ?? "auto",
       mv_split: gpuOptions.quantizedDecode?.int8Split ?? "none",
       mv_split_below: gpuOptions.quantizedDecode?.int8SplitBelow ?? 1024,
       steps_ahead: rest.includes("--steps-ahead") ? Number(rest[rest.indexOf("--steps-ahead") + 1]) : 1,

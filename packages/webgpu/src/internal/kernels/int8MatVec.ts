@@ -32,6 +32,12 @@ export type Int8Form = Form<{ readonly starts?: ReadonlyArray<number>; readonly 
  */
 const INT8_WARPS = 8
 const INT8_ROWS = 2
+/**
+ * the most workgroups of the int8 form on GPUs, each taking row groups in turn beyond (three a
+ * multiprocessor on an H200 or H100): b is rounded once a workgroup, not once a group, and no last wave
+ * runs part full (8B q8_0 decode +2% on an H100, benchmarks/RESULTS.md)
+ */
+const IN_TURN = 396
 
 /** @internal: the weight types of the int8 form */
 export type { Int8Type }
@@ -202,10 +208,11 @@ ${inner}
   // workgroups of one type: the workgroup's part known before)
   const asked = target.quantizedDecode?.prefetch
   const prefetchIn = asked === true ? ["plain", "gated"] : asked === false || asked === undefined ? [] : asked
-  // workgroups that take the row groups in turn (b rounded once for several groups): at most `inTurn`
-  const inTurn = target.quantizedDecode?.int8Groups
+  // workgroups that take the row groups in turn (b rounded once for several groups): at most `inTurn`, each
+  // taking as many groups as the others (the last one's a few rows fewer)
+  const inTurn = target.quantizedDecode?.int8Groups ?? (target.software === true ? undefined : IN_TURN)
   const turns = inTurn !== undefined && inTurn >= 1 && split === undefined && batches === 1 && groups > inTurn
-    ? Math.floor(inTurn)
+    ? Math.ceil(groups / Math.ceil(groups / Math.floor(inTurn)))
     : undefined
   const prefetch = prefetchIn.includes(form.kind) && (form.kind !== "stack" || (uniform && types.length === 1)) &&
     !kQuant(dtype) && split === undefined && turns === undefined
