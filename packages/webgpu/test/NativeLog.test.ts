@@ -18,12 +18,24 @@ describe("captureStderr", () => {
     expect(out).toBe("stdout after\n")
   })
 
-  it("leaves a stderr redirected to a file alone: both streams' lines land whole (`> log 2>&1`)", () => {
+  it("leaves a stderr redirected to stdout's file alone: both streams' lines land whole (`> log 2>&1`)", () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "native-log-"))
     const log = path.join(dir, "log")
     try {
       execFileSync("sh", ["-c", `"${tsx}" "${script}" > "${log}" 2>&1`])
       expect(fs.readFileSync(log, "utf8")).toBe("native line\nstderr after\nstdout after\n")
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  it("captures native writes when stderr is a file of its own (`2> err`)", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "native-log-"))
+    const err = path.join(dir, "err")
+    try {
+      const out = execFileSync("sh", ["-c", `"${tsx}" "${script}" 2> "${err}" | cat`], { encoding: "utf8" })
+      expect(out).toBe("stdout after\n")
+      expect(fs.readFileSync(err, "utf8")).toBe("stderr after\n")
     } finally {
       fs.rmSync(dir, { recursive: true, force: true })
     }

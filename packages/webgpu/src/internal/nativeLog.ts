@@ -3,10 +3,10 @@
  * lowered for an adapter, the Vulkan loader's complaints when no driver is found. `captureStderr` runs an
  * opening of adapters and devices with file descriptor 2 pointed at a temporary file and hands that text
  * back, so it goes to Effect's logger at debug level instead of the user's terminal. Node has no dup2, so
- * stderr is saved by reopening /dev/fd/2: this works where stderr is a terminal or a pipe (not a socket, as
- * a Node parent's pipes are), on Linux and macOS. Not where it is a regular file: the reopened file has an
- * offset of its own, so with `> log 2>&1` stdout's writes would land over stderr's; there, elsewhere and in
- * browsers the work runs as it is and Dawn prints as before.
+ * stderr is saved by reopening /dev/fd/2: this works where stderr is a terminal, a file or a pipe (not a
+ * socket, as a Node parent's pipes are), on Linux and macOS. Not where stderr is the file stdout writes too
+ * (`> log 2>&1`): the reopened file has an offset of its own, so stdout's writes would land over stderr's;
+ * there, elsewhere and in browsers the work runs as it is and Dawn prints as before.
  *
  * @internal
  */
@@ -18,13 +18,14 @@ interface NodeFs {
   readonly readFileSync: (path: string, encoding: "utf8") => string
   readonly unlinkSync: (path: string) => void
   readonly existsSync: (path: string) => boolean
-  readonly fstatSync: (fd: number) => { readonly isFile: () => boolean }
+  readonly fstatSync: (fd: number) => { readonly isFile: () => boolean; readonly dev: number; readonly ino: number }
 }
 
-/** whether stderr is a regular file (or cannot be told) */
-const regularFile = (fs: NodeFs) => {
+/** whether stderr is the regular file stdout writes too (or cannot be told) */
+const sharedWithStdout = (fs: NodeFs) => {
   try {
-    return fs.fstatSync(2).isFile()
+    const [out, err] = [fs.fstatSync(1), fs.fstatSync(2)]
+    return err.isFile() && out.dev === err.dev && out.ino === err.ino
   } catch {
     return true
   }
@@ -36,7 +37,7 @@ const nodeFs = (): Promise<NodeFs | undefined> => {
   // a computed specifier: bundlers for the browser leave it alone
   const specifier = "node:fs"
   return import(/* @vite-ignore */ specifier).then(
-    (fs: NodeFs) => (fs.existsSync("/dev/fd/2") && !regularFile(fs) ? fs : undefined),
+    (fs: NodeFs) => (fs.existsSync("/dev/fd/2") && !sharedWithStdout(fs) ? fs : undefined),
     () => undefined
   )
 }
