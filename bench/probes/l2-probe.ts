@@ -84,7 +84,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
 }`
 
 const main = async () => {
-  const { adapter, device, storage, upload } = await rawDevice(["subgroups"])
+  const { adapter, device, storage, timePasses, upload } = await rawDevice(["subgroups"])
   console.log(adapter.info.description, `M ${M} K ${K} chain ${CHAIN}`)
   let s = 7
   const rnd = () => (s = (s * 1103515245 + 12345) >>> 0)
@@ -106,30 +106,12 @@ const main = async () => {
       entries: [c, b8, bd, out].map((buffer, binding) => ({ binding, resource: { buffer } }))
     })
   )
-  const query = device.createQuerySet({ type: "timestamp", count: 2 })
-  const resolved = device.createBuffer({ size: 16, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC })
-  const stamps = device.createBuffer({ size: 16, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST })
   type Step = (pass: GPUComputePassEncoder, i: number) => void
   /** us per iteration of `steps`, the median of 5 passes after one */
-  const time = async (steps: ReadonlyArray<Step>) => {
-    const times: Array<number> = []
-    for (let rep = 0; rep < 6; rep++) {
-      const enc = device.createCommandEncoder()
-      const pass = enc.beginComputePass({
-        timestampWrites: { querySet: query, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 }
-      })
+  const time = async (steps: ReadonlyArray<Step>) =>
+    (await timePasses((pass) => {
       for (let i = 0; i < ITERS; i++) for (const step of steps) step(pass, i)
-      pass.end()
-      enc.resolveQuerySet(query, 0, 2, resolved, 0)
-      enc.copyBufferToBuffer(resolved, 0, stamps, 0, 16)
-      device.queue.submit([enc.finish()])
-      await stamps.mapAsync(GPUMapMode.READ)
-      const t = new BigUint64Array(stamps.getMappedRange().slice(0))
-      stamps.unmap()
-      if (rep > 0) times.push(Number(t[1] - t[0]) / ITERS / 1e3)
-    }
-    return times.sort((x, y) => x - y)[2]
-  }
+    }, 5))[2] / ITERS
   const mvStep = (shift: number): Step => (pass, i) => {
     pass.setPipeline(mvPipe)
     pass.setBindGroup(0, mvBinds[(i + shift) % COPIES])

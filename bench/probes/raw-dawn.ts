@@ -36,6 +36,34 @@ export const rawDevice = async (features: ReadonlyArray<string>) => {
   const resolved = device.createBuffer({ size: 16, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC })
   const stamps = device.createBuffer({ size: 16, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST })
   /**
+   * GPU time of a pass (us) that `encode` fills, each of `reps` passes after a first one, sorted; the first
+   * pass's encoder also goes to `first` (a copy of the result out for a check)
+   */
+  const timePasses = async (
+    encode: (pass: GPUComputePassEncoder) => void,
+    reps: number,
+    first?: (encoder: GPUCommandEncoder) => void
+  ) => {
+    const times: Array<number> = []
+    for (let rep = 0; rep <= reps; rep++) {
+      const enc = device.createCommandEncoder()
+      const pass = enc.beginComputePass({
+        timestampWrites: { querySet: query, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 }
+      })
+      encode(pass)
+      pass.end()
+      enc.resolveQuerySet(query, 0, 2, resolved, 0)
+      enc.copyBufferToBuffer(resolved, 0, stamps, 0, 16)
+      if (rep === 0) first?.(enc)
+      device.queue.submit([enc.finish()])
+      await stamps.mapAsync(GPUMapMode.READ)
+      const t = new BigUint64Array(stamps.getMappedRange().slice(0))
+      stamps.unmap()
+      if (rep > 0) times.push(Number(t[1] - t[0]) / 1e3)
+    }
+    return times.sort((x, y) => x - y)
+  }
+  /**
    * GPU time per dispatch (us): `dispatches` dispatches of `grid` over `binds` in turn in one pass, the second
    * best of three after a first pass, whose encoder `first` also gets (a copy of the result out for a check)
    */
@@ -46,28 +74,18 @@ export const rawDevice = async (features: ReadonlyArray<string>) => {
     dispatches: number,
     first?: (encoder: GPUCommandEncoder) => void
   ) => {
-    const times: Array<number> = []
-    for (let rep = 0; rep < 4; rep++) {
-      const enc = device.createCommandEncoder()
-      const pass = enc.beginComputePass({
-        timestampWrites: { querySet: query, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 }
-      })
-      pass.setPipeline(pipeline)
-      for (let i = 0; i < dispatches; i++) {
-        pass.setBindGroup(0, binds[i % binds.length])
-        pass.dispatchWorkgroups(grid[0], grid[1])
-      }
-      pass.end()
-      enc.resolveQuerySet(query, 0, 2, resolved, 0)
-      enc.copyBufferToBuffer(resolved, 0, stamps, 0, 16)
-      if (rep === 0) first?.(enc)
-      device.queue.submit([enc.finish()])
-      await stamps.mapAsync(GPUMapMode.READ)
-      const t = new BigUint64Array(stamps.getMappedRange().slice(0))
-      stamps.unmap()
-      if (rep > 0) times.push(Number(t[1] - t[0]) / dispatches / 1e3)
-    }
-    return times.sort((x, y) => x - y)[1]
+    const times = await timePasses(
+      (pass) => {
+        pass.setPipeline(pipeline)
+        for (let i = 0; i < dispatches; i++) {
+          pass.setBindGroup(0, binds[i % binds.length])
+          pass.dispatchWorkgroups(grid[0], grid[1])
+        }
+      },
+      3,
+      first
+    )
+    return times[1] / dispatches
   }
-  return { adapter, device, storage, upload, timeDispatches }
+  return { adapter, device, storage, upload, timeDispatches, timePasses }
 }
