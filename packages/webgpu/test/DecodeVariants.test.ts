@@ -319,7 +319,7 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
   // q6_K mixed): mode 0 over the whole head into an f16 cache, with frequency factors, YaRN and a partial
   // rotation into an f32 one, the table's last row; two dispatches where the device is asked to keep them
   // apart, and for a neox rope (pairs half a head apart, in other workgroups); K split over two workgroups
-  // (int8Split), the split's merge storing
+  // (int8Split), the split's merge storing; three workgroups taking the row groups in turn (int8Groups)
   it.scoped(
     "a q/k/v stack storing its keys and values (stores=kv) matches the CPU's products, rope and set_rows",
     () =>
@@ -334,6 +334,11 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           devices: 1,
           quantizedDecode: { rows: 1, columns: 1, stage: 1, int8Split: 256 }
         })
+        // three workgroups taking the stack's 32 row groups in turn, the stores made as each group's rows are
+        const [turns] = yield* WebGpu.make({
+          devices: 1,
+          quantizedDecode: { rows: 1, columns: 1, stage: 1, int8Groups: 3 }
+        })
         const all = [
           { dtype: "q4_0", mode: 0, nDims: 64, yarn: false, cache: "f16", slot: 5, device: d, fused: true },
           { dtype: "q4_K", mode: 0, nDims: 32, yarn: true, cache: "f32", slot: 2, device: d, fused: true },
@@ -341,6 +346,8 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           { dtype: "q4_K+q4_K+q6_K", mode: 0, nDims: 64, yarn: false, cache: "f16", slot: 3, device: d, fused: true },
           { dtype: "q4_0", mode: 0, nDims: 64, yarn: false, cache: "f16", slot: 5, device: apart, fused: false },
           { dtype: "q8_0", mode: 0, nDims: 64, yarn: false, cache: "f16", slot: 8, device: split, fused: true },
+          { dtype: "q8_0", mode: 0, nDims: 64, yarn: false, cache: "f16", slot: 8, device: turns, fused: true },
+          { dtype: "q4_K", mode: 0, nDims: 32, yarn: true, cache: "f32", slot: 2, device: turns, fused: true },
           { dtype: "q4_0", mode: 2, nDims: 64, yarn: false, cache: "f16", slot: 5, device: d, fused: false },
           { dtype: "f16", mode: 0, nDims: 64, yarn: false, cache: "f16", slot: 4, device: d, fused: true },
           { dtype: "f16", mode: 0, nDims: 32, yarn: true, cache: "f32", slot: 1, device: d, fused: true }
@@ -383,11 +390,12 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
             }), [yq, yk, yv])
           const what = JSON.stringify({
             ...c,
-            device: c.device === d ? "default" : c.device === split ? "split" : "apart"
+            device: c.device === d ? "default" : c.device === split ? "split" : c.device === turns ? "turns" : "apart"
           })
           const stack = entries.filter((e) => e.op === "mul_mat_stack")
           assert.strictEqual(stack[0]?.variant?.family, c.dtype === "f16" ? "mvh_stack" : "mvq8_stack", what)
           assert.strictEqual(stack[0]?.variant?.stores, c.fused ? "kv" : undefined, what)
+          assert.strictEqual(stack[0]?.variant?.inTurn, c.device === turns ? 3 : undefined, what)
           // split in two, the stores are the merge's
           assert.deepStrictEqual(
             stack.slice(1).map((e) => [e.variant?.family, e.variant?.splits, e.variant?.stores]),
