@@ -2,7 +2,8 @@
 # On the GPU machine: what issues 18 and 20 still ask of an H200, in one device call (~8 minutes): the model
 # table with this tree's defaults, then the forms of the int8 decode form not yet timed on an H200 at 8B q8_0
 # (row groups in turn, the default since the session of 2026-12-05 18:12, against a workgroup a group and a
-# lower cap; the first pair of blocks loaded early in plain products), each step's files back as one
+# lower cap; the norm the products make read once as b is rounded, with kernel-check's cases of both at 32
+# lanes first), each step's files back as one
 # (steps.sh). With PART=2 instead (~4 minutes): the q4_0 copy at 8 vec4s a thread with 16-byte stores (faster
 # alone) at 8B q4_0, and issue 18's standalone quantized prompt products traced dispatch by dispatch (q4_0's
 # ran at a fifth of q8_0's rate in run ev; on an H100 only in some processes). Through the device tool with
@@ -18,4 +19,5 @@ fi
 bash .gpu-llm/steps.sh "table:bash .gpu-llm/table.sh"
 [ "${TABLE_ONLY:-}" = 1 ] && exit 0
 bash .gpu-llm/steps.sh \
-  "forms:bash .gpu-llm/forms.sh 8b-q8_0 'llm.mjs' 'llm.mjs --mv-groups 0' 'llm.mjs --mv-groups 198' 'llm.mjs --mv-prefetch-in plain'"
+  "check:cd .gpu-llm && timeout 60 node check.mjs norms inturn" \
+  "forms:bash .gpu-llm/forms.sh 8b-q8_0 'llm.mjs' 'llm.mjs --mv-groups 0' 'llm.mjs --mv-groups 198' 'llm.mjs --norm-once'"

@@ -390,8 +390,14 @@ const program = Effect.gen(function*() {
   }
   // a 1B model's norms made by the products that read them (normIn.ts; the int8 form, f16 weights by
   // subgroups) at 32 lanes: a q/k/v stack over rms_norm(x) * w and a gated FFN over rms_norm(x2) * w2, against
-  // the CPU's norms and products
-  for (const at of only("norms", ["q4_0", "q8_0", "q4_K", "f16"] as const)) {
+  // the CPU's norms and products; the 32-value types also with the norm read once as b is rounded (normOnce)
+  const [once] = yield* WebGpu.make({ devices: 1, quantizedDecode: { rows: 2, columns: 8, normOnce: true } })
+  const normRuns = [
+    ...(["q4_0", "q8_0", "q4_K", "f16"] as const).map((at) => [at, gpu] as const),
+    ["q4_0", once] as const,
+    ["q8_0", once] as const
+  ]
+  for (const [at, on] of only("norms", normRuns)) {
     const g = Graph.make()
     const [x, x2] = yield* Effect.forEach(["x", "x2"], (n) => g.input(n, "f32", [2048, 1]))
     const [w, w2] = yield* Effect.forEach(["w", "w2"], (n) => g.param(n, "f32", [2048]))
@@ -401,7 +407,7 @@ const program = Effect.gen(function*() {
     const [q, k, v] = yield* Effect.forEach(ws.slice(0, 3), (wt) => Ops.mulMat(wt, norm))
     const [gate, up] = yield* Effect.forEach(ws.slice(3), (wt) => Ops.mulMat(wt, norm2))
     const y = yield* g.output(Ops.concat(Ops.concat(Ops.concat(q, k, 0), v, 0), Ops.swiglu(gate, up), 0))
-    const { error, kernels } = yield* against(gpu, g, y, [
+    const { error, kernels } = yield* against(on, g, y, [
       ...ws.map((wt, i) => {
         const v = Generators.values(60 + i, 2048 * wt.ne[1])
         return [wt, at === "f16" ? v : Quant.unsafeQuantize(at, v)] as const
@@ -412,9 +418,12 @@ const program = Effect.gen(function*() {
       [w2, Generators.values(69, 2048).map((z) => 1 - z)]
     ])
     const ok = error <= 1e-4 && kernels.split("norm=true").length === 3 &&
-      !kernels.split(" + ").some((k) => k.startsWith("row"))
+      !kernels.split(" + ").some((k) => k.startsWith("row")) &&
+      kernels.split("normOnce=true").length === (on === once ? 3 : 1)
     if (!ok) failed++
-    console.log(JSON.stringify({ normsInProducts: { a: at }, kernels, nmse: error, bound: 1e-4, ok }))
+    console.log(
+      JSON.stringify({ normsInProducts: { a: at, once: on === once }, kernels, nmse: error, bound: 1e-4, ok })
+    )
   }
   // attention's split partials merged by the output projection that reads them (mergeIn.ts) at 32 lanes: a
   // decoding step at 640 keys with the 1B and 8B shapes (32 query heads over 8, D 64 and 128), the device's

@@ -431,6 +431,16 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           devices: 1,
           quantizedDecode: { rows: 1, columns: 1, stage: 1, int8Groups: 3 }
         })
+        // the norm read once as b is rounded (normOnce: 32-value types; q4_K keeps its two reads)
+        const [once] = yield* WebGpu.make({
+          devices: 1,
+          quantizedDecode: { rows: 1, columns: 1, stage: 1, normOnce: true }
+        })
+        const [onceTree] = yield* WebGpu.make({
+          devices: 1,
+          normReduce: "tree",
+          quantizedDecode: { rows: 1, columns: 1, stage: 1, normOnce: true, int8Groups: 3 }
+        })
         const all = [
           { K: 1536, types: "q8_0", ffn: "q4_0", device: d, fused: true },
           { K: 512, types: "q4_K+q4_K+q6_K", ffn: "q4_K", device: d, fused: true },
@@ -443,7 +453,10 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           { K: 1536, types: "f16", ffn: "f16", device: tree, fused: true },
           { K: 2560, types: "q8_0", ffn: "q8_0", device: tree, fused: true },
           { K: 1536, types: "q8_0", ffn: "q4_0", device: turns, fused: true },
-          { K: 512, types: "q4_K+q4_K+q6_K", ffn: "q4_K", device: turns, fused: true }
+          { K: 512, types: "q4_K+q4_K+q6_K", ffn: "q4_K", device: turns, fused: true },
+          { K: 1536, types: "q8_0", ffn: "q4_0", device: once, fused: true },
+          { K: 2560, types: "q4_0", ffn: "q8_0", device: onceTree, fused: true },
+          { K: 512, types: "q4_K+q4_K+q6_K", ffn: "q4_K", device: once, fused: true }
         ] as const
         const cases = all.filter((c) => c.types === "f16" ? half : int8)
         for (const c of cases) {
@@ -470,11 +483,21 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
               yield* plan.set(w, Generators.values(32, c.K).map((z) => 1 + z))
               yield* plan.set(w2, Generators.values(33, c.K).map((z) => 1 - z))
             }), [...outs, ffn])
-          const what = JSON.stringify({ K: c.K, types: c.types, fused: c.fused, tree: c.device === tree })
+          const what = JSON.stringify({
+            K: c.K,
+            types: c.types,
+            fused: c.fused,
+            tree: c.device === tree || c.device === onceTree,
+            once: c.device === once || c.device === onceTree
+          })
           const normed = entries.filter((e) => e.variant?.norm === true)
           assert.deepStrictEqual(normed.map((e) => e.op), c.fused ? ["mul_mat_stack", "mul_mat_swiglu"] : [], what)
-          assert.isTrue(normed.every((e) => e.variant?.normReduce === (c.device === tree ? "tree" : undefined)), what)
-          assert.isTrue(normed.every((e) => e.variant?.inTurn === (c.device === turns ? 3 : undefined)), what)
+          const treed = c.device === tree || c.device === onceTree
+          assert.isTrue(normed.every((e) => e.variant?.normReduce === (treed ? "tree" : undefined)), what)
+          const turned = c.device === turns || c.device === onceTree
+          assert.isTrue(normed.every((e) => e.variant?.inTurn === (turned ? 3 : undefined)), what)
+          const read1 = (c.device === once || c.device === onceTree) && c.ffn !== "q4_K"
+          assert.isTrue(normed.every((e) => e.variant?.normOnce === (read1 ? true : undefined)), what)
           assert.strictEqual(entries.filter((e) => e.op === "rms_norm_mul").length, c.fused ? 0 : 2, what)
           // the CPU rounds its norm to q8_0 / q8_K blocks as the int8 kernel does (to f16 for f16 weights, which
           // the f16 kernel does not): they differ by a rounding flip at most

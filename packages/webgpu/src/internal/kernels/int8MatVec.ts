@@ -376,6 +376,35 @@ ${dot("acc")}`
     }
 ${storeBlock}
   }`
+  // b made by a norm read once (scaled): each block rounded from its unscaled values (a block's rounding is
+  // the same for any scale of it) while the row's squares add up, then each block's scale times the row's
+  const scaled = target.quantizedDecode?.normOnce === true && made?.scaled !== undefined && split === undefined &&
+      !kQuant(dtype)
+    ? made.scaled
+    : undefined
+  const roundQ80Once = scaled === undefined ? "" : `${scaled.begin}
+  for (var blk = lid; blk < ${Ks / 32}u; blk += ${WGS}u) {
+    var x: array<vec4<f32>, 8>;
+    var amax = 0.0;
+    for (var i = 0u; i < 8u; i++) {
+      ${scaled.load("blk * 32u + 4u * i", "x[i]")}
+      let m = abs(x[i]);
+      amax = max(amax, max(max(m.x, m.y), max(m.z, m.w)));
+    }
+    let d = amax / 127.0;
+    let id = select(0.0, 1.0 / d, amax > 0.0);
+    var sum = 0i;
+    var q: array<u32, 8>;
+    for (var i = 0u; i < 8u; i++) {
+      let v = x[i] * id;
+      let r = vec4<i32>(trunc(v + select(vec4<f32>(-0.5), vec4<f32>(0.5), v >= vec4<f32>(0.0))));
+      sum += r.x + r.y + r.z + r.w;
+      q[i] = pack4xI8(r);
+    }
+${storeBlock}
+  }
+${scaled.scale(WGS, subgroups ? LANES : undefined)}
+  for (var blk = lid; blk < ${Ks / 32}u; blk += ${WGS}u) { es[blk].x = quantizeToF16(es[blk].x * nscale); }`
   // ggml's quantize_row_q8_K: over each 256 values the one of largest magnitude (the first of equals) sets
   // iscale = -127 / it, values rounded to nearest even and kept at 127 at most, d = 1 / iscale (f32); each
   // 32 values' largest first, then each 256's from its eight
@@ -416,6 +445,9 @@ ${storeBlock}
     }
 ${storeBlock}
   }`
+  // b's prologue and its rounding into workgroup memory
+  const rounding = `${scaled === undefined ? made?.prologue(WGS, subgroups ? LANES : undefined) ?? "" : ""}
+${kQuant(dtype) ? roundQ8K : scaled !== undefined ? roundQ80Once : roundQ80}`
   // each row's result: its bias, a gated product's swiglu, a stack's stores
   const results = `  if (lid < ${rowsPerGroup}u) {
     let row = gi * ${rowsPerGroup}u + lid;
@@ -442,8 +474,7 @@ ${storeBlock}
   const groupBody = `  let row0 = gi * ${rowsPerGroup}u + grp * ${R}u;
 ${
     turns !== undefined ? "" : `${early}
-${made?.prologue(WGS, subgroups ? LANES : undefined) ?? ""}
-${kQuant(dtype) ? roundQ8K : roundQ80}
+${rounding}
   workgroupBarrier();`
   }
   // rows past the end read row M - 1 again and are not written; the sums set to zero outright (a var
@@ -471,6 +502,7 @@ ${split !== undefined ? partials : results}`
       ...(types.length > 1 ? { types: weights.map(typeOf).join(",") } : {}),
       ...(split !== undefined ? { splits: S } : {}),
       ...(turns !== undefined ? { inTurn: turns } : {}),
+      ...(scaled !== undefined ? { normOnce: true } : {}),
       ...made?.variant,
       ...stores?.variant
     },
@@ -522,8 +554,7 @@ ${
     }
 ${
       turns !== undefined
-        ? `${made?.prologue(WGS, subgroups ? LANES : undefined) ?? ""}
-${kQuant(dtype) ? roundQ8K : roundQ80}
+        ? `${rounding}
   workgroupBarrier();
   // the row groups in turn over the one rounding of b
   for (var gi = wid.x; gi < ${groups}u; gi += nwg.x) {

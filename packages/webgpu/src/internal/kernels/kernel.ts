@@ -167,6 +167,12 @@ export interface QuantizedDecode {
    * on software adapters
    */
   readonly int8Groups?: number
+  /**
+   * a norm the int8 form makes (normIn.ts) read once as b is rounded, the row's scale applied to each block's
+   * after (not read once for the scale and again for the values); 32-value types, K not split; default: off
+   * (not yet timed on a GPU)
+   */
+  readonly normOnce?: boolean
 }
 
 /** @internal: flash attention's decode form, each field overriding the default */

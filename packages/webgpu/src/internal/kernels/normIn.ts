@@ -57,36 +57,42 @@ export const normBefore = (
   const D = x.ne[0]
   if (D > mostOf(target) || D % 4 !== 0 || !row(x, D) || !row(w, D) || bindings + 1 > maxBindings) return undefined
   const at = (n: string, k: string) => `ld4_${n}(ix_${n}(${k}, 0u, 0u, 0u) >> 2u)`
-  return {
-    operands: [{ name: "nx", tensor: x }, { name: "nw", tensor: w }],
-    params: [f32("eps", norm.op.eps)],
-    decls: (n) => `var<workgroup> nred: array<f32, ${n}>;`,
-    workgroupBytes: (n) => 4 * n,
-    // the row's squares reduced over the workgroup: by subgroup sums and one barrier where the kernel has
-    // subgroups of `lanes` (every workgroup waits on this before its first weight load), else by a tree
-    prologue: (n, lanes) =>
-      `  var nss = 0.0;
-  for (var k = 4u * lid; k < ${D}u; k += ${4 * n}u) {
-    let x4 = ${at("nx", "k")};
-    nss += dot(x4, x4);
-  }
-${
-        lanes !== undefined && target.normReduce !== "tree" && n % lanes === 0
-          ? `  let nsg = subgroupAdd(nss);
+  // the row's squares (each invocation's in nss) reduced over the workgroup into nscale: by subgroup sums and
+  // one barrier where the kernel has subgroups of `lanes` (every workgroup waits on this before its first
+  // weight load), else by a tree
+  const reduce = (n: number, lanes?: number) =>
+    lanes !== undefined && target.normReduce !== "tree" && n % lanes === 0
+      ? `  let nsg = subgroupAdd(nss);
   if (lid % ${lanes}u == 0u) { nred[lid / ${lanes}u] = nsg; }
   workgroupBarrier();
   var ntotal = 0.0;
   for (var s = 0u; s < ${n / lanes}u; s++) { ntotal += nred[s]; }
   let nscale = inverseSqrt(ntotal / ${D}.0 + P.eps);`
-          : `  nred[lid] = nss;
+      : `  nred[lid] = nss;
   workgroupBarrier();
   for (var s = ${n / 2}u; s > 0u; s >>= 1u) {
     if (lid < s) { nred[lid] += nred[lid + s]; }
     workgroupBarrier();
   }
   let nscale = inverseSqrt(nred[0] / ${D}.0 + P.eps);`
-      }`,
+  return {
+    operands: [{ name: "nx", tensor: x }, { name: "nw", tensor: w }],
+    params: [f32("eps", norm.op.eps)],
+    decls: (n) => `var<workgroup> nred: array<f32, ${n}>;`,
+    workgroupBytes: (n) => 4 * n,
+    prologue: (n, lanes) =>
+      `  var nss = 0.0;
+  for (var k = 4u * lid; k < ${D}u; k += ${4 * n}u) {
+    let x4 = ${at("nx", "k")};
+    nss += dot(x4, x4);
+  }
+${reduce(n, lanes)}`,
     fourAt: (k) => `${at("nx", k)} * nscale * ${at("nw", k)}`,
-    variant: target.normReduce === "tree" ? { norm: true, normReduce: "tree" } : { norm: true }
+    variant: target.normReduce === "tree" ? { norm: true, normReduce: "tree" } : { norm: true },
+    scaled: {
+      begin: "  var nss = 0.0;",
+      load: (k, into) => `{ let x4 = ${at("nx", k)}; nss += dot(x4, x4); ${into} = x4 * ${at("nw", k)}; }`,
+      scale: reduce
+    }
   }
 }

@@ -42,6 +42,18 @@ export interface MadeB {
   readonly prologue: (n: number, lanes?: number) => string
   readonly fourAt: (k: string) => string
   readonly variant: { readonly [choice: string]: string | number | boolean }
+  /**
+   * b as one scale of the whole row (`nscale`) times values known element by element (a norm's x * w): WGSL
+   * `begin`, then `load(k, into)` setting vec4 `into` to the unscaled four values from k and adding what the
+   * scale needs, then `scale(n, lanes)` over `n` invocations once every value was loaded, setting `nscale`.
+   * A kernel rounding b in blocks so reads b once, not once for the scale and again for the values (each
+   * block's scale times nscale after, as the rounding of a block is the same for any scale of it)
+   */
+  readonly scaled?: {
+    readonly begin: string
+    readonly load: (k: string, into: string) => string
+    readonly scale: (n: number, lanes?: number) => string
+  }
 }
 
 /** @internal: a kernel form's b made by its own kernel, where it is (MadeB) */
