@@ -1,23 +1,31 @@
 #!/usr/bin/env bash
-# On the GPU machine: what issues 18 and 20 still ask of an H200, in one device call (~8 minutes): the model
-# table with this tree's defaults, then the forms of the int8 decode form not yet timed on an H200 at 8B q8_0
-# (row groups in turn, the default since the session of 2026-12-05 18:12, against a workgroup a group and a
-# lower cap; the norm the products make read once as b is rounded, with kernel-check's cases of both at 32
-# lanes first), each step's files back as one
-# (steps.sh). With PART=2 instead (~4 minutes): the q4_0 copy at 8 vec4s a thread with 16-byte stores (faster
-# alone) at 8B q4_0, and issue 18's standalone quantized prompt products traced dispatch by dispatch (q4_0's
-# ran at a fifth of q8_0's rate in run ev; on an H100 only in some processes). Through the device tool with
-# carry [".gpu-llm"] and needs_h200:
-#   bash .gpu-llm/run.sh bash .gpu-llm/h200.sh          (TABLE_ONLY=1: the table alone, ~5 minutes)
+# On the GPU machine: what issues 18 and 20 still ask of an H200, each part one device call (a call runs 10
+# minutes at most), each step's files back as one (steps.sh). Through the device tool with carry [".gpu-llm"]
+# and needs_h200:
+#   bash .gpu-llm/run.sh bash .gpu-llm/h200.sh          the model table with this tree's defaults, then
+#                                                       kernel-check's int8 forms at 32 lanes (~6 minutes)
+#   PART=forms bash ...                                  the int8 decode forms not yet timed on an H200, at 8B
+#                                                       q8_0 (~4 minutes): row groups in turn (the default since
+#                                                       the session of 2026-12-05 18:12) against a workgroup a
+#                                                       group and a lower cap, the norm read once as b is
+#                                                       rounded, workgroups of 16 subgroups
+#   PART=18 bash ...                                     the q4_0 copy at 8 vec4s a thread with 16-byte stores
+#                                                       (faster alone) at 8B q4_0, and issue 18's standalone
+#                                                       prompt products traced dispatch by dispatch, twice (q4_0's
+#                                                       ran at a fifth of q8_0's rate in run ev; on an H100 only
+#                                                       in some processes) (~4 minutes)
 cd "$(dirname "$0")/.."
-if [ "${PART:-}" = 2 ]; then
-  bash .gpu-llm/steps.sh \
-    "copy-shape:bash .gpu-llm/forms.sh 8b-q4_0 'llm.mjs --prefill-only' 'llm.mjs --prefill-only --copy-shape 8:wide'" \
-    "prefill18:cd .gpu-llm && for i in 1 2; do timeout 100 node run.mjs --no-peer --own-params --profile --cases prefill_f16,prefill_q4_0,prefill_q8_0; done"
-  exit 0
-fi
-bash .gpu-llm/steps.sh "table:bash .gpu-llm/table.sh"
-[ "${TABLE_ONLY:-}" = 1 ] && exit 0
-bash .gpu-llm/steps.sh \
-  "check:cd .gpu-llm && timeout 60 node check.mjs norms inturn" \
-  "forms:bash .gpu-llm/forms.sh 8b-q8_0 'llm.mjs' 'llm.mjs --mv-groups 0' 'llm.mjs --mv-groups 198' 'llm.mjs --norm-once'"
+case "${PART:-}" in
+  forms)
+    bash .gpu-llm/steps.sh "forms:bash .gpu-llm/forms.sh 8b-q8_0 'llm.mjs' 'llm.mjs --mv-groups 0' \
+'llm.mjs --mv-groups 198' 'llm.mjs --norm-once' 'llm.mjs --mv-warps 16'"
+    ;;
+  18)
+    bash .gpu-llm/steps.sh \
+      "copy-shape:bash .gpu-llm/forms.sh 8b-q4_0 'llm.mjs --prefill-only' 'llm.mjs --prefill-only --copy-shape 8:wide'" \
+      "prefill18:cd .gpu-llm && for i in 1 2; do timeout 100 node run.mjs --no-peer --own-params --profile --cases prefill_f16,prefill_q4_0,prefill_q8_0; done"
+    ;;
+  *)
+    bash .gpu-llm/steps.sh "table:bash .gpu-llm/table.sh" "check:cd .gpu-llm && timeout 60 node check.mjs norms inturn"
+    ;;
+esac

@@ -49,6 +49,15 @@ const kQuant = (dtype: Int8Type) => dtype === "q4_K" || dtype === "q6_K"
 
 /** rows a subgroup of the int8 form owns on `target` */
 const rowsOf = (target: KernelTarget) => Math.max(1, Math.floor(target.quantizedDecode?.int8Rows ?? INT8_ROWS))
+/** subgroups a workgroup of the int8 form has on `target` (at most the adapter's invocations allow) */
+const warpsOf = (target: KernelTarget) =>
+  Math.max(
+    1,
+    Math.min(
+      Math.floor(target.quantizedDecode?.int8Warps ?? INT8_WARPS),
+      Math.floor((target.workgroupInvocations ?? 256) / LANES)
+    )
+  )
 
 /**
  * @internal: the workgroups the int8 form splits a product's K over (int8Splits.ts): 1 unless asked; K cut
@@ -58,7 +67,7 @@ export const int8Splits = (product: Pick<Product, "M" | "K" | "batches">, dtype:
   Splits.splitsOf(
     product.K,
     dtype === "q4_K" || dtype === "q6_K" ? 256 : 64,
-    Math.ceil(product.M / (INT8_WARPS * rowsOf(target))) * product.batches,
+    Math.ceil(product.M / (warpsOf(target) * rowsOf(target))) * product.batches,
     target
   )
 
@@ -85,8 +94,8 @@ export const roundsAlike = (types: ReadonlyArray<string>): boolean =>
  * workgroup memory of the int8 form: b's K values as int8 and a scale and sum per 32, the reduction; the
  * k-quants also a signed maximum per 256
  */
-const int8Bytes = (K: number, dtype: string) =>
-  K + (K / 32) * 8 + INT8_WARPS * LANES * 4 + (dtype === "q4_K" || dtype === "q6_K" ? (K / 256) * 4 : 0)
+const int8Bytes = (K: number, dtype: string, warps: number) =>
+  K + (K / 32) * 8 + warps * LANES * 4 + (dtype === "q4_K" || dtype === "q6_K" ? (K / 256) * 4 : 0)
 
 /**
  * @internal: whether the int8 form computes `product`: weights of a block type whose rows are whole runs
@@ -96,7 +105,8 @@ const int8Bytes = (K: number, dtype: string) =>
 export const int8Applies = (product: Pick<Product, "N" | "K">, a: Tensor.Tensor, target: KernelTarget): boolean =>
   INT8_TYPES.has(a.dtype) && target.dot4 === true && product.N === 1 &&
   product.K % (a.dtype === "q4_K" || a.dtype === "q6_K" ? 256 : 64) === 0 &&
-  a.nb.slice(1).every((nb) => nb % 4 === 0) && int8Bytes(product.K, a.dtype) <= (target.workgroupStorage ?? 16384)
+  a.nb.slice(1).every((nb) => nb % 4 === 0) && int8Bytes(product.K, a.dtype, warpsOf(target)) <=
+    (target.workgroupStorage ?? 16384)
 
 /**
  * @internal: the int8 matrix-vector kernel (decode of the block types, as llama.cpp's MMVQ):
@@ -121,7 +131,8 @@ export const int8MatVec = (
 ): Kernel => {
   const gated = form.kind === "gated"
   const stores = form.kind === "stack" ? form.stores : undefined
-  const WGS = INT8_WARPS * LANES
+  const WARPS = warpsOf(target)
+  const WGS = WARPS * LANES
   const { K, M, batches, bias, epilogue, params } = product
   // split-K (int8Splits.ts): each workgroup takes K / S of b and of its rows; a second dispatch adds up
   const S = splitting ? int8Splits(product, dtype, target) : 1
@@ -129,7 +140,7 @@ export const int8MatVec = (
   const Ks = K / S
   // b made here where its workgroup memory fits beside b's blocks (else b is read, and no fusion takes this)
   const made = form.made !== undefined &&
-      int8Bytes(Ks, dtype) + form.made.workgroupBytes(WGS) <= (target.workgroupStorage ?? 16384)
+      int8Bytes(Ks, dtype, WARPS) + form.made.workgroupBytes(WGS) <= (target.workgroupStorage ?? 16384)
     ? form.made
     : undefined
   // the stores this kernel makes (a split product's merge makes them)
@@ -138,7 +149,7 @@ export const int8MatVec = (
   const operands = (made === undefined ? product.operands : product.operands.filter((o) => o.name !== "b"))
     .map((o) => split !== undefined && o.name === "d" ? split.d : o)
   const R = rowsOf(target)
-  const rowsPerGroup = INT8_WARPS * R
+  const rowsPerGroup = WARPS * R
   const groups = Math.ceil(M / rowsPerGroup)
   // the pairs of blocks a workgroup walks (of its split)
   const pairs = Ks / 64
@@ -499,6 +510,7 @@ ${split !== undefined ? partials : results}`
       ...(uniform ? { uniform } : {}),
       ...(prefetch ? { prefetch } : {}),
       ...(R !== INT8_ROWS ? { int8Rows: R } : {}),
+      ...(WARPS !== INT8_WARPS ? { int8Warps: WARPS } : {}),
       ...(types.length > 1 ? { types: weights.map(typeOf).join(",") } : {}),
       ...(split !== undefined ? { splits: S } : {}),
       ...(turns !== undefined ? { inTurn: turns } : {}),

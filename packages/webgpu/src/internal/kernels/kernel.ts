@@ -154,6 +154,12 @@ export interface QuantizedDecode {
   /** rows a subgroup of the int8 form owns; default: 2 (1 ran an 8B q8_0 decode 13% slower) */
   readonly int8Rows?: number
   /**
+   * subgroups of 32 lanes a workgroup of the int8 form has (its rows: these times int8Rows), at most what the
+   * adapter's invocations a workgroup allow; default: 8 (16 not yet timed on a GPU: b rounded once for twice
+   * the rows, as row groups in turn do, but with both in flight together)
+   */
+  readonly int8Warps?: number
+  /**
    * the int8 form splits K over workgroups of at most this many values each (split-K, a second dispatch
    * adding their sums) where its grid has fewer than `int8SplitBelow` workgroups; default: no split (not yet
    * timed on a GPU)
