@@ -366,16 +366,19 @@ ${dot("acc")}`
     ys[h * ${pairs}u + p] = vec4<u32>(q[0], q[1], q[2], q[3]);
     ys[(h + 1u) * ${pairs}u + p] = vec4<u32>(q[4], q[5], q[6], q[7]);
     es[blk] = vec2<f32>(d, f32(sum));`
-  // ggml's quantize_row_q8_0: d = amax / 127 (stored f16), values rounded half away from zero
-  const roundQ80 = `  for (var blk = lid; blk < ${Ks / 32}u; blk += ${WGS}u) {
+  // each of the workgroup's blocks of 32 values of b: its eight vec4s into x by `load` (a statement setting
+  // x[i]), rounded as ggml's quantize_row_q8_0 rounds them (amax / 127 their scale, values rounded half away
+  // from zero), the scale stored as `scale` makes it of amax
+  const roundBlocks = (load: string, scale: string) =>
+    `  for (var blk = lid; blk < ${Ks / 32}u; blk += ${WGS}u) {
     var x: array<vec4<f32>, 8>;
     var amax = 0.0;
     for (var i = 0u; i < 8u; i++) {
-      x[i] = ${fourAt(kOf("blk * 32u + 4u * i"))};
+      ${load}
       let m = abs(x[i]);
       amax = max(amax, max(max(m.x, m.y), max(m.z, m.w)));
     }
-    let d = quantizeToF16(amax / 127.0);
+    let d = ${scale};
     let id = select(0.0, 1.0 / (amax / 127.0), amax > 0.0);
     var sum = 0i;
     var q: array<u32, 8>;
@@ -387,6 +390,8 @@ ${dot("acc")}`
     }
 ${storeBlock}
   }`
+  // ggml's quantize_row_q8_0: the scale stored as f16
+  const roundQ80 = roundBlocks(`x[i] = ${fourAt(kOf("blk * 32u + 4u * i"))};`, "quantizeToF16(amax / 127.0)")
   // b made by a norm read once (scaled): each block rounded from its unscaled values (a block's rounding is
   // the same for any scale of it) while the row's squares add up, then each block's scale times the row's
   const scaled = target.quantizedDecode?.normOnce === true && made?.scaled !== undefined && split === undefined &&
@@ -394,26 +399,7 @@ ${storeBlock}
     ? made.scaled
     : undefined
   const roundQ80Once = scaled === undefined ? "" : `${scaled.begin}
-  for (var blk = lid; blk < ${Ks / 32}u; blk += ${WGS}u) {
-    var x: array<vec4<f32>, 8>;
-    var amax = 0.0;
-    for (var i = 0u; i < 8u; i++) {
-      ${scaled.load("blk * 32u + 4u * i", "x[i]")}
-      let m = abs(x[i]);
-      amax = max(amax, max(max(m.x, m.y), max(m.z, m.w)));
-    }
-    let d = amax / 127.0;
-    let id = select(0.0, 1.0 / d, amax > 0.0);
-    var sum = 0i;
-    var q: array<u32, 8>;
-    for (var i = 0u; i < 8u; i++) {
-      let v = x[i] * id;
-      let r = vec4<i32>(trunc(v + select(vec4<f32>(-0.5), vec4<f32>(0.5), v >= vec4<f32>(0.0))));
-      sum += r.x + r.y + r.z + r.w;
-      q[i] = pack4xI8(r);
-    }
-${storeBlock}
-  }
+${roundBlocks(scaled.load("blk * 32u + 4u * i", "x[i]"), "amax / 127.0")}
 ${scaled.scale(WGS, subgroups ? LANES : undefined)}
   for (var blk = lid; blk < ${Ks / 32}u; blk += ${WGS}u) { es[blk].x = quantizeToF16(es[blk].x * nscale); }`
   // ggml's quantize_row_q8_K: over each 256 values the one of largest magnitude (the first of equals) sets
