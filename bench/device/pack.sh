@@ -64,7 +64,6 @@ bundle bench/probes/oracle-check.ts oracle.mjs
 bundle bench/probes/mvq-raw.ts mvqraw.mjs
 bundle bench/probes/mma8-raw.ts mma8.mjs
 bundle bench/probes/copy-probe.ts copy.mjs
-bundle bench/probes/l2-probe.ts l2.mjs
 bundle bench/run.ts run.mjs
 if [ -n "${BASE:-}" ]; then
   # the other tree borrows this one's installed packages (links to each entry of its node_modules), but its

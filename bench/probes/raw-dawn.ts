@@ -87,5 +87,5 @@ export const rawDevice = async (features: ReadonlyArray<string>) => {
     )
     return times[1] / dispatches
   }
-  return { adapter, device, storage, upload, timeDispatches, timePasses }
+  return { adapter, device, storage, upload, timeDispatches }
 }
