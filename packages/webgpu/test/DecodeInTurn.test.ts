@@ -6,10 +6,10 @@
  */
 import { Fusion, Graph, Ops, Quant } from "@effect-gpu/core"
 import { Generators } from "@effect-gpu/testing"
-import { WebGpu, WebGpuDevice } from "@effect-gpu/webgpu"
+import { WebGpuDevice } from "@effect-gpu/webgpu"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { adapterAvailable, nmse, onDeviceAndCpu } from "./utils.js"
+import { adapterAvailable, int8Device, nmse, onDeviceAndCpu } from "./utils.js"
 
 describe.skipIf(!adapterAvailable)("WebGPU decode row groups in turn", () => {
   // the int8 form with fewer workgroups than row groups (int8Groups), each taking groups in turn over its one
@@ -19,10 +19,7 @@ describe.skipIf(!adapterAvailable)("WebGPU decode row groups in turn", () => {
     "the int8 form's workgroups taking row groups in turn (inTurn) match the CPU",
     () =>
       Effect.gen(function*() {
-        const [d] = yield* WebGpu.make({
-          devices: 1,
-          quantizedDecode: { rows: 1, columns: 1, stage: 1, int8Groups: 2 }
-        })
+        const d = yield* int8Device({ int8Groups: 2 })
         if (!WebGpuDevice.hasInt8Dot(d)) {
           console.log(`no dot4I8Packed on ${d.description}: the int8 form is not offered`)
           return
@@ -69,15 +66,12 @@ describe.skipIf(!adapterAvailable)("WebGPU decode row groups in turn", () => {
     "the int8 form's workgroups of 16 subgroups (int8Warps) match the CPU",
     () =>
       Effect.gen(function*() {
-        const [wide] = yield* WebGpu.make({
-          devices: 1,
-          quantizedDecode: { rows: 1, columns: 1, stage: 1, int8Warps: 16 }
-        })
-        if (!WebGpuDevice.hasInt8Dot(wide)) return
-        const [wideTurns] = yield* WebGpu.make({
-          devices: 1,
-          quantizedDecode: { rows: 1, columns: 1, stage: 1, int8Warps: 16, int8Groups: 2 }
-        })
+        const wide = yield* int8Device({ int8Warps: 16 })
+        if (!WebGpuDevice.hasInt8Dot(wide)) {
+          console.log(`no dot4I8Packed on ${wide.description}: the int8 form is not offered`)
+          return
+        }
+        const wideTurns = yield* int8Device({ int8Warps: 16, int8Groups: 2 })
         // [device, weights, K, rows of q (k and v take 24 each; 0: a plain product of 70 rows), gated]
         const cases = [
           [wide, "q8_0", 2560, 0, false],

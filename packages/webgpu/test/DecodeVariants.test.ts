@@ -9,7 +9,7 @@ import { Generators } from "@effect-gpu/testing"
 import { WebGpu, WebGpuDevice } from "@effect-gpu/webgpu"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { adapterAvailable, nmse, onDeviceAndCpu } from "./utils.js"
+import { adapterAvailable, int8Device, nmse, onDeviceAndCpu } from "./utils.js"
 
 /** a stack's q, k and v weights of `rows` rows over K, of `types` ("q4_K", or one a part: "q4_K+q4_K+q6_K") */
 const qkvWeights = (g: Graph.Builder, types: string, K: number, rows: ReadonlyArray<number>) => {
@@ -77,19 +77,10 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           console.log(`no dot4I8Packed on ${plain.description}: the int8 form is not offered`)
           return
         }
-        const [early] = yield* WebGpu.make({
-          devices: 1,
-          quantizedDecode: { rows: 1, columns: 1, stage: 1, prefetch: true }
-        })
+        const early = yield* int8Device({ prefetch: true })
         // the prefetch in plain products only (a gated product's two weights hold twice the registers)
-        const [plainFirst] = yield* WebGpu.make({
-          devices: 1,
-          quantizedDecode: { rows: 1, columns: 1, stage: 1, prefetch: ["plain"] }
-        })
-        const [single] = yield* WebGpu.make({
-          devices: 1,
-          quantizedDecode: { rows: 1, columns: 1, stage: 1, int8Rows: 1 }
-        })
+        const plainFirst = yield* int8Device({ prefetch: ["plain"] })
+        const single = yield* int8Device({ int8Rows: 1 })
         // [K, a viewed one row in, b's batches K + 1 apart (read a value at a time), the kernel]
         const blocks32 = [[2560, false, false, "mvq8"], [2624, true, false, "mvq"], [640, false, true, "mvq8"]] as const
         const cases = {
@@ -157,15 +148,9 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
     () =>
       Effect.gen(function*() {
         const [d] = yield* WebGpu.make({ devices: 1 })
-        const [early] = yield* WebGpu.make({
-          devices: 1,
-          quantizedDecode: { rows: 1, columns: 1, stage: 1, prefetch: true }
-        })
+        const early = yield* int8Device({ prefetch: true })
         // the prefetch asked for plain products only: a gated product goes without
-        const [plainFirst] = yield* WebGpu.make({
-          devices: 1,
-          quantizedDecode: { rows: 1, columns: 1, stage: 1, prefetch: ["plain"] }
-        })
+        const plainFirst = yield* int8Device({ prefetch: ["plain"] })
         const int8 = WebGpuDevice.hasInt8Dot(d)
         // f16 weights by subgroups where the device has them (lavapipe and GPUs), else the vec4 form
         const half = d.description.includes("subgroups") ? "mvh_swiglu" : "mv_swiglu"
@@ -262,15 +247,9 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
         ] as const
         // each lane's first pairs loaded before b is rounded (prefetch) where asked for stacks: where the
         // parts are whole workgroups of one 32-value type
-        const [stackFirst] = yield* WebGpu.make({
-          devices: 1,
-          quantizedDecode: { rows: 1, columns: 1, stage: 1, prefetch: ["stack"] }
-        })
+        const stackFirst = yield* int8Device({ prefetch: ["stack"] })
         // two workgroups taking the row groups in turn (int8Groups), each over its one rounding of b
-        const [inTurn] = yield* WebGpu.make({
-          devices: 1,
-          quantizedDecode: { rows: 1, columns: 1, stage: 1, int8Groups: 2 }
-        })
+        const inTurn = yield* int8Device({ int8Groups: 2 })
         const prefetched = int8
           ? [
             ["q4_0", 640, "mvq8_stack", whole, stackFirst],
@@ -330,15 +309,9 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
         if (!int8 || !half) console.log(`on ${d.description}: no int8 or no f16-by-subgroups stack to store from`)
         const [apart] = yield* WebGpu.make({ devices: 1, storeKeysInProducts: false })
         // K split in two (int8Splits.ts): the stores made by the split's merge
-        const [split] = yield* WebGpu.make({
-          devices: 1,
-          quantizedDecode: { rows: 1, columns: 1, stage: 1, int8Split: 256 }
-        })
+        const split = yield* int8Device({ int8Split: 256 })
         // three workgroups taking the stack's 32 row groups in turn, the stores made as each group's rows are
-        const [turns] = yield* WebGpu.make({
-          devices: 1,
-          quantizedDecode: { rows: 1, columns: 1, stage: 1, int8Groups: 3 }
-        })
+        const turns = yield* int8Device({ int8Groups: 3 })
         const all = [
           { dtype: "q4_0", mode: 0, nDims: 64, yarn: false, cache: "f16", slot: 5, device: d, fused: true },
           { dtype: "q4_K", mode: 0, nDims: 32, yarn: true, cache: "f32", slot: 2, device: d, fused: true },
@@ -427,20 +400,10 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
         // the row's squares reduced by a tree, not by subgroup sums (the f16 form has subgroups on lavapipe)
         const [tree] = yield* WebGpu.make({ devices: 1, normReduce: "tree" })
         // three workgroups taking the int8 products' row groups in turn, the norm made once by each
-        const [turns] = yield* WebGpu.make({
-          devices: 1,
-          quantizedDecode: { rows: 1, columns: 1, stage: 1, int8Groups: 3 }
-        })
+        const turns = yield* int8Device({ int8Groups: 3 })
         // the norm read once as b is rounded (normOnce: 32-value types; q4_K keeps its two reads)
-        const [once] = yield* WebGpu.make({
-          devices: 1,
-          quantizedDecode: { rows: 1, columns: 1, stage: 1, normOnce: true }
-        })
-        const [onceTree] = yield* WebGpu.make({
-          devices: 1,
-          normReduce: "tree",
-          quantizedDecode: { rows: 1, columns: 1, stage: 1, normOnce: true, int8Groups: 3 }
-        })
+        const once = yield* int8Device({ normOnce: true })
+        const onceTree = yield* int8Device({ normOnce: true, int8Groups: 3 }, { normReduce: "tree" })
         const all = [
           { K: 1536, types: "q8_0", ffn: "q4_0", device: d, fused: true },
           { K: 512, types: "q4_K+q4_K+q6_K", ffn: "q4_K", device: d, fused: true },

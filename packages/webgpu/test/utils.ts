@@ -2,9 +2,10 @@ import type { Device, DType, Plan, Tensor } from "@effect-gpu/core"
 import { Cpu, Graph, Ops, Quant } from "@effect-gpu/core"
 import type { Trace } from "@effect-gpu/core"
 import { Generators } from "@effect-gpu/testing"
+import { WebGpu } from "@effect-gpu/webgpu"
 import { Effect } from "effect"
 import { inject } from "vitest"
-import type { KernelTarget } from "../src/internal/kernels/kernel.js"
+import type { KernelTarget, QuantizedDecode } from "../src/internal/kernels/kernel.js"
 
 /** whether a WebGPU adapter exists here: probed once per run by globalSetup.ts */
 export const adapterAvailable: boolean = inject("webgpuAdapter")
@@ -21,6 +22,19 @@ export const matrixGpu: KernelTarget = {
   workgroupStorage: 49152,
   workgroupInvocations: 1024
 }
+
+/**
+ * one WebGPU device whose decode kernels take the int8 form's `int8` choices (the quantized kernel's own
+ * shape kept small: a row a lane group, one column, one stage of b), with the device `options` besides
+ */
+export const int8Device = (
+  int8: Omit<QuantizedDecode, "rows" | "columns" | "stage">,
+  options: Omit<WebGpu.Options, "devices" | "quantizedDecode"> = {}
+) =>
+  Effect.map(
+    WebGpu.make({ ...options, devices: 1, quantizedDecode: { rows: 1, columns: 1, stage: 1, ...int8 } }),
+    ([device]) => device
+  )
 
 /** a small two-layer graph: enough nodes and work to see ordering and aborts */
 export const mlp = (n: number, layers: number) =>
