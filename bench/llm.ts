@@ -21,8 +21,8 @@
  *   tsx llm.ts run DIR NAME --prefill-only   prompts only (no decoding runs: an A/B of a prompt's forms)
  *   tsx llm.ts run DIR NAME --timeline   a decoding step's host events (writes, submits, waits) untraced
  *   tsx llm.ts run DIR NAME --f32-decode   q4_0 and q8_0 decode without the int8 form (to compare)
- *   tsx llm.ts run DIR NAME --mv-prefetch   the int8 form's first pairs of blocks loaded before b is rounded
- *   tsx llm.ts run DIR NAME --mv-prefetch-in plain,gated,stack   the same in these of its forms only
+ *   tsx llm.ts run DIR NAME --mv-ahead   the int8 form's short rows (K <= 4096) loaded before b is rounded
+ *   tsx llm.ts run DIR NAME --mv-ahead-in plain,gated,stack   the same in these of its forms only
  *   tsx llm.ts run DIR NAME --norm-tree   a product's own norm reduced by a tree, not by subgroup sums
  *   tsx llm.ts run DIR NAME --mv-rows N   rows a subgroup of the int8 form owns (default 2)
  *   tsx llm.ts run DIR NAME --mv-groups N   the int8 form's workgroups at most N, each taking row groups in turn (0: none)
@@ -116,7 +116,7 @@ const valued = [
   "--mv-rows",
   "--mv-groups",
   "--mv-warps",
-  "--mv-prefetch-in",
+  "--mv-ahead-in",
   "--mv-split",
   "--mv-split-below"
 ]
@@ -157,9 +157,9 @@ const attentionDecode = {
 // the matrix-vector forms' overrides (the defaults' rows and columns where any is asked)
 const decodeForms = {
   ...(rest.includes("--f32-decode") ? { int8: false } : {}),
-  ...(rest.includes("--mv-prefetch") ? { prefetch: true } : {}),
-  ...(rest.includes("--mv-prefetch-in")
-    ? { prefetch: rest[rest.indexOf("--mv-prefetch-in") + 1].split(",") as Array<"plain" | "gated" | "stack"> }
+  ...(rest.includes("--mv-ahead") ? { ahead: true } : {}),
+  ...(rest.includes("--mv-ahead-in")
+    ? { ahead: rest[rest.indexOf("--mv-ahead-in") + 1].split(",") as Array<"plain" | "gated" | "stack"> }
     : {}),
   ...(rest.includes("--mv-rows") ? { int8Rows: Number(rest[rest.indexOf("--mv-rows") + 1]) } : {}),
   ...(rest.includes("--mv-groups") ? { int8Groups: Number(rest[rest.indexOf("--mv-groups") + 1]) } : {}),
@@ -294,7 +294,7 @@ const measure = (name: string) =>
       splits: gpuOptions.splitsInNorms === false ? "merged" : "norms",
       query_ropes: gpuOptions.queryRopesInStores === false ? "apart" : "stores",
       decode_values: attentionDecode.valuesAhead === false ? "after" : "ahead",
-      mv_prefetch: String(gpuOptions.quantizedDecode?.prefetch ?? false),
+      mv_ahead: String(gpuOptions.quantizedDecode?.ahead ?? false),
       norm_reduce: gpuOptions.normReduce ?? "auto",
       mv_rows: gpuOptions.quantizedDecode?.int8Rows ?? 2,
       mv_groups: gpuOptions.quantizedDecode?.int8Groups ?? "auto",

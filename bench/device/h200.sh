@@ -5,10 +5,11 @@
 #   bash .gpu-llm/run.sh bash .gpu-llm/h200.sh          the model table with this tree's defaults, then
 #                                                       kernel-check's int8 forms at 32 lanes (~6 minutes)
 #   PART=forms bash ...                                  the int8 decode forms not yet timed on an H200, at 8B
-#                                                       q8_0 (~4 minutes): row groups in turn (the default since
+#                                                       q8_0: row groups in turn (the default since
 #                                                       the session of 2026-12-05 18:12) against a workgroup a
 #                                                       group and a lower cap, the norm read once as b is
-#                                                       rounded, workgroups of 16 subgroups
+#                                                       rounded, workgroups of 16 subgroups, short rows
+#                                                       loaded ahead of b's rounding (~5 minutes)
 #   PART=18 bash ...                                     the q4_0 copy at 8 vec4s a thread with 16-byte stores
 #                                                       (faster alone) at 8B q4_0, and issue 18's standalone
 #                                                       prompt products traced dispatch by dispatch, twice (q4_0's
@@ -18,7 +19,7 @@ cd "$(dirname "$0")/.."
 case "${PART:-}" in
   forms)
     bash .gpu-llm/steps.sh "forms:bash .gpu-llm/forms.sh 8b-q8_0 'llm.mjs' 'llm.mjs --mv-groups 0' \
-'llm.mjs --mv-groups 198' 'llm.mjs --norm-once' 'llm.mjs --mv-warps 16'"
+'llm.mjs --mv-groups 198' 'llm.mjs --norm-once' 'llm.mjs --mv-warps 16' 'llm.mjs --mv-ahead'"
     ;;
   18)
     bash .gpu-llm/steps.sh \
@@ -26,6 +27,6 @@ case "${PART:-}" in
       "prefill18:cd .gpu-llm && for i in 1 2; do timeout 100 node run.mjs --no-peer --own-params --profile --cases prefill_f16,prefill_q4_0,prefill_q8_0; done"
     ;;
   *)
-    bash .gpu-llm/steps.sh "table:bash .gpu-llm/table.sh" "check:cd .gpu-llm && timeout 60 node check.mjs norms inturn"
+    bash .gpu-llm/steps.sh "table:bash .gpu-llm/table.sh" "check:cd .gpu-llm && timeout 60 node check.mjs norms inturn plain stack"
     ;;
 esac

@@ -263,9 +263,9 @@ const program = Effect.gen(function*() {
     console.log(JSON.stringify({ prefillAttention: c, kernels, nmse: error, bound: 1e-5, ok }))
   }
   // q, k and v stacked in the int8 form at 32 lanes: parts of whole workgroups (a model's: each workgroup
-  // reads its part alone), and parts that straddle them; the 32-value types' also with each lane's first
-  // pair loaded before b is rounded (prefetch, where the parts are whole workgroups)
-  const [stackFirst] = yield* WebGpu.make({ devices: 1, quantizedDecode: { rows: 2, columns: 8, prefetch: ["stack"] } })
+  // reads its part alone), and parts that straddle them; the 32-value types' also with each lane's share of
+  // its rows loaded before b is rounded (ahead, where the parts are whole workgroups)
+  const [stackFirst] = yield* WebGpu.make({ devices: 1, quantizedDecode: { rows: 2, columns: 8, ahead: ["stack"] } })
   const stacks = [
     ["q4_0", 2048, [2048, 512, 512]],
     ["q8_0", 4096, [4096, 1024, 1024]],
@@ -294,16 +294,16 @@ const program = Effect.gen(function*() {
     const uniform = rows[0] % 16 === 0
     const early = on === stackFirst && uniform
     const ok = error <= 1e-4 && kernels.includes("mvq8_stack") && kernels.includes("uniform=true") === uniform &&
-      kernels.includes("prefetch=true") === early
+      kernels.includes("ahead=") === early
     if (!ok) failed++
     console.log(
-      JSON.stringify({ stack: { a: types, K, rows, prefetch: early }, kernels, nmse: error, bound: 1e-4, ok })
+      JSON.stringify({ stack: { a: types, K, rows, ahead: early }, kernels, nmse: error, bound: 1e-4, ok })
     )
   }
-  // the int8 form's plain and gated products at 32 lanes: the 32-value types with each lane's first pair of
-  // blocks loaded before b is rounded (prefetch), the k-quants as they run by default (b rounded as q8_K),
-  // against the CPU's unfused graph
-  const [early] = yield* WebGpu.make({ devices: 1, quantizedDecode: { rows: 2, columns: 8, prefetch: true } })
+  // the int8 form's plain and gated products at 32 lanes: the 32-value types with each lane's share of its
+  // rows (one or two pairs of blocks: K up to 4096) loaded before b is rounded (ahead), the k-quants as they
+  // run by default (b rounded as q8_K), against the CPU's unfused graph
+  const [early] = yield* WebGpu.make({ devices: 1, quantizedDecode: { rows: 2, columns: 8, ahead: true } })
   const plains = [
     ["q4_0", 4096, 1000],
     ["q4_1", 2048, 37],
@@ -326,10 +326,10 @@ const program = Effect.gen(function*() {
         [x, Generators.values(42, K)]
       ])
       const ok = error <= 1e-4 && kernels.includes(gated ? "mvq8_swiglu" : "mvq8") &&
-        kernels.includes("prefetch=true") === !kQuant
+        kernels.includes("ahead=") === !kQuant
       if (!ok) failed++
       console.log(
-        JSON.stringify({ int8: { a: at, K, M, gated, prefetch: !kQuant }, kernels, nmse: error, bound: 1e-4, ok })
+        JSON.stringify({ int8: { a: at, K, M, gated, ahead: !kQuant }, kernels, nmse: error, bound: 1e-4, ok })
       )
     }
   }

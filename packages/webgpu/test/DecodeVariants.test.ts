@@ -66,8 +66,8 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
   // second row past the end), batches broadcast, a bias, and a's rows viewed one row in (bytes off 16)
   // falling back to the f32 form (q4_K's rows stay at 16 bytes); q6_K's blocks of 210 bytes, every other one
   // 2 bytes into a word, and rows that are not whole words (the f32 form); with and without each lane's
-  // first pair of blocks loaded before b is rounded (prefetch, the 32-value types), and with a row a subgroup
-  // (int8Rows)
+  // share of its rows loaded before b is rounded (ahead: the 32-value types' rows of one or two pairs of
+  // blocks a lane, K up to 4096, not 4160), and with a row a subgroup (int8Rows)
   it.scoped(
     "quantized matrix-vector products in the int8 form (mvq8) match the CPU, or fall back",
     () =>
@@ -77,12 +77,17 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           console.log(`no dot4I8Packed on ${plain.description}: the int8 form is not offered`)
           return
         }
-        const early = yield* int8Device({ prefetch: true })
-        // the prefetch in plain products only (a gated product's two weights hold twice the registers)
-        const plainFirst = yield* int8Device({ prefetch: ["plain"] })
+        const early = yield* int8Device({ ahead: true })
+        // ahead in plain products only
+        const plainFirst = yield* int8Device({ ahead: ["plain"] })
         const single = yield* int8Device({ int8Rows: 1 })
         // [K, a viewed one row in, b's batches K + 1 apart (read a value at a time), the kernel]
-        const blocks32 = [[2560, false, false, "mvq8"], [2624, true, false, "mvq"], [640, false, true, "mvq8"]] as const
+        const blocks32 = [
+          [2560, false, false, "mvq8"],
+          [2624, true, false, "mvq"],
+          [640, false, true, "mvq8"],
+          [4160, false, false, "mvq8"]
+        ] as const
         const cases = {
           q4_0: blocks32,
           q4_1: blocks32,
@@ -129,7 +134,8 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
             assert.deepInclude(entries[0].variant, { family, dtype }, `${dtype} K ${K}`)
             if (family === "mvq8") assert.strictEqual(entries[0].variant?.fours, !strided)
             if (family === "mvq8") {
-              assert.strictEqual(entries[0].variant?.prefetch, d === early || d === plainFirst ? true : undefined)
+              const ahead = (d === early || d === plainFirst) && K <= 4096 ? Math.ceil(K / 64 / 32) : undefined
+              assert.strictEqual(entries[0].variant?.ahead, ahead, `${dtype} K ${K}`)
             }
             if (family === "mvq8") assert.strictEqual(entries[0].variant?.int8Rows, d === single ? 1 : undefined)
             if (family === "mvq8") assert.strictEqual(entries[0].variant?.K, K)
@@ -148,9 +154,9 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
     () =>
       Effect.gen(function*() {
         const [d] = yield* WebGpu.make({ devices: 1 })
-        const early = yield* int8Device({ prefetch: true })
-        // the prefetch asked for plain products only: a gated product goes without
-        const plainFirst = yield* int8Device({ prefetch: ["plain"] })
+        const early = yield* int8Device({ ahead: true })
+        // ahead asked for plain products only: a gated product goes without
+        const plainFirst = yield* int8Device({ ahead: ["plain"] })
         const int8 = WebGpuDevice.hasInt8Dot(d)
         // f16 weights by subgroups where the device has them (lavapipe and GPUs), else the vec4 form
         const half = d.description.includes("subgroups") ? "mvh_swiglu" : "mv_swiglu"
@@ -168,13 +174,14 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           ["f16", 40, half === "mvh_swiglu" ? half : rowsForm],
           ["f32", 1028, "mv_swiglu"]
         ] as const
-        // the int8 form once more with each lane's first pairs loaded before b is rounded (prefetch)
-        const prefetched = int8 ? [["q4_0", 640, "mvq8_swiglu"], ["q8_0", 2560, "mvq8_swiglu"]] as const : []
+        // the int8 form once more with each lane's share of its rows loaded before b is rounded (ahead: one
+        // pair of blocks a lane at K 640, two at 2560)
+        const aheadCases = int8 ? [["q4_0", 640, "mvq8_swiglu"], ["q8_0", 2560, "mvq8_swiglu"]] as const : []
         const plainOnly = int8 ? [["q8_0", 2560, "mvq8_swiglu", plainFirst]] as const : []
         for (
           const [dtype, K, family, device] of [
             ...cases,
-            ...prefetched.map((c) => [...c, early] as const),
+            ...aheadCases.map((c) => [...c, early] as const),
             ...plainOnly
           ]
         ) {
@@ -200,7 +207,8 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
             }), [y])
           assert.strictEqual(entries.length, 1, dtype)
           assert.strictEqual(entries[0].variant?.family, family, `${dtype} K ${K}`)
-          assert.strictEqual(entries[0].variant?.prefetch, device === early ? true : undefined, `${dtype} K ${K}`)
+          const ahead = device === early ? Math.ceil(K / 64 / 32) : undefined
+          assert.strictEqual(entries[0].variant?.ahead, ahead, `${dtype} K ${K}`)
           // the int8 form rounds b as the CPU does; the other forms keep b in f32
           assert.isBelow(nmse(gpu, cpu), family === "mvq8_swiglu" ? 1e-9 : 5e-5, `${dtype} K ${K}`)
         }
@@ -245,12 +253,12 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           ["f16", 1024, half, straddling],
           ["f32", 1028, "mv_stack", straddling]
         ] as const
-        // each lane's first pairs loaded before b is rounded (prefetch) where asked for stacks: where the
+        // each lane's share of its rows loaded before b is rounded (ahead) where asked for stacks: where the
         // parts are whole workgroups of one 32-value type
-        const stackFirst = yield* int8Device({ prefetch: ["stack"] })
+        const stackFirst = yield* int8Device({ ahead: ["stack"] })
         // two workgroups taking the row groups in turn (int8Groups), each over its one rounding of b
         const inTurn = yield* int8Device({ int8Groups: 2 })
-        const prefetched = int8
+        const forced = int8
           ? [
             ["q4_0", 640, "mvq8_stack", whole, stackFirst],
             ["q8_0", 2560, "mvq8_stack", whole, stackFirst],
@@ -261,7 +269,7 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
             ["q4_K+q4_K+q6_K", 512, "mvq8_stack", whole, inTurn]
           ] as const
           : []
-        for (const [dtype, K, family, rows, on] of [...cases.map((c) => [...c, d] as const), ...prefetched]) {
+        for (const [dtype, K, family, rows, on] of [...cases.map((c) => [...c, d] as const), ...forced]) {
           const fast = family !== rowsForm
           const g = Graph.make()
           const types = dtype.split("+")
@@ -284,7 +292,7 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           if (stack) assert.strictEqual(stack.variant?.types, types.length > 1 ? types.join(",") : undefined)
           if (stack) {
             const early = on === stackFirst && rows === whole && dtype !== "q4_K"
-            assert.strictEqual(stack.variant?.prefetch, early ? true : undefined, `${dtype} ${rows}`)
+            assert.strictEqual(stack.variant?.ahead, early ? Math.ceil(K / 64 / 32) : undefined, `${dtype} ${rows}`)
             assert.strictEqual(stack.variant?.inTurn, on === inTurn ? 2 : undefined, `${dtype} ${rows}`)
           }
           assert.isBelow(nmse(gpu, cpu), family === "mvq8_stack" ? 1e-9 : 5e-5, `${dtype} K ${K} ${rows}`)

@@ -38,6 +38,8 @@ const INT8_ROWS = 2
  * runs part full (8B q8_0 decode +2% on an H100, benchmarks/RESULTS.md)
  */
 const IN_TURN = 396
+/** the most pairs of blocks a lane's share of a row may hold for the form ahead (K up to 4096 at 32 lanes) */
+const AHEAD_MOST = 2
 
 /** @internal: the weight types of the int8 form */
 export type { Int8Type }
@@ -205,8 +207,8 @@ export const int8MatVec = (
     let e0 = es[2u * lp];
     let e1 = es[2u * lp + 1u];`
   // (lp the pair within the workgroup's split, p within the row)
-  const walk = (inner: string, from = "lane") =>
-    `  for (var lp = ${from}; lp < ${pairs}u; lp += ${LANES}u) {
+  const walk = (inner: string) =>
+    `  for (var lp = lane; lp < ${pairs}u; lp += ${LANES}u) {
     let p = ${split !== undefined ? "lp + pb" : "lp"};
     ${pairOfB}
     for (var r = 0u; r < ${R}u; r++) {
@@ -214,19 +216,20 @@ export const int8MatVec = (
 ${inner}
     }
   }`
-  // the prefetch form: each lane's first pair of its rows loaded before b is rounded, so that the weights'
-  // first reads wait while the workgroup rounds b, not after it (a stack's where its parts are whole
-  // workgroups of one type: the workgroup's part known before)
-  const asked = target.quantizedDecode?.prefetch
-  const prefetchIn = asked === true ? ["plain", "gated"] : asked === false || asked === undefined ? [] : asked
   // workgroups that take the row groups in turn (b rounded once for several groups): at most `inTurn`, each
   // taking as many groups as the others (the last one's a few rows fewer)
   const inTurn = target.quantizedDecode?.int8Groups ?? (target.software === true ? undefined : IN_TURN)
   const turns = inTurn !== undefined && inTurn >= 1 && split === undefined && batches === 1 && groups > inTurn
     ? Math.ceil(groups / Math.ceil(groups / Math.floor(inTurn)))
     : undefined
-  const prefetch = prefetchIn.includes(form.kind) && (form.kind !== "stack" || (uniform && types.length === 1)) &&
-    !kQuant(dtype) && split === undefined && turns === undefined
+  // the form ahead: where a lane's share of a row is at most AHEAD_MOST pairs (short rows), the lane loads
+  // all of it before b is rounded, so that the weights' reads wait while the workgroup rounds b and the
+  // workgroup never loops (a stack's where its parts are whole workgroups of one type: the part known before)
+  const asked = target.quantizedDecode?.ahead
+  const aheadIn = asked === true ? ["plain", "gated", "stack"] : asked === false || asked === undefined ? [] : asked
+  const shares = Math.ceil(pairs / LANES)
+  const ahead = aheadIn.includes(form.kind) && (form.kind !== "stack" || (uniform && types.length === 1)) &&
+    !kQuant(dtype) && split === undefined && turns === undefined && shares <= AHEAD_MOST
   const out = KernelSpec.writesOut(target)
   const accOf = (n: string) => n === "u" ? "accu" : "acc"
   // the workgroup's part of a uniform stack and its first row there
@@ -238,65 +241,73 @@ ${
       `  if (wrow >= P.s${i + 1}) { wpart = ${i + 1}u; prow = row0 - P.s${i + 1}; }`
     ).join("\n")
   }`
-  // each lane's first pair of its rows into pre_n from rowWord_n (a stack: its part's weights, into pre_a
-  // from rowWord)
+  // each lane's pairs of its rows (lane + 32 s for each share s) into pre_n from rowWord_n (a stack: its
+  // part's weights, into pre_a from rowWord)
   const preload = (n: string, rowWord: string, into: string) =>
-    repeat(
-      R,
-      "rr",
-      out,
-      (r) =>
+    range(shares).map((sh) =>
+      `    if (lane + ${sh * LANES}u < ${pairs}u) {
+${
         repeat(
-          PW,
-          "kk",
+          R,
+          "rr",
           out,
-          (k) => `${into}[${r} * ${PW}u + ${k}] = qwi_${n}(${rowWord}[${r}] + lane * ${PW}u + ${k});`
+          (r) =>
+            repeat(
+              PW,
+              "kk",
+              out,
+              (k) =>
+                `${into}[${sh * R * PW}u + ${r} * ${PW}u + ${k}] = qwi_${n}(${rowWord}[${r}] + (lane + ${
+                  sh * LANES
+                }u) * ${PW}u + ${k});`
+            )
         )
-    )
-  const early = !prefetch
+      }
+    }`
+    ).join("\n")
+  const early = !ahead
     ? ""
     : form.kind === "stack"
     ? `${partOfGroup}
   var rowWord: array<u32, ${R}>;
-  var pre_a: array<u32, ${R * PW}>;
+  var pre_a: array<u32, ${shares * R * PW}>;
 ${
       weights.map((n, i) =>
         `  ${i > 0 ? "else " : ""}if (wpart == ${i}u) {
     for (var r = 0u; r < ${R}u; r++) {
       rowWord[r] = ix_${n}(0u, min(prow + r, P.d_ne0 - 1u), b2 / P.r2, b3 / P.r3) >> 2u;
     }
-    if (lane < ${pairs}u) {
 ${preload(n, "rowWord", "pre_a")}
-    }
   }`
       ).join("\n")
     }`
     : `${weights.map((n) => rowWordsOf(n, "row0")).join("\n")}
-${weights.map((n) => `  var pre_${n}: array<u32, ${R * PW}>;`).join("\n")}
-  if (lane < ${pairs}u) {
-${weights.map((n) => preload(n, `rowWord_${n}`, `pre_${n}`)).join("\n")}
-  }`
-  // the first pair's dot products from the prefetch registers pre_n of `names`
-  const firstPair = (names: ReadonlyArray<string>) =>
-    `  if (lane < ${pairs}u) {
-    let p = lane;
-    let lp = lane;
+${weights.map((n) => `  var pre_${n}: array<u32, ${shares * R * PW}>;`).join("\n")}
+${weights.map((n) => preload(n, `rowWord_${n}`, `pre_${n}`)).join("\n")}`
+  // the dot products of each share's pairs from the registers pre_n of `names`, loaded ahead
+  const aheadPairs = (names: ReadonlyArray<string>) =>
+    range(shares).map((sh) =>
+      `  if (lane + ${sh * LANES}u < ${pairs}u) {
+    let p = lane + ${sh * LANES}u;
+    let lp = p;
     ${pairOfB}
 ${
-      repeat(R, "rr", out, (r) =>
-        `let r = ${r};
+        repeat(R, "rr", out, (r) =>
+          `let r = ${r};
 ${
-          names.map((n) =>
-            `{ let w = array<u32, ${PW}>(${range(PW).map((k) => `pre_${n}[r * ${PW}u + ${k}u]`).join(", ")});
+            names.map((n) =>
+              `{ let w = array<u32, ${PW}>(${
+                range(PW).map((k) => `pre_${n}[${sh * R * PW}u + r * ${PW}u + ${k}u]`).join(", ")
+              });
 ${dot(accOf(n))} }`
-          ).join("\n")
-        }`)
-    }
+            ).join("\n")
+          }`)
+      }
   }`
+    ).join("\n")
   const rows = form.kind !== "stack"
-    ? prefetch
-      ? `${firstPair(weights)}
-${walk(weights.map((n) => `${load(n, `rowWord_${n}`)}\n${dot(accOf(n))}`).join("\n"), `lane + ${LANES}u`)}`
+    ? ahead
+      ? aheadPairs(weights)
       : `${weights.map((n) => rowWordsOf(n, "row0")).join("\n")}
 ${
         walk(
@@ -305,15 +316,8 @@ ${
             : `${load("a", "rowWord_a")}\n${dot("acc")}`
         )
       }`
-    : prefetch
-    ? `${firstPair(["a"])}
-${
-      weights.map((n, i) =>
-        `  ${i > 0 ? "else " : ""}if (wpart == ${i}u) {
-${walk(`${load(n, "rowWord")}\n${dot("acc")}`, `lane + ${LANES}u`)}
-  }`
-      ).join("\n")
-    }`
+    : ahead
+    ? aheadPairs(["a"])
     : uniform
     ? `${partOfGroup}
 ${
@@ -494,7 +498,7 @@ ${split !== undefined ? partials : results}`
       fours,
       parts: weights.length,
       ...(uniform ? { uniform } : {}),
-      ...(prefetch ? { prefetch } : {}),
+      ...(ahead ? { ahead: shares } : {}),
       ...(R !== INT8_ROWS ? { int8Rows: R } : {}),
       ...(WARPS !== INT8_WARPS ? { int8Warps: WARPS } : {}),
       ...(types.length > 1 ? { types: weights.map(typeOf).join(",") } : {}),

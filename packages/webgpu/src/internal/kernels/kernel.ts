@@ -145,12 +145,13 @@ export interface QuantizedDecode {
    */
   readonly int8?: boolean
   /**
-   * the int8 form loads each lane's first pair of blocks before b is rounded (the weights' first reads in
-   * flight meanwhile; the 32-value types) in these forms: plain products, gated ones (both weights: twice
-   * the registers), stacks whose parts are whole workgroups; `true`: plain and gated; default: none (plain
-   * and gated so, an 8B q8_0 decode ran 6% slower on the H200; plain and stacks so, 3% on an H100)
+   * where a lane's share of a row is at most two pairs of blocks (K up to 4096; the 32-value types), the int8
+   * form loads all of it before b is rounded, the weights' reads in flight meanwhile, in these forms: plain
+   * products, gated ones (both weights), stacks whose parts are whole workgroups; `true`: all three;
+   * default: none (not yet timed on a GPU; each lane's first pair so at every K ran an 8B q8_0 decode 3-6%
+   * slower, benchmarks/RESULTS.md)
    */
-  readonly prefetch?: boolean | ReadonlyArray<"plain" | "gated" | "stack">
+  readonly ahead?: boolean | ReadonlyArray<"plain" | "gated" | "stack">
   /** rows a subgroup of the int8 form owns; default: 2 (1 ran an 8B q8_0 decode 13% slower) */
   readonly int8Rows?: number
   /**
