@@ -14,7 +14,9 @@
 #                                                       (faster alone) at 8B q4_0, and issue 18's standalone
 #                                                       prompt products traced dispatch by dispatch, twice (q4_0's
 #                                                       ran at a fifth of q8_0's rate in run ev; on an H100 only
-#                                                       in some processes) (~4 minutes)
+#                                                       in some processes), then the matrix-vector cases of every
+#                                                       decode type (the k-quants' int8 form not yet timed
+#                                                       alone) (~5 minutes)
 cd "$(dirname "$0")/.."
 case "${PART:-}" in
   forms)
@@ -24,9 +26,10 @@ case "${PART:-}" in
   18)
     bash .gpu-llm/steps.sh \
       "copy-shape:bash .gpu-llm/forms.sh 8b-q4_0 'llm.mjs --prefill-only' 'llm.mjs --prefill-only --copy-shape 8:wide'" \
-      "prefill18:cd .gpu-llm && for i in 1 2; do timeout 100 node run.mjs --no-peer --own-params --profile --cases prefill_f16,prefill_q4_0,prefill_q8_0; done"
+      "prefill18:cd .gpu-llm && for i in 1 2; do timeout 100 node run.mjs --no-peer --own-params --profile --cases prefill_f16,prefill_q4_0,prefill_q8_0; done" \
+      "mv:cd .gpu-llm && timeout 100 node run.mjs --no-peer --own-params --cases mv_q4_0,mv_q8_0,mv_q4_K,mv_q6_K"
     ;;
   *)
-    bash .gpu-llm/steps.sh "table:bash .gpu-llm/table.sh" "check:cd .gpu-llm && timeout 60 node check.mjs norms inturn plain stack"
+    bash .gpu-llm/steps.sh "table:bash .gpu-llm/table.sh" "check:cd .gpu-llm && timeout 120 node check.mjs norms inturn plain stack"
     ;;
 esac
