@@ -9,7 +9,8 @@
 #                                                       the session of 2026-12-05 18:12) against a workgroup a
 #                                                       group and a lower cap, the norm read once as b is
 #                                                       rounded, workgroups of 16 subgroups, short rows
-#                                                       loaded ahead of b's rounding (~5 minutes)
+#                                                       loaded ahead of b's rounding, attention's splits
+#                                                       rounded for the output projection (~6 minutes)
 #   PART=18 bash ...                                     the q4_0 copy at 8 vec4s a thread with 16-byte stores
 #                                                       (faster alone) at 8B q4_0, and issue 18's standalone
 #                                                       prompt products traced dispatch by dispatch, twice (q4_0's
@@ -21,7 +22,8 @@ cd "$(dirname "$0")/.."
 case "${PART:-}" in
   forms)
     bash .gpu-llm/steps.sh "forms:bash .gpu-llm/forms.sh 8b-q8_0 'llm.mjs' 'llm.mjs --mv-groups 0' \
-'llm.mjs --mv-groups 198' 'llm.mjs --norm-once' 'llm.mjs --mv-warps 16' 'llm.mjs --mv-ahead'"
+'llm.mjs --mv-groups 198' 'llm.mjs --norm-once' 'llm.mjs --mv-warps 16' 'llm.mjs --mv-ahead' \
+'llm.mjs --rounded-merges'"
     ;;
   18)
     bash .gpu-llm/steps.sh \
@@ -30,6 +32,6 @@ case "${PART:-}" in
       "mv:cd .gpu-llm && timeout 100 node run.mjs --no-peer --own-params --cases mv_q4_0,mv_q8_0,mv_q4_K,mv_q6_K"
     ;;
   *)
-    bash .gpu-llm/steps.sh "table:bash .gpu-llm/table.sh" "check:cd .gpu-llm && timeout 120 node check.mjs norms inturn plain stack"
+    bash .gpu-llm/steps.sh "table:bash .gpu-llm/table.sh" "check:cd .gpu-llm && timeout 120 node check.mjs norms inturn plain stack merge"
     ;;
 esac

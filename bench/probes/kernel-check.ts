@@ -437,8 +437,22 @@ const program = Effect.gen(function*() {
   // attention's split partials merged by the output projection that reads them (mergeIn.ts) at 32 lanes: a
   // decoding step at 640 keys with the 1B and 8B shapes (32 query heads over 8, D 64 and 128), the device's
   // own splits (the 8B shapes' merge asked for: not taken by default), q4_0 and f16 weights, against the CPU's
-  // attention and product
-  for (const [D, wt] of only("merge", [[64, "q4_0"], [128, "q4_0"], [64, "f16"], [128, "f16"]] as const)) {
+  // attention and product; then each split's rows rounded to int8 blocks by the attention (roundedMerges: q8_0
+  // and q4_0, any output), two roundings differing by ~5e-5 from the CPU's one of the merged row
+  const [roundingGpu] = yield* WebGpu.make({
+    devices: 1,
+    quantizedDecode: { rows: 2, columns: 8, roundedMerges: true }
+  })
+  const merges = [
+    [64, "q4_0", false],
+    [128, "q4_0", false],
+    [64, "f16", false],
+    [128, "f16", false],
+    [64, "q8_0", true],
+    [128, "q8_0", true],
+    [128, "q4_0", true]
+  ] as const
+  for (const [D, wt, rounded] of only("merge", merges)) {
     const g = Graph.make()
     const q = yield* g.input("q", "f32", [D, 32, 1])
     const k = yield* g.input("k", "f16", [D, 640, 8])
@@ -447,7 +461,7 @@ const program = Effect.gen(function*() {
     const wo = yield* g.param("wo", wt, [32 * D, 32 * D])
     const attn = Ops.flashAttnExt(Ops.permute(q, [0, 2, 1, 3]), k, v, { scale: 1 / Math.sqrt(D), mask })
     const y = yield* g.output(Ops.mulMat(wo, Ops.reshape(attn, [32 * D, 1])))
-    const { error, kernels } = yield* against(D === 128 ? mergingGpu : gpu, g, y, [
+    const { error, kernels } = yield* against(rounded ? roundingGpu : D === 128 ? mergingGpu : gpu, g, y, [
       [q, Generators.values(70, D * 32)],
       [k, Generators.values(71, D * 640 * 8)],
       [v, Generators.values(72, D * 640 * 8)],
@@ -459,9 +473,11 @@ const program = Effect.gen(function*() {
           : Quant.unsafeQuantize(wt, Generators.values(73, 32 * D * 32 * D))
       ]
     ])
-    const ok = error <= 1e-4 && kernels.includes("merge=32x") && !kernels.includes("flash_attn_merge")
+    const bound = rounded ? 3e-4 : 1e-4
+    const ok = error <= bound && kernels.includes("merge=32x") && !kernels.includes("flash_attn_merge") &&
+      kernels.includes("rounded=true") === rounded
     if (!ok) failed++
-    console.log(JSON.stringify({ mergeInProduct: { D, wo: wt }, kernels, nmse: error, bound: 1e-4, ok }))
+    console.log(JSON.stringify({ mergeInProduct: { D, wo: wt, rounded }, kernels, nmse: error, bound, ok }))
   }
   // the int8 form with K split over workgroups (int8Splits.ts; QuantizedDecode.int8Split, off by default) at
   // 32 lanes, an 8B model's decoding shapes: the output projection and down with the residual added (2 and 7

@@ -10,6 +10,7 @@
 import type * as Tensor from "@effect-gpu/core/Tensor"
 import type { Int8Type } from "./int8Blocks.js"
 import { helpers, K_WORDS, kDot, kLoad, PAIR_WORDS, pairDot } from "./int8Blocks.js"
+import * as Rounding from "./int8Rounding.js"
 import * as Splits from "./int8Splits.js"
 import type { Kernel, KernelTarget } from "./kernel.js"
 import * as KernelSpec from "./kernel.js"
@@ -140,11 +141,17 @@ export const int8MatVec = (
   const S = splitting ? int8Splits(product, dtype, target) : 1
   const split = S > 1 ? Splits.splitK(product, S, gated, stores) : undefined
   const Ks = K / S
-  // b made here where its workgroup memory fits beside b's blocks (else b is read, and no fusion takes this)
-  const made = form.made !== undefined &&
-      int8Bytes(Ks, dtype, WARPS) + form.made.workgroupBytes(WGS) <= (target.workgroupStorage ?? 16384)
+  // b made here where its workgroup memory fits beside b's blocks (else b is read, and no fusion takes this);
+  // b as splits already rounded (MadeB.rounded) only in plain products of the 32-value types, K not split
+  const splitsOfB = form.made?.rounded !== undefined && form.kind === "plain" && !kQuant(dtype) && S === 1
+    ? form.made.rounded.splits
+    : 1
+  const made = form.made !== undefined && (form.made.rounded === undefined || splitsOfB > 1) &&
+      int8Bytes(Ks * splitsOfB, dtype, WARPS) + form.made.workgroupBytes(WGS) <= (target.workgroupStorage ?? 16384)
     ? form.made
     : undefined
+  const rounded = made?.rounded
+  const SP = rounded === undefined ? 1 : splitsOfB
   // the stores this kernel makes (a split product's merge makes them)
   const kept = split === undefined ? stores : undefined
   // b made here, not bound; a split product's result reaching over its partial sums
@@ -197,15 +204,21 @@ export const int8MatVec = (
     rowWord_${n}[r] = ix_${n}(0u, min(${row} + r, P.d_ne0 - 1u), b2 / P.r2, b3 / P.r3) >> 2u;
   }`
   // the walk over a row's pairs of blocks, `inner` for each of the subgroup's rows r with the pair's words w
-  // pair p's values of b (as int8 words) and its two blocks' scales and sums
-  const pairOfB = `let y = array<u32, 16>(${
-    range(4).map((j) => {
-      const at = `ys[${j * pairs}u + lp]`
-      return `${at}.x, ${at}.y, ${at}.z, ${at}.w`
-    }).join(", ")
-  });
-    let e0 = es[2u * lp];
-    let e1 = es[2u * lp + 1u];`
+  // pair p's values of b (as int8 words) and its two blocks' scales and sums (of b's split `s` where b is
+  // several rounded splits)
+  const pairOfBAt = (s?: string) => {
+    const ysAt = s === undefined ? "" : `${s} * ${Ks / 16}u + `
+    const esAt = s === undefined ? "" : `${s} * ${Ks / 32}u + `
+    return `let y = array<u32, 16>(${
+      range(4).map((j) => {
+        const at = `ys[${ysAt}${j * pairs}u + lp]`
+        return `${at}.x, ${at}.y, ${at}.z, ${at}.w`
+      }).join(", ")
+    });
+    let e0 = es[${esAt}2u * lp];
+    let e1 = es[${esAt}2u * lp + 1u];`
+  }
+  const pairOfB = pairOfBAt()
   // (lp the pair within the workgroup's split, p within the row)
   const walk = (inner: string) =>
     `  for (var lp = lane; lp < ${pairs}u; lp += ${LANES}u) {
@@ -229,7 +242,7 @@ ${inner}
   const aheadIn = asked === true ? ["plain", "gated", "stack"] : asked === false || asked === undefined ? [] : asked
   const shares = Math.ceil(pairs / LANES)
   const ahead = aheadIn.includes(form.kind) && (form.kind !== "stack" || (uniform && types.length === 1)) &&
-    !kQuant(dtype) && split === undefined && turns === undefined && shares <= AHEAD_MOST
+    !kQuant(dtype) && split === undefined && turns === undefined && shares <= AHEAD_MOST && rounded === undefined
   const out = KernelSpec.writesOut(target)
   const accOf = (n: string) => n === "u" ? "accu" : "acc"
   // the workgroup's part of a uniform stack and its first row there
@@ -305,9 +318,24 @@ ${dot(accOf(n))} }`
       }
   }`
     ).join("\n")
+  // b's rounded splits: each pair's weights loaded once, their products summed over the splits
+  const overSplits = `${rowWordsOf("a", "row0")}
+  for (var lp = lane; lp < ${pairs}u; lp += ${LANES}u) {
+    let p = lp;
+    for (var r = 0u; r < ${R}u; r++) {
+      var w: array<u32, ${PW}>;
+${load("a", "rowWord_a")}
+      for (var s = 0u; s < ${SP}u; s++) {
+        ${pairOfBAt("s")}
+${dot("acc")}
+      }
+    }
+  }`
   const rows = form.kind !== "stack"
     ? ahead
       ? aheadPairs(weights)
+      : rounded !== undefined
+      ? overSplits
       : `${weights.map((n) => rowWordsOf(n, "row0")).join("\n")}
 ${
         walk(
@@ -364,91 +392,25 @@ ${dot("acc")}`
       : fours
       ? `ld4_b(ix_b(${k}, 0u, b2, b3) >> 2u)`
       : `vec4<f32>(${range(4).map((i) => `ld_b(ix_b(${k} + ${i}u, 0u, b2, b3))`).join(", ")})`
-  // a block's 32 int8 values (in q) and their sum stored where the pairs read them, with its scale d
-  const storeBlock = `    let p = blk / 2u;
-    let h = (blk % 2u) * 2u;
-    ys[h * ${pairs}u + p] = vec4<u32>(q[0], q[1], q[2], q[3]);
-    ys[(h + 1u) * ${pairs}u + p] = vec4<u32>(q[4], q[5], q[6], q[7]);
-    es[blk] = vec2<f32>(d, f32(sum));`
-  // each of the workgroup's blocks of 32 values of b: its eight vec4s into x by `load` (a statement setting
-  // x[i]), rounded as ggml's quantize_row_q8_0 rounds them (amax / 127 their scale, values rounded half away
-  // from zero), the scale stored as `scale` makes it of amax
-  const roundBlocks = (load: string, scale: string) =>
-    `  for (var blk = lid; blk < ${Ks / 32}u; blk += ${WGS}u) {
-    var x: array<vec4<f32>, 8>;
-    var amax = 0.0;
-    for (var i = 0u; i < 8u; i++) {
-      ${load}
-      let m = abs(x[i]);
-      amax = max(amax, max(max(m.x, m.y), max(m.z, m.w)));
-    }
-    let d = ${scale};
-    let id = select(0.0, 1.0 / (amax / 127.0), amax > 0.0);
-    var sum = 0i;
-    var q: array<u32, 8>;
-    for (var i = 0u; i < 8u; i++) {
-      let v = x[i] * id;
-      let r = vec4<i32>(trunc(v + select(vec4<f32>(-0.5), vec4<f32>(0.5), v >= vec4<f32>(0.0))));
-      sum += r.x + r.y + r.z + r.w;
-      q[i] = pack4xI8(r);
-    }
-${storeBlock}
-  }`
-  // ggml's quantize_row_q8_0: the scale stored as f16
-  const roundQ80 = roundBlocks(`x[i] = ${fourAt(kOf("blk * 32u + 4u * i"))};`, "quantizeToF16(amax / 127.0)")
+  // b's blocks in workgroup memory (int8Rounding.ts): K values a split of b, the pairs a row walks
+  const layout: Rounding.Layout = { Ks, pairs, invocations: WGS }
   // b made by a norm read once (scaled): each block rounded from its unscaled values (a block's rounding is
   // the same for any scale of it) while the row's squares add up, then each block's scale times the row's
   const scaled = target.quantizedDecode?.normOnce === true && made?.scaled !== undefined && split === undefined &&
       !kQuant(dtype)
     ? made.scaled
     : undefined
-  const roundQ80Once = scaled === undefined ? "" : `${scaled.begin}
-${roundBlocks(scaled.load("blk * 32u + 4u * i", "x[i]"), "amax / 127.0")}
-${scaled.scale(WGS, subgroups ? LANES : undefined)}
-  for (var blk = lid; blk < ${Ks / 32}u; blk += ${WGS}u) { es[blk].x = quantizeToF16(es[blk].x * nscale); }`
-  // ggml's quantize_row_q8_K: over each 256 values the one of largest magnitude (the first of equals) sets
-  // iscale = -127 / it, values rounded to nearest even and kept at 127 at most, d = 1 / iscale (f32); each
-  // 32 values' largest first, then each 256's from its eight
-  const roundQ8K = `  for (var blk = lid; blk < ${Ks / 32}u; blk += ${WGS}u) {
-    var amax = 0.0;
-    var top = 0.0;
-    for (var i = 0u; i < 8u; i++) {
-      let x = ${fourAt(kOf("blk * 32u + 4u * i"))};
-      for (var c = 0u; c < 4u; c++) {
-        if (abs(x[c]) > amax) {
-          amax = abs(x[c]);
-          top = x[c];
-        }
-      }
-    }
-    es[blk] = vec2<f32>(amax, top);
-  }
-  workgroupBarrier();
-  for (var sb = lid; sb < ${Ks / 256}u; sb += ${WGS}u) {
-    var e = es[8u * sb];
-    for (var j = 1u; j < 8u; j++) {
-      let f = es[8u * sb + j];
-      if (f.x > e.x) { e = f; }
-    }
-    tops[sb] = e.y;
-  }
-  workgroupBarrier();
-  for (var blk = lid; blk < ${Ks / 32}u; blk += ${WGS}u) {
-    let top = tops[blk / 8u];
-    let iscale = select(0.0, -127.0 / top, top != 0.0);
-    let d = select(0.0, 1.0 / iscale, top != 0.0);
-    var sum = 0i;
-    var q: array<u32, 8>;
-    for (var i = 0u; i < 8u; i++) {
-      let r = min(vec4<i32>(round(${fourAt(kOf("blk * 32u + 4u * i"))} * iscale)), vec4<i32>(127));
-      sum += r.x + r.y + r.z + r.w;
-      q[i] = pack4xI8(r);
-    }
-${storeBlock}
-  }`
+  const lanes = subgroups ? LANES : undefined
+  const roundB = kQuant(dtype)
+    ? Rounding.roundQ8K(layout, (k) => fourAt(kOf(k)))
+    : scaled !== undefined
+    ? Rounding.roundScaled(layout, scaled, lanes)
+    : rounded !== undefined
+    ? Rounding.copySplits(layout, rounded, SP)
+    : Rounding.roundQ80(layout, (k) => fourAt(kOf(k)))
   // b's prologue and its rounding into workgroup memory
-  const rounding = `${scaled === undefined ? made?.prologue(WGS, subgroups ? LANES : undefined) ?? "" : ""}
-${kQuant(dtype) ? roundQ8K : scaled !== undefined ? roundQ80Once : roundQ80}`
+  const rounding = `${scaled === undefined ? made?.prologue(WGS, lanes) ?? "" : ""}
+${roundB}`
   // each row's result: its bias, a gated product's swiglu, a stack's stores
   const results = `  if (lid < ${rowsPerGroup}u) {
     let row = gi * ${rowsPerGroup}u + lid;
@@ -521,7 +483,11 @@ ${split !== undefined ? partials : results}`
       ? [turns, 1, 1]
       : [Math.min(groups, target.maxWorkgroups), Math.ceil(groups / target.maxWorkgroups), batches * S],
     vec4: true,
-    scalar: [...weights, ...(kept?.operands.map((o) => o.name) ?? [])],
+    scalar: [
+      ...weights,
+      ...(kept?.operands.map((o) => o.name) ?? []),
+      ...(made?.operands.filter((o) => o.tensor.dtype === "i32").map((o) => o.name) ?? [])
+    ],
     // the unsplit form where the partial sums do not fit after the result
     fallback: split !== undefined
       ? int8MatVec(product, b, dtype, target, fallback, form, false)
@@ -530,8 +496,8 @@ ${split !== undefined ? partials : results}`
     main: `
 // b's blocks as int8, vec4 j of pair p at j * ${pairs} + p (lanes read consecutive vec4); each 32 values'
 // scale (f16-rounded as a q8_0 block stores it; a q8_K block's f32 one) and the sum of their int8 values
-var<workgroup> ys: array<vec4<u32>, ${Ks / 16}>;
-var<workgroup> es: array<vec2<f32>, ${Ks / 32}>;
+var<workgroup> ys: array<vec4<u32>, ${SP * Ks / 16}>;
+var<workgroup> es: array<vec2<f32>, ${SP * Ks / 32}>;
 ${kQuant(dtype) ? `var<workgroup> tops: array<f32, ${Ks / 256}>;` : ""}
 ${types.map(helpers).join("\n")}
 ${kept?.decls ?? ""}

@@ -180,6 +180,13 @@ export interface QuantizedDecode {
    * (not yet timed on a GPU)
    */
   readonly normOnce?: boolean
+  /**
+   * a decoding step's split attention rounding each split's output row to int8 blocks, and the int8 product
+   * reading them weighing the splits as it sums (mergeIn.ts): the merge's dispatch goes at any output length
+   * (an 8B model's too), and the product reads int8 rows, neither merging nor rounding; tried before
+   * mergesInProducts; default: off (not yet timed on a GPU)
+   */
+  readonly roundedMerges?: boolean
 }
 
 /** @internal: flash attention's decode form, each field overriding the default */
