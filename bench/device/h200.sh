@@ -8,9 +8,10 @@
 #                                                       q8_0: row groups in turn (the default since
 #                                                       the session of 2026-12-05 18:12) against a workgroup a
 #                                                       group and a lower cap, the norm read once as b is
-#                                                       rounded, workgroups of 16 subgroups, short rows
-#                                                       loaded ahead of b's rounding, attention's splits
-#                                                       rounded for the output projection (~6 minutes)
+#                                                       rounded, workgroups of 16 subgroups (~4 minutes)
+#   PART=forms2 bash ...                                 at 8B and 1B q8_0: short rows loaded ahead of b's
+#                                                       rounding, attention's splits rounded for the output
+#                                                       projection, both (~5 minutes)
 #   PART=18 bash ...                                     the q4_0 copy at 8 vec4s a thread with 16-byte stores
 #                                                       (faster alone) at 8B q4_0, and issue 18's standalone
 #                                                       prompt products traced dispatch by dispatch, twice (q4_0's
@@ -22,8 +23,11 @@ cd "$(dirname "$0")/.."
 case "${PART:-}" in
   forms)
     bash .gpu-llm/steps.sh "forms:bash .gpu-llm/forms.sh 8b-q8_0 'llm.mjs' 'llm.mjs --mv-groups 0' \
-'llm.mjs --mv-groups 198' 'llm.mjs --norm-once' 'llm.mjs --mv-warps 16' 'llm.mjs --mv-ahead' \
-'llm.mjs --rounded-merges'"
+'llm.mjs --mv-groups 198' 'llm.mjs --norm-once' 'llm.mjs --mv-warps 16'"
+    ;;
+  forms2)
+    bash .gpu-llm/steps.sh "forms2:bash .gpu-llm/forms.sh '8b-q8_0 1b-q8_0' 'llm.mjs' 'llm.mjs --mv-ahead' \
+'llm.mjs --rounded-merges' 'llm.mjs --rounded-merges --mv-ahead'"
     ;;
   18)
     bash .gpu-llm/steps.sh \

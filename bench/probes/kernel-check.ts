@@ -443,6 +443,11 @@ const program = Effect.gen(function*() {
     devices: 1,
     quantizedDecode: { rows: 2, columns: 8, roundedMerges: true }
   })
+  // (and with the output projection's short rows loaded ahead)
+  const [roundingAhead] = yield* WebGpu.make({
+    devices: 1,
+    quantizedDecode: { rows: 2, columns: 8, roundedMerges: true, ahead: true }
+  })
   const merges = [
     [64, "q4_0", false],
     [128, "q4_0", false],
@@ -450,7 +455,8 @@ const program = Effect.gen(function*() {
     [128, "f16", false],
     [64, "q8_0", true],
     [128, "q8_0", true],
-    [128, "q4_0", true]
+    [128, "q4_0", true],
+    [128, "q8_0", "ahead"]
   ] as const
   for (const [D, wt, rounded] of only("merge", merges)) {
     const g = Graph.make()
@@ -461,7 +467,8 @@ const program = Effect.gen(function*() {
     const wo = yield* g.param("wo", wt, [32 * D, 32 * D])
     const attn = Ops.flashAttnExt(Ops.permute(q, [0, 2, 1, 3]), k, v, { scale: 1 / Math.sqrt(D), mask })
     const y = yield* g.output(Ops.mulMat(wo, Ops.reshape(attn, [32 * D, 1])))
-    const { error, kernels } = yield* against(rounded ? roundingGpu : D === 128 ? mergingGpu : gpu, g, y, [
+    const on = rounded === "ahead" ? roundingAhead : rounded ? roundingGpu : D === 128 ? mergingGpu : gpu
+    const { error, kernels } = yield* against(on, g, y, [
       [q, Generators.values(70, D * 32)],
       [k, Generators.values(71, D * 640 * 8)],
       [v, Generators.values(72, D * 640 * 8)],
@@ -475,7 +482,7 @@ const program = Effect.gen(function*() {
     ])
     const bound = rounded ? 3e-4 : 1e-4
     const ok = error <= bound && kernels.includes("merge=32x") && !kernels.includes("flash_attn_merge") &&
-      kernels.includes("rounded=true") === rounded
+      kernels.includes("rounded=true") === (rounded !== false) && kernels.includes("ahead=") === (rounded === "ahead")
     if (!ok) failed++
     console.log(JSON.stringify({ mergeInProduct: { D, wo: wt, rounded }, kernels, nmse: error, bound, ok }))
   }

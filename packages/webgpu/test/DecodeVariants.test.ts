@@ -518,8 +518,9 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
             attentionDecode: { splits: c.splits },
             ...(c.merges !== undefined ? { mergesInProducts: c.merges } : {})
           }
+          // (the rounded rows of D 128 with the short rows' weights loaded ahead too)
           const d = c.rounded
-            ? yield* int8Device({ roundedMerges: true }, options)
+            ? yield* int8Device({ roundedMerges: true, ahead: c.D === 128 }, options)
             : (yield* WebGpu.make({ devices: 1, ...options }))[0]
           const { D, H } = c
           const nKv = 200
@@ -555,6 +556,7 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           // rounded where asked of the int8 form's 32-value types, and the attention with it
           const rounded = c.rounded && c.merged && (c.wo === "q8_0" || c.wo === "q4_0") ? true : undefined
           assert.strictEqual(product?.variant?.rounded, rounded, what)
+          assert.strictEqual(product?.variant?.ahead, rounded && D === 128 ? 1 : undefined, what)
           assert.strictEqual(
             entries.find((e) =>
               e.op === "flash_attn_ext"

@@ -242,7 +242,7 @@ ${inner}
   const aheadIn = asked === true ? ["plain", "gated", "stack"] : asked === false || asked === undefined ? [] : asked
   const shares = Math.ceil(pairs / LANES)
   const ahead = aheadIn.includes(form.kind) && (form.kind !== "stack" || (uniform && types.length === 1)) &&
-    !kQuant(dtype) && split === undefined && turns === undefined && shares <= AHEAD_MOST && rounded === undefined
+    !kQuant(dtype) && split === undefined && turns === undefined && shares <= AHEAD_MOST
   const out = KernelSpec.writesOut(target)
   const accOf = (n: string) => n === "u" ? "accu" : "acc"
   // the workgroup's part of a uniform stack and its first row there
@@ -298,12 +298,13 @@ ${preload(n, "rowWord", "pre_a")}
 ${weights.map((n) => `  var pre_${n}: array<u32, ${shares * R * PW}>;`).join("\n")}
 ${weights.map((n) => preload(n, `rowWord_${n}`, `pre_${n}`)).join("\n")}`
   // the dot products of each share's pairs from the registers pre_n of `names`, loaded ahead
+  // (b's rounded splits: the products summed over them)
   const aheadPairs = (names: ReadonlyArray<string>) =>
     range(shares).map((sh) =>
       `  if (lane + ${sh * LANES}u < ${pairs}u) {
     let p = lane + ${sh * LANES}u;
     let lp = p;
-    ${pairOfB}
+    ${rounded === undefined ? pairOfB : ""}
 ${
         repeat(R, "rr", out, (r) =>
           `let r = ${r};
@@ -312,7 +313,14 @@ ${
               `{ let w = array<u32, ${PW}>(${
                 range(PW).map((k) => `pre_${n}[${sh * R * PW}u + r * ${PW}u + ${k}u]`).join(", ")
               });
-${dot(accOf(n))} }`
+${
+                rounded === undefined
+                  ? dot(accOf(n))
+                  : `for (var s = 0u; s < ${SP}u; s++) {
+  ${pairOfBAt("s")}
+${dot(accOf(n))}
+}`
+              } }`
             ).join("\n")
           }`)
       }
