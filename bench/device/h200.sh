@@ -11,7 +11,8 @@
 #                                                       rounded, workgroups of 16 subgroups (~4 minutes)
 #   PART=forms2 bash ...                                 at 8B and 1B q8_0: short rows loaded ahead of b's
 #                                                       rounding, attention's splits rounded for the output
-#                                                       projection, both (~5 minutes)
+#                                                       projection, both, the norm read once with short rows
+#                                                       ahead (~6 minutes)
 #   PART=18 bash ...                                     the q4_0 copy at 8 vec4s a thread with 16-byte stores
 #                                                       (faster alone) at 8B q4_0, and issue 18's standalone
 #                                                       prompt products traced dispatch by dispatch, twice (q4_0's
@@ -27,7 +28,7 @@ case "${PART:-}" in
     ;;
   forms2)
     bash .gpu-llm/steps.sh "forms2:bash .gpu-llm/forms.sh '8b-q8_0 1b-q8_0' 'llm.mjs' 'llm.mjs --mv-ahead' \
-'llm.mjs --rounded-merges' 'llm.mjs --rounded-merges --mv-ahead'"
+'llm.mjs --rounded-merges' 'llm.mjs --rounded-merges --mv-ahead' 'llm.mjs --norm-once --mv-ahead'"
     ;;
   18)
     bash .gpu-llm/steps.sh \
