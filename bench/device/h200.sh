@@ -9,17 +9,17 @@
 #                                                       the session of 2026-12-05 18:12) against a workgroup a
 #                                                       group and a lower cap, the norm read once as b is
 #                                                       rounded, workgroups of 16 subgroups (~4 minutes)
-#   PART=forms2 bash ...                                 at 8B and 1B q8_0: short rows loaded ahead of b's
-#                                                       rounding, attention's splits rounded for the output
-#                                                       projection, both, the norm read once with short rows
-#                                                       ahead (~6 minutes)
+#   PART=forms2 bash ...                                 at 8B q8_0: short rows loaded ahead of b's rounding,
+#                                                       attention's splits rounded for the output projection,
+#                                                       both, the norm read once with short rows ahead, the
+#                                                       rounded splits from 8 subgroups a split (~6 minutes)
 #   PART=18 bash ...                                     the q4_0 copy at 8 vec4s a thread with 16-byte stores
 #                                                       (faster alone) at 8B q4_0, and issue 18's standalone
 #                                                       prompt products traced dispatch by dispatch, twice (q4_0's
 #                                                       ran at a fifth of q8_0's rate in run ev; on an H100 only
 #                                                       in some processes), then the matrix-vector cases of every
 #                                                       decode type (the k-quants' int8 form not yet timed
-#                                                       alone) (~5 minutes)
+#                                                       alone), and 1B q8_0 with rounded merges (~6 minutes)
 cd "$(dirname "$0")/.."
 case "${PART:-}" in
   forms)
@@ -27,14 +27,16 @@ case "${PART:-}" in
 'llm.mjs --mv-groups 198' 'llm.mjs --norm-once' 'llm.mjs --mv-warps 16'"
     ;;
   forms2)
-    bash .gpu-llm/steps.sh "forms2:bash .gpu-llm/forms.sh '8b-q8_0 1b-q8_0' 'llm.mjs' 'llm.mjs --mv-ahead' \
-'llm.mjs --rounded-merges' 'llm.mjs --rounded-merges --mv-ahead' 'llm.mjs --norm-once --mv-ahead'"
+    bash .gpu-llm/steps.sh "forms2:bash .gpu-llm/forms.sh 8b-q8_0 'llm.mjs' 'llm.mjs --mv-ahead' \
+'llm.mjs --rounded-merges' 'llm.mjs --rounded-merges --mv-ahead' 'llm.mjs --norm-once --mv-ahead' \
+'llm.mjs --rounded-merges --attention-subgroups 8'"
     ;;
   18)
     bash .gpu-llm/steps.sh \
       "copy-shape:bash .gpu-llm/forms.sh 8b-q4_0 'llm.mjs --prefill-only' 'llm.mjs --prefill-only --copy-shape 8:wide'" \
       "prefill18:cd .gpu-llm && for i in 1 2; do timeout 100 node run.mjs --no-peer --own-params --profile --cases prefill_f16,prefill_q4_0,prefill_q8_0; done" \
-      "mv:cd .gpu-llm && timeout 100 node run.mjs --no-peer --own-params --cases mv_q4_0,mv_q8_0,mv_q4_K,mv_q6_K"
+      "mv:cd .gpu-llm && timeout 100 node run.mjs --no-peer --own-params --cases mv_q4_0,mv_q8_0,mv_q4_K,mv_q6_K" \
+      "forms1b:bash .gpu-llm/forms.sh 1b-q8_0 'llm.mjs' 'llm.mjs --rounded-merges' 'llm.mjs --rounded-merges --mv-ahead'"
     ;;
   *)
     bash .gpu-llm/steps.sh "table:bash .gpu-llm/table.sh" "check:cd .gpu-llm && timeout 120 node check.mjs norms inturn plain stack merge"
