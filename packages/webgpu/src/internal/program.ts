@@ -316,25 +316,17 @@ export const build = (
         outputs.has(before.id) || outputs.has(b.id)
       ) return
       const op = before.op
+      if (op._tag !== "FlashAttnExt" && op._tag !== "RopeFlashAttnExt") return
       // the splits' rows rounded by the attention where asked (the int8 form then reads them as they are),
       // else merged in f32 by the product; the first whose kernels both take it
-      const rounded = op._tag === "FlashAttnExt" || op._tag === "RopeFlashAttnExt"
-        ? MergeIn.roundedMergeBefore(before, ctx.target)
-        : undefined
-      const tries: ReadonlyArray<readonly [MadeB | undefined, () => Kernel | undefined]> = [
-        [rounded, () =>
-          op._tag === "FlashAttnExt" || op._tag === "RopeFlashAttnExt"
-            ? flashAttnExt(before, op, ctx.target, true)
-            : undefined],
-        [MergeIn.mergeBefore(before, ctx.target), () => Select.kernelFor(before, ctx.target)]
-      ]
+      const tries = [
+        [MergeIn.roundedMergeBefore(before, ctx.target), () => flashAttnExt(before, op, ctx.target, true)],
+        [MergeIn.mergeBefore(before, ctx.target), () => flashAttnExt(before, op, ctx.target)]
+      ] as const
       for (const [merge, kernelOf] of tries) {
-        const kernel = merge === undefined ? undefined : kernelOf()
-        if (merge === undefined || kernel === undefined) {
-          continue
-        }
+        if (merge === undefined) continue
         try {
-          const attention = prepare(before, kernel)
+          const attention = prepare(before, kernelOf())
           if (attention.kernel.variant.split !== true) continue
           // the rounded rows written with no merge after; the f32 ones with the merge this leaves out
           if ((merge.rounded !== undefined) !== (attention.kernel.variant.rounded === true)) continue
