@@ -12,7 +12,8 @@
 #   PART=forms2 bash ...                                 at 8B q8_0: short rows loaded ahead of b's rounding,
 #                                                       attention's splits rounded for the output projection,
 #                                                       both, the norm read once with short rows ahead, the
-#                                                       rounded splits from 8 subgroups a split (~6 minutes)
+#                                                       rounded splits from 8 subgroups a split, then the
+#                                                       oracle models with rounded merges (~7 minutes)
 #   PART=18 bash ...                                     the q4_0 copy at 8 vec4s a thread with 16-byte stores
 #                                                       (faster alone) at 8B q4_0, and issue 18's standalone
 #                                                       prompt products traced dispatch by dispatch, twice (q4_0's
@@ -27,9 +28,13 @@ case "${PART:-}" in
 'llm.mjs --mv-groups 198' 'llm.mjs --norm-once' 'llm.mjs --mv-warps 16'"
     ;;
   forms2)
+    # packages/llm's oracle models with rounded merges (their decode attention split in three, as their short
+    # prompts would not split it)
+    export ROUNDED='{"attentionDecode":{"splits":3},"quantizedDecode":{"rows":2,"columns":8,"roundedMerges":true}}'
     bash .gpu-llm/steps.sh "forms2:bash .gpu-llm/forms.sh 8b-q8_0 'llm.mjs' 'llm.mjs --mv-ahead' \
 'llm.mjs --rounded-merges' 'llm.mjs --rounded-merges --mv-ahead' 'llm.mjs --norm-once --mv-ahead' \
-'llm.mjs --rounded-merges --attention-subgroups 8'"
+'llm.mjs --rounded-merges --attention-subgroups 8'" \
+      "oracle-rounded:cd .gpu-llm && ORACLE_OPTIONS=\$ROUNDED timeout 120 node oracle.mjs ../packages/llm/test/oracle/llama.cpp.json"
     ;;
   18)
     bash .gpu-llm/steps.sh \

@@ -5,6 +5,10 @@
  * whose likeliest token is clear, and any disagreement. Exits 1 when a model is off.
  *
  *   tsx oracle-check.ts [ANSWERS]   (ANSWERS: packages/llm/test/oracle/llama.cpp.json from the repository root)
+ *
+ * ORACLE_OPTIONS, a JSON object of WebGpu.make's options, checks a form not on by default (decode
+ * attention in 3 splits with rounded merges: '{"attentionDecode":{"splits":3},"quantizedDecode":{"rows":2,
+ * "columns":8,"roundedMerges":true}}').
  */
 import { WebGpu } from "@effect-gpu/webgpu"
 import { Effect } from "effect"
@@ -18,7 +22,8 @@ const answers = JSON.parse(
 ) as { readonly models: Record<string, Answers> }
 
 const program = Effect.gen(function*() {
-  const [gpu] = yield* WebGpu.make({ devices: 1 })
+  const options = JSON.parse(process.env.ORACLE_OPTIONS ?? "{}") as Omit<WebGpu.Options, "devices">
+  const [gpu] = yield* WebGpu.make({ ...options, devices: 1 })
   let failed = 0
   for (const { name, options } of models) {
     const limit = bound(options.dtype)
