@@ -7,8 +7,8 @@
  *
  *   tsx kernel-check.ts [SECTION...]   (bundle it as bench/llm.ts is to run it on the GPU machine)
  *
- * SECTION: products, split, batched, attention, prefill, stack, plain, stores, norms, merge, mvsplit, gated,
- * perm, sums (default: all)
+ * SECTION: products, split, batched, attention, prefill, stack, plain, inturn, stores, norms, merge, mvsplit,
+ * gated, perm, sums (default: all)
  */
 import { Graph, Ops } from "@effect-gpu/core"
 import type { Quantized } from "@effect-gpu/core/DType"
