@@ -20,7 +20,11 @@
 #                                                       ran at a fifth of q8_0's rate in run ev; on an H100 only
 #                                                       in some processes), then the matrix-vector cases of every
 #                                                       decode type (the k-quants' int8 form not yet timed
-#                                                       alone), and 1B q8_0 with rounded merges (~6 minutes)
+#                                                       alone) (~5 minutes)
+#   PART=prompt bash ...                                 prompts with soft_max reading the logits its mask hides
+#                                                       (the form before 2026-12-05 20:23) against the default
+#                                                       that skips them, at 1B f16 and 8B q8_0; 1B q8_0 with
+#                                                       rounded merges (~5 minutes)
 cd "$(dirname "$0")/.."
 case "${PART:-}" in
   forms)
@@ -40,7 +44,11 @@ case "${PART:-}" in
     bash .gpu-llm/steps.sh \
       "copy-shape:bash .gpu-llm/forms.sh 8b-q4_0 'llm.mjs --prefill-only' 'llm.mjs --prefill-only --copy-shape 8:wide'" \
       "prefill18:cd .gpu-llm && for i in 1 2; do timeout 100 node run.mjs --no-peer --own-params --profile --cases prefill_f16,prefill_q4_0,prefill_q8_0; done" \
-      "mv:cd .gpu-llm && timeout 100 node run.mjs --no-peer --own-params --cases mv_q4_0,mv_q8_0,mv_q4_K,mv_q6_K" \
+      "mv:cd .gpu-llm && timeout 100 node run.mjs --no-peer --own-params --cases mv_q4_0,mv_q8_0,mv_q4_K,mv_q6_K"
+    ;;
+  prompt)
+    bash .gpu-llm/steps.sh \
+      "masked:bash .gpu-llm/forms.sh '1b-f16 8b-q8_0' 'llm.mjs --prefill-only' 'llm.mjs --prefill-only --masked-logits-read'" \
       "forms1b:bash .gpu-llm/forms.sh 1b-q8_0 'llm.mjs' 'llm.mjs --rounded-merges' 'llm.mjs --rounded-merges --mv-ahead'"
     ;;
   *)
