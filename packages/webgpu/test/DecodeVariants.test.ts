@@ -507,6 +507,8 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           { D: 64, H: 8, splits: 3, bias: true, merges: undefined, wo: "f16", merged: true, rounded: false },
           { D: 128, H: 8, splits: 5, bias: false, merges: undefined, wo: "f16", merged: true, rounded: false },
           { D: 128, H: 8, splits: 5, bias: true, merges: undefined, wo: "q8_0", merged: true, rounded: true },
+          // an 8B model's output: 640 blocks over a workgroup's 256 invocations, three loads each ahead
+          { D: 128, H: 32, splits: 5, bias: false, merges: undefined, wo: "q8_0", merged: true, rounded: true },
           { D: 64, H: 40, splits: 3, bias: false, merges: undefined, wo: "q4_0", merged: true, rounded: true },
           { D: 64, H: 8, splits: 11, bias: false, merges: undefined, wo: "q8_0", merged: false, rounded: true },
           { D: 64, H: 8, splits: 3, bias: false, merges: undefined, wo: "f16", merged: true, rounded: true },
@@ -556,7 +558,11 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           // rounded where asked of the int8 form's 32-value types, and the attention with it
           const rounded = c.rounded && c.merged && (c.wo === "q8_0" || c.wo === "q4_0") ? true : undefined
           assert.strictEqual(product?.variant?.rounded, rounded, what)
-          assert.strictEqual(product?.variant?.ahead, rounded && D === 128 ? 1 : undefined, what)
+          assert.strictEqual(
+            product?.variant?.ahead,
+            rounded && D === 128 ? Math.ceil(H * D / 64 / 32) : undefined,
+            what
+          )
           assert.strictEqual(
             entries.find((e) =>
               e.op === "flash_attn_ext"

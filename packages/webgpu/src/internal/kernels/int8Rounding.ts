@@ -120,14 +120,32 @@ ${storeBlock(l)}
 
 /**
  * @internal: b's `splits` rounded splits (MadeB.rounded) copied into workgroup memory as they are, split s
- * after split s - 1, each block's scale as made weighs it
+ * after split s - 1, each block's scale as made weighs it; every load of a thread issued before its first
+ * store (its blocks' reads in flight together, not one awaited before the next), at clamped indices
  */
-export const copySplits = (l: Layout, rounded: NonNullable<MadeB["rounded"]>, splits: number) =>
-  `  for (var sb = lid; sb < ${splits * l.Ks / 32}u; sb += ${l.invocations}u) {
-    let s = sb / ${l.Ks / 32}u;
-    let blk = sb % ${l.Ks / 32}u;
-    let q = array<u32, 8>(${range(8).map((k) => rounded.word("s", "blk", `${k}u`)).join(", ")});
-    let d = ${rounded.scale("s", "blk")};
-    let sum = ${rounded.sum("s", "blk")};
+export const copySplits = (l: Layout, rounded: NonNullable<MadeB["rounded"]>, splits: number) => {
+  const n = splits * l.Ks / 32
+  const turns = range(Math.ceil(n / l.invocations))
+  return `${
+    turns.map((t) =>
+      `  let sb${t} = min(lid + ${t * l.invocations}u, ${n - 1}u);
+  let s${t} = sb${t} / ${l.Ks / 32}u;
+  let blk${t} = sb${t} % ${l.Ks / 32}u;
+  let q${t} = array<u32, 8>(${range(8).map((k) => rounded.word(`s${t}`, `blk${t}`, `${k}u`)).join(", ")});
+  let d${t} = ${rounded.scale(`s${t}`, `blk${t}`)};
+  let sum${t} = ${rounded.sum(`s${t}`, `blk${t}`)};`
+    ).join("\n")
+  }
+${
+    turns.map((t) =>
+      `  if (lid + ${t * l.invocations}u < ${n}u) {
+    let s = s${t};
+    let blk = blk${t};
+    let q = q${t};
+    let d = d${t};
+    let sum = sum${t};
 ${storeBlock(l, "s")}
   }`
+    ).join("\n")
+  }`
+}
