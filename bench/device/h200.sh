@@ -24,7 +24,8 @@
 #   PART=prompt bash ...                                 prompts with soft_max reading the logits its mask hides
 #                                                       (the form before 2026-12-05 20:23) against the default
 #                                                       that skips them, at 1B f16 and 8B q8_0; 1B q8_0 with
-#                                                       rounded merges (~5 minutes)
+#                                                       rounded merges; an 8B q8_0 decoding step traced with
+#                                                       rounded merges and short rows ahead (~5 minutes)
 cd "$(dirname "$0")/.."
 case "${PART:-}" in
   forms)
@@ -49,7 +50,8 @@ case "${PART:-}" in
   prompt)
     bash .gpu-llm/steps.sh \
       "masked:bash .gpu-llm/forms.sh '1b-f16 8b-q8_0' 'llm.mjs --prefill-only' 'llm.mjs --prefill-only --masked-logits-read'" \
-      "forms1b:bash .gpu-llm/forms.sh 1b-q8_0 'llm.mjs' 'llm.mjs --rounded-merges' 'llm.mjs --rounded-merges --mv-ahead'"
+      "forms1b:bash .gpu-llm/forms.sh 1b-q8_0 'llm.mjs' 'llm.mjs --rounded-merges' 'llm.mjs --rounded-merges --mv-ahead'" \
+      "profile:cd .gpu-llm && timeout 150 node llm.mjs run /tmp/models 8b-q8_0 --profile --shapes --rounded-merges --mv-ahead"
     ;;
   *)
     bash .gpu-llm/steps.sh "table:bash .gpu-llm/table.sh" "check:cd .gpu-llm && timeout 120 node check.mjs norms inturn plain stack merge"
