@@ -6,10 +6,9 @@
  */
 import { Fusion, Graph, Ops, Quant } from "@effect-gpu/core"
 import { Generators } from "@effect-gpu/testing"
-import { WebGpuDevice } from "@effect-gpu/webgpu"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { adapterAvailable, int8Device, nmse, onDeviceAndCpu } from "./utils.js"
+import { adapterAvailable, int8Device, nmse, offersInt8, onDeviceAndCpu } from "./utils.js"
 
 describe.skipIf(!adapterAvailable)("WebGPU decode row groups in turn", () => {
   // the int8 form with fewer workgroups than row groups (int8Groups), each taking groups in turn over its one
@@ -20,10 +19,7 @@ describe.skipIf(!adapterAvailable)("WebGPU decode row groups in turn", () => {
     () =>
       Effect.gen(function*() {
         const d = yield* int8Device({ int8Groups: 2 })
-        if (!WebGpuDevice.hasInt8Dot(d)) {
-          console.log(`no dot4I8Packed on ${d.description}: the int8 form is not offered`)
-          return
-        }
+        if (!offersInt8(d)) return
         // [weights, K, rows, b's batches, gated, workgroups in turn]
         const cases = [
           ["q8_0", 2560, 70, 1, false, 2],
@@ -67,10 +63,7 @@ describe.skipIf(!adapterAvailable)("WebGPU decode row groups in turn", () => {
     () =>
       Effect.gen(function*() {
         const wide = yield* int8Device({ int8Warps: 16 })
-        if (!WebGpuDevice.hasInt8Dot(wide)) {
-          console.log(`no dot4I8Packed on ${wide.description}: the int8 form is not offered`)
-          return
-        }
+        if (!offersInt8(wide)) return
         const wideTurns = yield* int8Device({ int8Warps: 16, int8Groups: 2 })
         // [device, weights, K, rows of q (k and v take 24 each; 0: a plain product of 70 rows), gated]
         const cases = [

@@ -10,7 +10,7 @@ import { Generators } from "@effect-gpu/testing"
 import { WebGpu, WebGpuDevice } from "@effect-gpu/webgpu"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { adapterAvailable, fusedOnBoth, nmse, onDeviceAndCpu, productOnBoth } from "./utils.js"
+import { adapterAvailable, fusedOnBoth, nmse, offersInt8, onDeviceAndCpu, productOnBoth } from "./utils.js"
 
 /** the decode shape with splits of at most `most` values where grids are below `below` workgroups */
 const splitting = (most: number, below?: number) =>
@@ -36,10 +36,7 @@ describe.skipIf(!adapterAvailable)("WebGPU decode split-K", () => {
     () =>
       Effect.gen(function*() {
         const [d] = yield* splitting(1024)
-        if (!WebGpuDevice.hasInt8Dot(d)) {
-          console.log(`no dot4I8Packed on ${d.description}: the int8 form is not offered`)
-          return
-        }
+        if (!offersInt8(d)) return
         const [few] = yield* splitting(1024, 12)
         const cases = [
           { dtype: "q4_0", K: 2560, splits: 4, shifted: false, device: d },

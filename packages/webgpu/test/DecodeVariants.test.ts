@@ -9,7 +9,7 @@ import { Generators } from "@effect-gpu/testing"
 import { WebGpu, WebGpuDevice } from "@effect-gpu/webgpu"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { adapterAvailable, int8Device, nmse, onDeviceAndCpu } from "./utils.js"
+import { adapterAvailable, int8Device, nmse, offersInt8, onDeviceAndCpu } from "./utils.js"
 
 /** a stack's q, k and v weights of `rows` rows over K, of `types` ("q4_K", or one a part: "q4_K+q4_K+q6_K") */
 const qkvWeights = (g: Graph.Builder, types: string, K: number, rows: ReadonlyArray<number>) => {
@@ -73,10 +73,7 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
     () =>
       Effect.gen(function*() {
         const [plain] = yield* WebGpu.make({ devices: 1 })
-        if (!WebGpuDevice.hasInt8Dot(plain)) {
-          console.log(`no dot4I8Packed on ${plain.description}: the int8 form is not offered`)
-          return
-        }
+        if (!offersInt8(plain)) return
         const early = yield* int8Device({ ahead: true })
         // ahead in plain products only
         const plainFirst = yield* int8Device({ ahead: ["plain"] })

@@ -2,7 +2,7 @@ import type { Device, DType, Plan, Tensor } from "@effect-gpu/core"
 import { Cpu, Graph, Ops, Quant } from "@effect-gpu/core"
 import type { Trace } from "@effect-gpu/core"
 import { Generators } from "@effect-gpu/testing"
-import { WebGpu } from "@effect-gpu/webgpu"
+import { WebGpu, WebGpuDevice } from "@effect-gpu/webgpu"
 import { Effect } from "effect"
 import { inject } from "vitest"
 import type { KernelTarget, QuantizedDecode } from "../src/internal/kernels/kernel.js"
@@ -35,6 +35,13 @@ export const int8Device = (
     WebGpu.make({ ...options, devices: 1, quantizedDecode: { rows: 1, columns: 1, stage: 1, ...int8 } }),
     ([device]) => device
   )
+
+/** whether `device` offers the int8 form (dot4I8Packed); says so where it does not, for a test to end there */
+export const offersInt8 = (device: Device.Device): boolean => {
+  if (WebGpuDevice.hasInt8Dot(device)) return true
+  console.log(`no dot4I8Packed on ${device.description}: the int8 form is not offered`)
+  return false
+}
 
 /** a small two-layer graph: enough nodes and work to see ordering and aborts */
 export const mlp = (n: number, layers: number) =>
