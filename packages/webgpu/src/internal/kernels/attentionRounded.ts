@@ -6,6 +6,7 @@
  * @internal
  */
 import * as Tensor from "@effect-gpu/core/Tensor"
+import { roundEight } from "./int8Rounding.js"
 
 /**
  * @internal: where a split attention of one query row keeps its `splits` splits' output rows as int8 blocks
@@ -21,25 +22,23 @@ export const roundedRows = (node: Tensor.Tensor, splits: number) => {
 
 /**
  * @internal: WGSL rounding the decode form's output rows (workgroup array ro: HG heads' Dv values from head
- * h0, split sp, over `n` invocations) to int8 blocks of 32 as q8_0 rounds them (amax / 127 the scale, kept in
- * f32; values rounded half away from zero), stored into operand dq with each block's scale and sum where
- * roundedRows says (`all` blocks in all)
+ * h0, split sp, over `n` invocations) to int8 blocks of 32 as q8_0 rounds them (roundEight; the scale kept in
+ * f32), stored into operand dq with each block's scale and sum where roundedRows says (`all` blocks in all)
  */
 export const roundRows = (HG: number, Dv: number, n: number, all: number) =>
   `  workgroupBarrier();
   for (var rb = lid; rb < ${HG * Dv / 32}u; rb += ${n}u) {
     let at = (rb / ${Dv / 32}u) * ${Dv}u + (rb % ${Dv / 32}u) * 32u;
     let bi = (sp * P.q_ne2 + h0) * ${Dv / 32}u + rb;
+    var x: array<vec4<f32>, 8>;
     var amax = 0.0;
-    for (var c = 0u; c < 32u; c++) { amax = max(amax, abs(ro[at + c])); }
-    let id = select(0.0, 127.0 / amax, amax > 0.0);
-    var sum = 0i;
     for (var c = 0u; c < 8u; c++) {
-      let v = vec4<f32>(ro[at + 4u * c], ro[at + 4u * c + 1u], ro[at + 4u * c + 2u], ro[at + 4u * c + 3u]) * id;
-      let r = vec4<i32>(trunc(v + select(vec4<f32>(-0.5), vec4<f32>(0.5), v >= vec4<f32>(0.0))));
-      sum += r.x + r.y + r.z + r.w;
-      st_dq(ix_dq(bi * 8u + c, 0u, 0u, 0u), bitcast<i32>(pack4xI8(r)));
+      x[c] = vec4<f32>(ro[at + 4u * c], ro[at + 4u * c + 1u], ro[at + 4u * c + 2u], ro[at + 4u * c + 3u]);
+      let m = abs(x[c]);
+      amax = max(amax, max(max(m.x, m.y), max(m.z, m.w)));
     }
+${roundEight}
+    for (var c = 0u; c < 8u; c++) { st_dq(ix_dq(bi * 8u + c, 0u, 0u, 0u), bitcast<i32>(q[c])); }
     st_dq(ix_dq(${all * 8}u + bi * 2u, 0u, 0u, 0u), bitcast<i32>(amax / 127.0));
     st_dq(ix_dq(${all * 8}u + bi * 2u + 1u, 0u, 0u, 0u), sum);
   }`

@@ -34,6 +34,21 @@ const storeBlock = (l: Layout, s?: string) => {
 }
 
 /**
+ * @internal: WGSL rounding a block's 32 values (vec4s x[0..8], their largest magnitude amax) as ggml's
+ * quantize_row_q8_0 rounds them: amax / 127 the scale, values rounded half away from zero; their int8 words
+ * into q and the sum of the int8 values into sum
+ */
+export const roundEight = `    let id = select(0.0, 1.0 / (amax / 127.0), amax > 0.0);
+    var sum = 0i;
+    var q: array<u32, 8>;
+    for (var i = 0u; i < 8u; i++) {
+      let v = x[i] * id;
+      let r = vec4<i32>(trunc(v + select(vec4<f32>(-0.5), vec4<f32>(0.5), v >= vec4<f32>(0.0))));
+      sum += r.x + r.y + r.z + r.w;
+      q[i] = pack4xI8(r);
+    }`
+
+/**
  * each of the workgroup's blocks of 32 values of b: its eight vec4s into x by `load` (a statement setting
  * x[i]), rounded as ggml's quantize_row_q8_0 rounds them (amax / 127 their scale, values rounded half away
  * from zero), the scale stored as `scale` makes it of amax
@@ -48,15 +63,7 @@ const roundBlocks = (l: Layout, load: string, scale: string) =>
       amax = max(amax, max(max(m.x, m.y), max(m.z, m.w)));
     }
     let d = ${scale};
-    let id = select(0.0, 1.0 / (amax / 127.0), amax > 0.0);
-    var sum = 0i;
-    var q: array<u32, 8>;
-    for (var i = 0u; i < 8u; i++) {
-      let v = x[i] * id;
-      let r = vec4<i32>(trunc(v + select(vec4<f32>(-0.5), vec4<f32>(0.5), v >= vec4<f32>(0.0))));
-      sum += r.x + r.y + r.z + r.w;
-      q[i] = pack4xI8(r);
-    }
+${roundEight}
 ${storeBlock(l)}
   }`
 
