@@ -12,7 +12,8 @@ type Line = Readonly<Record<string, unknown>> & {
   readonly form: number
   readonly model: string
   readonly prefill_tok_s: number
-  readonly decode_tok_s: number
+  /** null in a prompt-only run (--prefill-only) */
+  readonly decode_tok_s: number | null
 }
 
 const file = process.argv[2]
@@ -25,7 +26,7 @@ if (file === undefined) {
 const lines: Array<Line> = fs.readFileSync(file, "utf8").split("\n").flatMap((text) => {
   if (!text.startsWith("{\"form\":")) return []
   const line = JSON.parse(text) as Partial<Line>
-  return typeof line.form === "number" && typeof line.model === "string" && typeof line.decode_tok_s === "number"
+  return typeof line.form === "number" && typeof line.model === "string" && typeof line.prefill_tok_s === "number"
     ? [line as Line]
     : []
 })
@@ -35,7 +36,8 @@ const measured = new Set(["form", "model", "device", "bytes", "load_s", "runs"])
 const isOption = (key: string) => !measured.has(key) && !key.endsWith("_tok_s") && !key.endsWith("_fraction")
 
 const models = [...new Set(lines.map((l) => l.model))]
-const show = (xs: ReadonlyArray<number>) => xs.map((x) => x.toFixed(x >= 1000 ? 0 : 1)).join(" / ")
+const show = (xs: ReadonlyArray<number | null>) =>
+  xs.map((x) => x === null ? "-" : x.toFixed(x >= 1000 ? 0 : 1)).join(" / ")
 for (const model of models) {
   const ofModel = lines.filter((l) => l.model === model)
   const base = ofModel.find((l) => l.form === 0)

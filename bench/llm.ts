@@ -29,7 +29,6 @@
  *   tsx llm.ts run DIR NAME --norm-once   a norm the int8 products make read once as b is rounded
  *   tsx llm.ts run DIR NAME --mv-warps N   subgroups a workgroup of the int8 form has (default 8)
  *   tsx llm.ts run DIR NAME --rounded-merges   each attention split's rows rounded to int8, weighed by the product
- *   tsx llm.ts run DIR NAME --masked-logits-read   soft_max reads the logits its mask hides too (the old form)
  *   tsx llm.ts run DIR NAME --mv-split N   the int8 form's K split over workgroups of at most N values each
  *                                                 where its grid is small (default: no split)
  *   tsx llm.ts run DIR NAME --mv-split-below N   ... where its grid has fewer than N workgroups (default 1024)
@@ -202,7 +201,6 @@ const gpuOptions = {
   ...(rest.includes("--permuted-apart") ? { permutedResults: false } : {}),
   ...(rest.includes("--splits-apart") ? { splitsInNorms: false } : {}),
   ...(rest.includes("--query-ropes-apart") ? { queryRopesInStores: false } : {}),
-  ...(rest.includes("--masked-logits-read") ? { maskedLogitsRead: true } : {}),
   ...(rowThreadsAt >= 0 ? { rowThreads: Number(rest[rowThreadsAt + 1]) } : {}),
   ...(rest.includes("--q-prefill")
     ? { quantizedPrefill: rest[rest.indexOf("--q-prefill") + 1] as "tiles" | "copy" }
@@ -297,7 +295,6 @@ const measure = (name: string) =>
       permuted: gpuOptions.permutedResults === false ? "apart" : "products",
       splits: gpuOptions.splitsInNorms === false ? "merged" : "norms",
       query_ropes: gpuOptions.queryRopesInStores === false ? "apart" : "stores",
-      masked_logits: gpuOptions.maskedLogitsRead === true ? "read" : "skipped",
       decode_values: attentionDecode.valuesAhead === false ? "after" : "ahead",
       mv_ahead: String(gpuOptions.quantizedDecode?.ahead ?? false),
       norm_reduce: gpuOptions.normReduce ?? "auto",

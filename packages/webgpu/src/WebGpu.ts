@@ -66,8 +66,6 @@ export interface Options {
   readonly writeOut?: WebGpuDevice.Options["writeOut"]
   /** @internal the invocations of a row kernel's workgroup, for tests and tuning */
   readonly rowThreads?: WebGpuDevice.Options["rowThreads"]
-  /** @internal soft_max reads the logits its mask hides too (default off), for tests and measuring */
-  readonly maskedLogitsRead?: WebGpuDevice.Options["maskedLogitsRead"]
   /** @internal how a product making its own norm reduces the row's squares (subgroups or a tree), for tests and tuning */
   readonly normReduce?: WebGpuDevice.Options["normReduce"]
   /** @internal a prompt's activations in f16 for products on subgroup matrices (default on), for measuring */
@@ -204,7 +202,6 @@ const wrapDevice = (
       copyShape: options.copyShape,
       writeOut: options.writeOut,
       rowThreads: options.rowThreads,
-      maskedLogitsRead: options.maskedLogitsRead,
       normReduce: options.normReduce,
       halfActivations: options.halfActivations,
       storeValuesWithKeys: options.storeValuesWithKeys,

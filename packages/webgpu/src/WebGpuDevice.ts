@@ -118,13 +118,6 @@ export interface Options {
    */
   readonly rowThreads?: number | undefined
   /**
-   * soft_max's GPU form reads the logits its mask hides (-inf) too, not only the others (tests and tuning);
-   * default: off (a causal prompt's soft_max then reads about half its scores)
-   *
-   * @internal
-   */
-  readonly maskedLogitsRead?: boolean | undefined
-  /**
    * how a product that makes its own norm reduces the row's squares: `subgroups` (the default where the
    * kernel has them) or `tree` over workgroup memory (tests and tuning)
    *
@@ -352,7 +345,6 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
     ...(options.copyShape ? { copyShape: options.copyShape } : {}),
     ...(options.writeOut !== undefined ? { writeOut: options.writeOut } : {}),
     ...(options.rowThreads !== undefined ? { rowThreads: options.rowThreads } : {}),
-    ...(options.maskedLogitsRead !== undefined ? { maskedLogitsRead: options.maskedLogitsRead } : {}),
     ...(options.normReduce !== undefined ? { normReduce: options.normReduce } : {}),
     ...(options.storeKeysInProducts === false ? { storesInProducts: false } : {}),
     ...(options.normsInProducts !== undefined ? { normsInProducts: options.normsInProducts } : {}),

@@ -299,8 +299,6 @@ export interface KernelTarget {
   readonly gatedPrompts?: boolean
   /** overrides the invocations of a row kernel's workgroup (tests and benchmarks) */
   readonly rowThreads?: number
-  /** soft_max's GPU form reads the logits its mask hides too; default: off */
-  readonly maskedLogitsRead?: boolean
   /**
    * how a product that makes its own norm (normIn.ts) reduces the row's squares: by subgroup sums where the
    * kernel has subgroups (the default), or by a tree over workgroup memory (tests and benchmarks)

@@ -158,17 +158,7 @@ export const softMax = (
   const row = cachedRow(a, target)
   const unrolled = writesOut(target)
   const bySubgroup = subgroupRows(a.ne[0], target)
-  // the GPU form reads a logit only where its mask is not -inf (a causal prompt's scores: about half the
-  // row's bytes), its exp being 0 whatever the logit
-  const logit = (i: string) =>
-    mask && target.maskedLogitsRead !== true
-      ? `let mv = ld_m(ix_m(${i}, i1, i2 % P.m_ne2, i3 % P.m_ne3));
-    var v = neg_inf();
-    if (mv > neg_inf()) { v = ld_a(ix_a(${i}, i1, i2, i3)) * P.scale + slope * mv; }`
-      : `let v = ${x(i)};`
-  if (bySubgroup !== undefined) {
-    return subgroupSoftMax(a, bySubgroup, operands, params, logit, sinks !== undefined, target)
-  }
+  if (bySubgroup !== undefined) return subgroupSoftMax(a, bySubgroup, operands, params, x, sinks !== undefined, target)
   const { R, full } = row
   const body = row.cached
     ? `
@@ -246,8 +236,8 @@ const subgroupRows = (n: number, target: KernelTarget) => {
 }
 
 /**
- * soft_max a row per subgroup (subgroupRows): `logit(i)` WGSL setting v to the scaled, masked logit of element
- * i; the sink, where there is one, joins the max and the denominator. Subgroups are taken to lie along the local index, as the
+ * soft_max a row per subgroup (subgroupRows): `x(i)` the scaled, masked logit of element i; the sink, where
+ * there is one, joins the max and the denominator. Subgroups are taken to lie along the local index, as the
  * subgroup-matrix kernels take them.
  */
 const subgroupSoftMax = (
@@ -255,7 +245,7 @@ const subgroupSoftMax = (
   { full, R, S }: { readonly S: number; readonly R: number; readonly full: boolean },
   operands: ReadonlyArray<Operand>,
   params: ReadonlyArray<Param>,
-  logit: (i: string) => string,
+  x: (i: string) => string,
   sinks: boolean,
   target: KernelTarget
 ): Kernel => {
@@ -270,7 +260,6 @@ const subgroupSoftMax = (
       family: "row",
       op: "soft_max",
       mask: operands.some((o) => o.name === "m"),
-      ...(target.maskedLogitsRead === true ? { maskedLogitsRead: true } : {}),
       sinks,
       form: `sg${R}${full ? "f" : ""}`
     },
@@ -292,7 +281,7 @@ ${entry(WG, true)}
 ${alibiSlope("i2")}
   var vals: array<f32, ${R}>;
   var mx = neg_inf();
-${each((i, r) => `${logit(i)} vals[${r}] = v; mx = max(mx, v);`)}
+${each((i, r) => `let v = ${x(i)}; vals[${r}] = v; mx = max(mx, v);`)}
   mx = subgroupMax(mx);${sinks ? "\n  let sink = ld_k(ix_k(i2, 0u, 0u, 0u));\n  mx = max(mx, sink);" : ""}
   var s = 0.0;
 ${each((_, r) => `let e = exp(vals[${r}] - mx); vals[${r}] = e; s += e;`)}
