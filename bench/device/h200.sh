@@ -4,16 +4,14 @@
 # and needs_h200:
 #   bash .gpu-llm/run.sh bash .gpu-llm/h200.sh          the model table with this tree's defaults, then
 #                                                       kernel-check's int8 forms at 32 lanes (~6 minutes)
+#   PART=table bash ...                                  the model table, then the 8B q8_0 decode forms that lost
+#                                                       on an H100 (run fc: short rows ahead 3-4%, rounded merges
+#                                                       4-8%) on this card (~7 minutes)
 #   PART=forms bash ...                                  the int8 decode forms not yet timed on an H200, at 8B
 #                                                       q8_0: row groups in turn (the default since
 #                                                       the session of 2026-12-05 18:12) against a workgroup a
 #                                                       group and a lower cap, the norm read once as b is
 #                                                       rounded, workgroups of 16 subgroups (~4 minutes)
-#   PART=forms2 bash ...                                 at 8B q8_0: short rows loaded ahead of b's rounding,
-#                                                       attention's splits rounded for the output projection,
-#                                                       both, the norm read once with short rows ahead, the
-#                                                       rounded splits from 8 subgroups a split, then the
-#                                                       oracle models with rounded merges (~7 minutes)
 #   PART=18 bash ...                                     the q4_0 copy at 8 vec4s a thread with 16-byte stores
 #                                                       (faster alone) at 8B q4_0, and issue 18's standalone
 #                                                       prompt products traced dispatch by dispatch, twice (q4_0's
@@ -21,37 +19,21 @@
 #                                                       in some processes), then the matrix-vector cases of every
 #                                                       decode type (the k-quants' int8 form not yet timed
 #                                                       alone) (~5 minutes)
-#   PART=prompt bash ...                                 prompts with soft_max reading the logits its mask hides
-#                                                       (the form before 2026-12-05 20:23) against the default
-#                                                       that skips them, at 1B f16 and 8B q8_0; 1B q8_0 with
-#                                                       rounded merges; an 8B q8_0 decoding step traced with
-#                                                       rounded merges and short rows ahead (~5 minutes)
 cd "$(dirname "$0")/.."
 case "${PART:-}" in
   forms)
     bash .gpu-llm/steps.sh "forms:bash .gpu-llm/forms.sh 8b-q8_0 'llm.mjs' 'llm.mjs --mv-groups 0' \
 'llm.mjs --mv-groups 198' 'llm.mjs --norm-once' 'llm.mjs --mv-warps 16'"
     ;;
-  forms2)
-    # packages/llm's oracle models with rounded merges (their decode attention split in three, as their short
-    # prompts would not split it)
-    export ROUNDED='{"attentionDecode":{"splits":3},"quantizedDecode":{"rows":2,"columns":8,"roundedMerges":true}}'
-    bash .gpu-llm/steps.sh "forms2:bash .gpu-llm/forms.sh 8b-q8_0 'llm.mjs' 'llm.mjs --mv-ahead' \
-'llm.mjs --rounded-merges' 'llm.mjs --rounded-merges --mv-ahead' 'llm.mjs --norm-once --mv-ahead' \
-'llm.mjs --rounded-merges --attention-subgroups 8'" \
-      "oracle-rounded:cd .gpu-llm && ORACLE_OPTIONS=\$ROUNDED timeout 120 node oracle.mjs ../packages/llm/test/oracle/llama.cpp.json"
+  table)
+    bash .gpu-llm/steps.sh "table:bash .gpu-llm/table.sh" \
+      "decide:bash .gpu-llm/forms.sh 8b-q8_0 'llm.mjs' 'llm.mjs --mv-ahead' 'llm.mjs --rounded-merges'"
     ;;
   18)
     bash .gpu-llm/steps.sh \
       "copy-shape:bash .gpu-llm/forms.sh 8b-q4_0 'llm.mjs --prefill-only' 'llm.mjs --prefill-only --copy-shape 8:wide'" \
       "prefill18:cd .gpu-llm && for i in 1 2; do timeout 100 node run.mjs --no-peer --own-params --profile --cases prefill_f16,prefill_q4_0,prefill_q8_0; done" \
       "mv:cd .gpu-llm && timeout 100 node run.mjs --no-peer --own-params --cases mv_q4_0,mv_q8_0,mv_q4_K,mv_q6_K"
-    ;;
-  prompt)
-    bash .gpu-llm/steps.sh \
-      "masked:bash .gpu-llm/forms.sh '1b-f16 8b-q8_0' 'llm.mjs --prefill-only' 'llm.mjs --prefill-only --masked-logits-read'" \
-      "forms1b:bash .gpu-llm/forms.sh 1b-q8_0 'llm.mjs' 'llm.mjs --rounded-merges' 'llm.mjs --rounded-merges --mv-ahead'" \
-      "profile:cd .gpu-llm && timeout 150 node llm.mjs run /tmp/models 8b-q8_0 --profile --shapes --rounded-merges --mv-ahead"
     ;;
   *)
     bash .gpu-llm/steps.sh "table:bash .gpu-llm/table.sh" "check:cd .gpu-llm && timeout 120 node check.mjs norms inturn plain stack merge"
