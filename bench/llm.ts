@@ -21,14 +21,11 @@
  *   tsx llm.ts run DIR NAME --prefill-only   prompts only (no decoding runs: an A/B of a prompt's forms)
  *   tsx llm.ts run DIR NAME --timeline   a decoding step's host events (writes, submits, waits) untraced
  *   tsx llm.ts run DIR NAME --f32-decode   q4_0 and q8_0 decode without the int8 form (to compare)
- *   tsx llm.ts run DIR NAME --mv-ahead   the int8 form's short rows (K <= 4096) loaded before b is rounded
- *   tsx llm.ts run DIR NAME --mv-ahead-in plain,gated,stack   the same in these of its forms only
  *   tsx llm.ts run DIR NAME --norm-tree   a product's own norm reduced by a tree, not by subgroup sums
  *   tsx llm.ts run DIR NAME --mv-rows N   rows a subgroup of the int8 form owns (default 2)
  *   tsx llm.ts run DIR NAME --mv-groups N   the int8 form's workgroups at most N, each taking row groups in turn (0: none)
  *   tsx llm.ts run DIR NAME --norm-once   a norm the int8 products make read once as b is rounded
  *   tsx llm.ts run DIR NAME --mv-warps N   subgroups a workgroup of the int8 form has (default 8)
- *   tsx llm.ts run DIR NAME --rounded-merges   each attention split's rows rounded to int8, weighed by the product
  *   tsx llm.ts run DIR NAME --mv-split N   the int8 form's K split over workgroups of at most N values each
  *                                                 where its grid is small (default: no split)
  *   tsx llm.ts run DIR NAME --mv-split-below N   ... where its grid has fewer than N workgroups (default 1024)
@@ -117,7 +114,6 @@ const valued = [
   "--mv-rows",
   "--mv-groups",
   "--mv-warps",
-  "--mv-ahead-in",
   "--mv-split",
   "--mv-split-below"
 ]
@@ -158,14 +154,9 @@ const attentionDecode = {
 // the matrix-vector forms' overrides (the defaults' rows and columns where any is asked)
 const decodeForms = {
   ...(rest.includes("--f32-decode") ? { int8: false } : {}),
-  ...(rest.includes("--mv-ahead") ? { ahead: true } : {}),
-  ...(rest.includes("--mv-ahead-in")
-    ? { ahead: rest[rest.indexOf("--mv-ahead-in") + 1].split(",") as Array<"plain" | "gated" | "stack"> }
-    : {}),
   ...(rest.includes("--mv-rows") ? { int8Rows: Number(rest[rest.indexOf("--mv-rows") + 1]) } : {}),
   ...(rest.includes("--mv-groups") ? { int8Groups: Number(rest[rest.indexOf("--mv-groups") + 1]) } : {}),
   ...(rest.includes("--norm-once") ? { normOnce: true } : {}),
-  ...(rest.includes("--rounded-merges") ? { roundedMerges: true } : {}),
   ...(rest.includes("--mv-warps") ? { int8Warps: Number(rest[rest.indexOf("--mv-warps") + 1]) } : {}),
   ...(rest.includes("--mv-split") ? { int8Split: Number(rest[rest.indexOf("--mv-split") + 1]) } : {}),
   ...(rest.includes("--mv-split-below")
@@ -296,13 +287,11 @@ const measure = (name: string) =>
       splits: gpuOptions.splitsInNorms === false ? "merged" : "norms",
       query_ropes: gpuOptions.queryRopesInStores === false ? "apart" : "stores",
       decode_values: attentionDecode.valuesAhead === false ? "after" : "ahead",
-      mv_ahead: String(gpuOptions.quantizedDecode?.ahead ?? false),
       norm_reduce: gpuOptions.normReduce ?? "auto",
       mv_rows: gpuOptions.quantizedDecode?.int8Rows ?? 2,
       mv_groups: gpuOptions.quantizedDecode?.int8Groups ?? "auto",
       norm_once: gpuOptions.quantizedDecode?.normOnce === true,
       mv_warps: gpuOptions.quantizedDecode?.int8Warps ?? 8,
-      rounded_merges: gpuOptions.quantizedDecode?.roundedMerges === true,
       mv_split: gpuOptions.quantizedDecode?.int8Split ?? "none",
       mv_split_below: gpuOptions.quantizedDecode?.int8SplitBelow ?? 1024,
       steps_ahead: rest.includes("--steps-ahead") ? Number(rest[rest.indexOf("--steps-ahead") + 1]) : 1,

@@ -4,9 +4,6 @@
 # and needs_h200:
 #   bash .gpu-llm/run.sh bash .gpu-llm/h200.sh          the model table with this tree's defaults, then
 #                                                       kernel-check's int8 forms at 32 lanes (~6 minutes)
-#   PART=table bash ...                                  the model table, then the 8B q8_0 decode forms that lost
-#                                                       on an H100 (run fc: short rows ahead 3-4%, rounded merges
-#                                                       4-8%) on this card (~7 minutes)
 #   PART=forms bash ...                                  the int8 decode forms not yet timed on an H200, at 8B
 #                                                       q8_0: row groups in turn (the default since
 #                                                       the session of 2026-12-05 18:12) against a workgroup a
@@ -24,10 +21,6 @@ case "${PART:-}" in
   forms)
     bash .gpu-llm/steps.sh "forms:bash .gpu-llm/forms.sh 8b-q8_0 'llm.mjs' 'llm.mjs --mv-groups 0' \
 'llm.mjs --mv-groups 198' 'llm.mjs --norm-once' 'llm.mjs --mv-warps 16'"
-    ;;
-  table)
-    bash .gpu-llm/steps.sh "table:bash .gpu-llm/table.sh" \
-      "decide:bash .gpu-llm/forms.sh 8b-q8_0 'llm.mjs' 'llm.mjs --mv-ahead' 'llm.mjs --rounded-merges'"
     ;;
   18)
     bash .gpu-llm/steps.sh \

@@ -7,8 +7,7 @@
  *   tsx oracle-check.ts [ANSWERS]   (ANSWERS: packages/llm/test/oracle/llama.cpp.json from the repository root)
  *
  * ORACLE_OPTIONS, a JSON object of WebGpu.make's options, checks a form not on by default (decode
- * attention in 3 splits with rounded merges: '{"attentionDecode":{"splits":3},"quantizedDecode":{"rows":2,
- * "columns":8,"roundedMerges":true}}').
+ * attention in 3 splits, merged by the output projections: '{"attentionDecode":{"splits":3}}').
  */
 import { WebGpu } from "@effect-gpu/webgpu"
 import { Effect } from "effect"

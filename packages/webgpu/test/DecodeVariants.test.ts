@@ -65,18 +65,13 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
   // workgroup memory as the CPU rounds it, so the two agree to f32 summation order; odd rows (a subgroup's
   // second row past the end), batches broadcast, a bias, and a's rows viewed one row in (bytes off 16)
   // falling back to the f32 form (q4_K's rows stay at 16 bytes); q6_K's blocks of 210 bytes, every other one
-  // 2 bytes into a word, and rows that are not whole words (the f32 form); with and without each lane's
-  // share of its rows loaded before b is rounded (ahead: the 32-value types' rows of one or two pairs of
-  // blocks a lane, K up to 4096, not 4160), and with a row a subgroup (int8Rows)
+  // 2 bytes into a word, and rows that are not whole words (the f32 form); with a row a subgroup (int8Rows)
   it.scoped(
     "quantized matrix-vector products in the int8 form (mvq8) match the CPU, or fall back",
     () =>
       Effect.gen(function*() {
         const [plain] = yield* WebGpu.make({ devices: 1 })
         if (!offersInt8(plain)) return
-        const early = yield* int8Device({ ahead: true })
-        // ahead in plain products only
-        const plainFirst = yield* int8Device({ ahead: ["plain"] })
         const single = yield* int8Device({ int8Rows: 1 })
         // [K, a viewed one row in, b's batches K + 1 apart (read a value at a time), the kernel]
         const blocks32 = [
@@ -105,10 +100,6 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           [plain, "q8_0"],
           [plain, "q4_K"],
           [plain, "q6_K"],
-          [early, "q4_0"],
-          [early, "q5_0"],
-          [early, "q8_0"],
-          [plainFirst, "q8_0"],
           [single, "q8_0"],
           [single, "q4_K"]
         ] as const
@@ -130,10 +121,6 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
               }), [y])
             assert.deepInclude(entries[0].variant, { family, dtype }, `${dtype} K ${K}`)
             if (family === "mvq8") assert.strictEqual(entries[0].variant?.fours, !strided)
-            if (family === "mvq8") {
-              const ahead = (d === early || d === plainFirst) && K <= 4096 ? Math.ceil(K / 64 / 32) : undefined
-              assert.strictEqual(entries[0].variant?.ahead, ahead, `${dtype} K ${K}`)
-            }
             if (family === "mvq8") assert.strictEqual(entries[0].variant?.int8Rows, d === single ? 1 : undefined)
             if (family === "mvq8") assert.strictEqual(entries[0].variant?.K, K)
             assert.isBelow(nmse(gpu, cpu), family === "mvq8" ? 1e-9 : 5e-5, `${dtype} K ${K}`)
@@ -151,9 +138,6 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
     () =>
       Effect.gen(function*() {
         const [d] = yield* WebGpu.make({ devices: 1 })
-        const early = yield* int8Device({ ahead: true })
-        // ahead asked for plain products only: a gated product goes without
-        const plainFirst = yield* int8Device({ ahead: ["plain"] })
         const int8 = WebGpuDevice.hasInt8Dot(d)
         // f16 weights by subgroups where the device has them (lavapipe and GPUs), else the vec4 form
         const half = d.description.includes("subgroups") ? "mvh_swiglu" : "mv_swiglu"
@@ -171,18 +155,7 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           ["f16", 40, half === "mvh_swiglu" ? half : rowsForm],
           ["f32", 1028, "mv_swiglu"]
         ] as const
-        // the int8 form once more with each lane's share of its rows loaded before b is rounded (ahead: one
-        // pair of blocks a lane at K 640, two at 2560)
-        const aheadCases = int8 ? [["q4_0", 640, "mvq8_swiglu"], ["q8_0", 2560, "mvq8_swiglu"]] as const : []
-        const plainOnly = int8 ? [["q8_0", 2560, "mvq8_swiglu", plainFirst]] as const : []
-        for (
-          const [dtype, K, family, device] of [
-            ...cases,
-            ...aheadCases.map((c) => [...c, early] as const),
-            ...plainOnly
-          ]
-        ) {
-          const on = device ?? d
+        for (const [dtype, K, family] of cases) {
           const fast = family !== rowsForm
           const g = Graph.make()
           const gate = yield* g.param("gate", dtype, [K, 37])
@@ -194,7 +167,7 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           // the device asks for the fusion exactly where the int8 form computes it
           assert.strictEqual(backend.optimize(graph).nodes.some((n) => n.op._tag === "MulMatSwiglu"), fast, dtype)
           const fused = Fusion.optimize(graph, { mulMatSwiglu: () => true })
-          const { cpu, entries, gpu } = yield* onDeviceAndCpu(on, fused, graph, (plan) =>
+          const { cpu, entries, gpu } = yield* onDeviceAndCpu(d, fused, graph, (plan) =>
             Effect.gen(function*() {
               for (const [t, seed] of [[gate, 3], [up, 4]] as const) {
                 const v = Generators.values(seed, K * 37)
@@ -204,8 +177,6 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
             }), [y])
           assert.strictEqual(entries.length, 1, dtype)
           assert.strictEqual(entries[0].variant?.family, family, `${dtype} K ${K}`)
-          const ahead = device === early ? Math.ceil(K / 64 / 32) : undefined
-          assert.strictEqual(entries[0].variant?.ahead, ahead, `${dtype} K ${K}`)
           // the int8 form rounds b as the CPU does; the other forms keep b in f32
           assert.isBelow(nmse(gpu, cpu), family === "mvq8_swiglu" ? 1e-9 : 5e-5, `${dtype} K ${K}`)
         }
@@ -250,17 +221,10 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           ["f16", 1024, half, straddling],
           ["f32", 1028, "mv_stack", straddling]
         ] as const
-        // each lane's share of its rows loaded before b is rounded (ahead) where asked for stacks: where the
-        // parts are whole workgroups of one 32-value type
-        const stackFirst = yield* int8Device({ ahead: ["stack"] })
         // two workgroups taking the row groups in turn (int8Groups), each over its one rounding of b
         const inTurn = yield* int8Device({ int8Groups: 2 })
         const forced = int8
           ? [
-            ["q4_0", 640, "mvq8_stack", whole, stackFirst],
-            ["q8_0", 2560, "mvq8_stack", whole, stackFirst],
-            ["q8_0", 2560, "mvq8_stack", straddling, stackFirst],
-            ["q4_K", 768, "mvq8_stack", whole, stackFirst],
             ["q8_0", 2560, "mvq8_stack", whole, inTurn],
             ["q8_0", 2560, "mvq8_stack", straddling, inTurn],
             ["q4_K+q4_K+q6_K", 512, "mvq8_stack", whole, inTurn]
@@ -287,11 +251,7 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           const stack = entries.find((e) => e.variant?.family === "mvq8_stack")
           if (stack) assert.strictEqual(stack.variant?.uniform, rows === whole ? true : undefined, stack.kernel)
           if (stack) assert.strictEqual(stack.variant?.types, types.length > 1 ? types.join(",") : undefined)
-          if (stack) {
-            const early = on === stackFirst && rows === whole && dtype !== "q4_K"
-            assert.strictEqual(stack.variant?.ahead, early ? Math.ceil(K / 64 / 32) : undefined, `${dtype} ${rows}`)
-            assert.strictEqual(stack.variant?.inTurn, on === inTurn ? 2 : undefined, `${dtype} ${rows}`)
-          }
+          if (stack) assert.strictEqual(stack.variant?.inTurn, on === inTurn ? 2 : undefined, `${dtype} ${rows}`)
           assert.isBelow(nmse(gpu, cpu), family === "mvq8_stack" ? 1e-9 : 5e-5, `${dtype} K ${K} ${rows}`)
         }
       }),
@@ -479,9 +439,7 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
   // weights by subgroups): a layer's output projection, plain and with the residual added (mul_mat_add), over
   // 3 and 5 splits of the keys, 8 query heads over 2 KV heads of 64 and 128, a masked key; the attention's
   // merge dispatch goes, and a device merging apart, 11 splits (past the most merged in a product) or an
-  // output of 2560 values (past the default's 2048; merged where asked) keep it. Where asked, the splits'
-  // rows rounded to int8 blocks by the attention and read as they are by the int8 form (roundedMerges: any
-  // output length; q8_0 and q4_0, whose dot takes the blocks' sums), else merged in f32 (f16 weights, q4_K)
+  // output of 2560 values (past the default's 2048; merged where asked) keep it
   it.scoped(
     "a product merging the attention it reads (merge=HxSxDv) matches the CPU's attention and product",
     () =>
@@ -495,32 +453,22 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
         // [query heads of D, splits, the residual added, the device's merges (apart, asked, by default), o's
         // type, merged by the product]
         const all = [
-          { D: 64, H: 8, splits: 3, bias: false, merges: undefined, wo: "q8_0", merged: true, rounded: false },
-          { D: 128, H: 8, splits: 5, bias: true, merges: undefined, wo: "q8_0", merged: true, rounded: false },
-          { D: 64, H: 8, splits: 3, bias: true, merges: false, wo: "q8_0", merged: false, rounded: false },
-          { D: 64, H: 8, splits: 11, bias: false, merges: undefined, wo: "q8_0", merged: false, rounded: false },
-          { D: 64, H: 40, splits: 3, bias: false, merges: undefined, wo: "q8_0", merged: false, rounded: false },
-          { D: 64, H: 40, splits: 3, bias: false, merges: true, wo: "q8_0", merged: true, rounded: false },
-          { D: 64, H: 8, splits: 3, bias: true, merges: undefined, wo: "f16", merged: true, rounded: false },
-          { D: 128, H: 8, splits: 5, bias: false, merges: undefined, wo: "f16", merged: true, rounded: false },
-          { D: 128, H: 8, splits: 5, bias: true, merges: undefined, wo: "q8_0", merged: true, rounded: true },
-          // an 8B model's output: 640 blocks over a workgroup's 256 invocations, three loads each ahead
-          { D: 128, H: 32, splits: 5, bias: false, merges: undefined, wo: "q8_0", merged: true, rounded: true },
-          { D: 64, H: 40, splits: 3, bias: false, merges: undefined, wo: "q4_0", merged: true, rounded: true },
-          { D: 64, H: 8, splits: 11, bias: false, merges: undefined, wo: "q8_0", merged: false, rounded: true },
-          { D: 64, H: 8, splits: 3, bias: false, merges: undefined, wo: "f16", merged: true, rounded: true },
-          { D: 256, H: 2, splits: 3, bias: false, merges: undefined, wo: "q4_K", merged: true, rounded: true }
+          { D: 64, H: 8, splits: 3, bias: false, merges: undefined, wo: "q8_0", merged: true },
+          { D: 128, H: 8, splits: 5, bias: true, merges: undefined, wo: "q8_0", merged: true },
+          { D: 64, H: 8, splits: 3, bias: true, merges: false, wo: "q8_0", merged: false },
+          { D: 64, H: 8, splits: 11, bias: false, merges: undefined, wo: "q8_0", merged: false },
+          { D: 64, H: 40, splits: 3, bias: false, merges: undefined, wo: "q8_0", merged: false },
+          { D: 64, H: 40, splits: 3, bias: false, merges: true, wo: "q8_0", merged: true },
+          { D: 64, H: 8, splits: 3, bias: true, merges: undefined, wo: "f16", merged: true },
+          { D: 128, H: 8, splits: 5, bias: false, merges: undefined, wo: "f16", merged: true }
         ] as const
         const cases = all.filter((c) => c.wo !== "f16" || half)
         for (const c of cases) {
-          const options = {
+          const [d] = yield* WebGpu.make({
+            devices: 1,
             attentionDecode: { splits: c.splits },
             ...(c.merges !== undefined ? { mergesInProducts: c.merges } : {})
-          }
-          // (the rounded rows of D 128 with the short rows' weights loaded ahead too)
-          const d = c.rounded
-            ? yield* int8Device({ roundedMerges: true, ahead: c.D === 128 }, options)
-            : (yield* WebGpu.make({ devices: 1, ...options }))[0]
+          })
           const { D, H } = c
           const nKv = 200
           const g = Graph.make()
@@ -552,21 +500,6 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           )
           assert.strictEqual(product?.variant?.family, c.wo === "f16" ? "mvh" : "mvq8", what)
           assert.strictEqual(product?.variant?.merge, c.merged ? `${H}x${c.splits}x${D}` : undefined, what)
-          // rounded where asked of the int8 form's 32-value types, and the attention with it
-          const rounded = c.rounded && c.merged && (c.wo === "q8_0" || c.wo === "q4_0") ? true : undefined
-          assert.strictEqual(product?.variant?.rounded, rounded, what)
-          assert.strictEqual(
-            product?.variant?.ahead,
-            rounded && D === 128 ? Math.ceil(H * D / 64 / 32) : undefined,
-            what
-          )
-          assert.strictEqual(
-            entries.find((e) =>
-              e.op === "flash_attn_ext"
-            )?.variant?.rounded,
-            rounded,
-            what
-          )
           assert.strictEqual(
             entries.some((e) =>
               e.variant?.family === "flash_attn_merge"
@@ -575,14 +508,15 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
             what
           )
           assert.strictEqual(
-            entries.find((e) => e.op === "flash_attn_ext")?.variant?.split,
+            entries.find((e) =>
+              e.op === "flash_attn_ext"
+            )?.variant?.split,
             true,
             what
           )
           // the CPU rounds the attention's output to q8_0 blocks as the int8 kernel does (to f16 for f16
-          // weights, which the f16 kernel does not): a rounding flip at most; the rounded splits each round as
-          // the CPU rounds their merge, two roundings differing by ~5e-5
-          assert.isBelow(nmse(gpu, cpu), rounded ? 3e-4 : c.wo === "f16" ? 1e-5 : 1e-6, what)
+          // weights, which the f16 kernel does not): a rounding flip at most
+          assert.isBelow(nmse(gpu, cpu), c.wo === "f16" ? 1e-5 : 1e-6, what)
         }
       }),
     120_000

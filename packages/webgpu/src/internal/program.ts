@@ -15,7 +15,6 @@ import * as Tensor from "@effect-gpu/core/Tensor"
 import * as Effect from "effect/Effect"
 import type { Context } from "./context.js"
 import * as GpuContext from "./context.js"
-import { flashAttnExt } from "./kernels/attention.js"
 import * as Elementwise from "./kernels/elementwise.js"
 import { mulMatStack, mulMatSwiglu } from "./kernels/fusedProducts.js"
 import type { Kernel } from "./kernels/kernel.js"
@@ -315,36 +314,20 @@ export const build = (
         Tensor.nelements(b) !== Tensor.nelements(before) || users.get(before.id) !== 1 || users.get(b.id) !== 1 ||
         outputs.has(before.id) || outputs.has(b.id)
       ) return
-      const op = before.op
-      if (op._tag !== "FlashAttnExt" && op._tag !== "RopeFlashAttnExt") return
-      // the splits' rows rounded by the attention where asked (the int8 form then reads them as they are),
-      // else merged in f32 by the product; the first whose kernels both take it
-      const tries = [
-        [MergeIn.roundedMergeBefore(before, ctx.target), () => flashAttnExt(before, op, ctx.target, true)],
-        [MergeIn.mergeBefore(before, ctx.target), () => flashAttnExt(before, op, ctx.target)]
-      ] as const
-      for (const [merge, kernelOf] of tries) {
-        if (merge === undefined) continue
-        try {
-          const attention = prepare(before, kernelOf())
-          if (attention.kernel.variant.split !== true) continue
-          // the rounded rows written with no merge after; the f32 ones with the merge this leaves out
-          if ((merge.rounded !== undefined) !== (attention.kernel.variant.rounded === true)) continue
-          if (merge.rounded === undefined && attention.kernel.next === undefined) continue
-          const p = prepare(
-            node,
-            mulMat(node, ctx.target, node.op._tag === "MulMatAdd" ? node.src[2] : undefined, merge)
-          )
-          // (the rounded rows read as they are by the int8 form alone)
-          if (!takes(p.kernel, merge) || (merge.rounded !== undefined && p.kernel.variant.family !== "mvq8")) continue
-          // the attention without its merge (the product merges)
-          const { next: _merge, ...alone } = attention.kernel
-          fusedAt.set(i - 1, { ...attention, kernel: alone })
-          fusedAt.set(i, p)
-          return
-        } catch {
-          // the attention, its merge and the product each as they run alone
-        }
+      const merge = MergeIn.mergeBefore(before, ctx.target)
+      const kernel = merge === undefined ? undefined : Select.kernelFor(before, ctx.target)
+      if (merge === undefined || kernel === undefined) return
+      try {
+        const attention = prepare(before, kernel)
+        if (attention.kernel.variant.split !== true || attention.kernel.next === undefined) return
+        const p = prepare(node, mulMat(node, ctx.target, node.op._tag === "MulMatAdd" ? node.src[2] : undefined, merge))
+        if (!takes(p.kernel, merge)) return
+        // the attention without its merge (the product merges)
+        const { next: _merge, ...alone } = attention.kernel
+        fusedAt.set(i - 1, { ...attention, kernel: alone })
+        fusedAt.set(i, p)
+      } catch {
+        // the attention, its merge and the product each as they run alone
       }
     }
     /**

@@ -21,16 +21,11 @@ import { alibiSlope, workgroupReductions } from "./reduce.js"
 /** keys per block (one per invocation): 64 on GPUs, 32 where every invocation costs (software adapters) */
 const threadsFor = (target: KernelTarget) => (target.software === true ? 32 : 64)
 
-/**
- * @internal: flash_attn_ext's kernel: the decode form where it applies (falling back where its scratch is
- * missing); `rounded`: its split rows rounded for the product that reads them, without their merge
- * (decodeKernel)
- */
+/** @internal: flash_attn_ext's kernel: the decode form where it applies (falling back where its scratch is missing) */
 export const flashAttnExt = (
   node: Tensor.Tensor,
   op: AttentionOp,
-  target: KernelTarget,
-  rounded = false
+  target: KernelTarget
 ): Kernel => {
   const plan = decodePlan(node, target)
   const rows = rowsKernel(node, op, target)
@@ -51,10 +46,8 @@ export const flashAttnExt = (
       ? Tiles.flashAttnTiles(node, op, operands, params, target, twoPass)
       : twoPass
   }
-  const scalar = decodeKernel(node, op, { ...plan, across: "dims" }, target, rows, false, rounded)
-  return widens(node.src[1]) && widens(node.src[2])
-    ? decodeKernel(node, op, plan, target, scalar, true, rounded)
-    : scalar
+  const scalar = decodeKernel(node, op, { ...plan, across: "dims" }, target, rows, false)
+  return widens(node.src[1]) && widens(node.src[2]) ? decodeKernel(node, op, plan, target, scalar, true) : scalar
 }
 
 /**

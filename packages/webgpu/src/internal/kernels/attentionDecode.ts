@@ -5,11 +5,10 @@
  * @internal
  */
 import * as DType from "@effect-gpu/core/DType"
-import { Op } from "@effect-gpu/core/Op"
+import type { Op } from "@effect-gpu/core/Op"
 import * as Tensor from "@effect-gpu/core/Tensor"
 import { fold } from "../wgsl.js"
 import { finishRow, MAX_SPLITS, mergeKernel } from "./attentionMerge.js"
-import { roundedRows, roundRows } from "./attentionRounded.js"
 import type { Kernel, KernelTarget, Operand, Param } from "./kernel.js"
 import * as KernelSpec from "./kernel.js"
 import { entry, f32, range, repeat, SUBGROUP_LANES, u32 } from "./kernel.js"
@@ -118,16 +117,11 @@ const partsOf = (node: Tensor.Tensor, plan: DecodePlan) =>
 
 /**
  * @internal: the bytes of scratch a flash_attn_ext node's kernel keeps after its result on `target`: each
- * split's max, sum and output row (in f32, or rounded: the larger), where the keys are split
+ * split's max, sum and output row, where the keys are split
  */
 export const scratchBytes = (node: Tensor.Tensor, target: KernelTarget): number => {
   const plan = decodePlan(node, target)
-  if (plan === undefined || plan.splits === 1) return 0
-  const rounded = roundedRows(node, plan.splits)
-  return Math.max(
-    4 * partsOf(node, plan) * (node.src[2].ne[0] + 2),
-    rounded.at + 4 * rounded.words - Tensor.nbytes(node)
-  )
+  return plan === undefined || plan.splits === 1 ? 0 : 4 * partsOf(node, plan) * (node.src[2].ne[0] + 2)
 }
 
 /** whole rows of 4 (8 or 16 bytes) per load: K's or V's rows contiguous runs of fours */
@@ -190,19 +184,14 @@ export const shared = (node: Tensor.Tensor, op: AttentionOp) => {
   return { q, k, v, mask, sinks, params }
 }
 
-/**
- * @internal: the decode form's kernel (and its merge where the keys are split); `rounded`: where it splits
- * one query row of value rows of whole blocks of 32, each split's output row rounded to int8 blocks
- * (roundedRows) and no merge, for the product that reads them (mergeIn.ts)
- */
+/** @internal: the decode form's kernel (and its merge where the keys are split) */
 export const decodeKernel = (
   node: Tensor.Tensor,
   op: AttentionOp,
   plan: DecodePlan,
   target: KernelTarget,
   fallback: Kernel,
-  wide: boolean,
-  rounded = false
+  wide: boolean
 ): Kernel => {
   const { k, mask, params, q, sinks, v } = shared(node, op)
   const { block: KB, heads: HG, lanes: W, splits, subgroups: S } = plan
@@ -229,17 +218,9 @@ export const decodeKernel = (
   const out = KernelSpec.writesOut(target)
   // scratch (in elements from the result's first): each part's max and sum, then each part's output row
   const scratch = Tensor.nelements(node)
-  const rounding = rounded && split && q.ne[1] === 1 && q.ne[3] === 1 && Dv % 32 === 0 ?
-    roundedRows(node, plan.splits) :
-    undefined
-  // the rounded form binds the maxima and sums alone, its int8 rows apart after them
-  const extent = Tensor.nbytes(node) + 4 * parts * (rounding === undefined ? Dv + 2 : 2)
+  const extent = Tensor.nbytes(node) + 4 * parts * (Dv + 2)
   const d: Operand = split ? { name: "d", tensor: node, extent } : { name: "d", tensor: node }
   const operands: Array<Operand> = [{ name: "q", tensor: q }, { name: "k", tensor: k }, { name: "v", tensor: v }, d]
-  if (rounding !== undefined) {
-    const rows = Tensor.unsafeMake(`${node.name} (rounded rows)`, "i32", [rounding.words, 1, 1, 1], Op.None(), [])
-    operands.push({ name: "dq", tensor: rows, within: { tensor: node, at: rounding.at } })
-  }
   if (mask) operands.push({ name: "m", tensor: mask })
   if (sinks) operands.push({ name: "s", tensor: sinks })
   const query = queryOf(node, op)
@@ -247,7 +228,7 @@ export const decodeKernel = (
   const splitParams = [u32("nsplit", splits), u32("scratch", scratch), u32("parts", parts)]
   const groups = q.ne[1] * q.ne[3] * k.ne[2] * (q.ne[2] / k.ne[2] / HG) * splits
   const finish = finishRow(sinks !== undefined)
-  const reduce = split && rounding === undefined
+  const reduce = split
     ? mergeKernel({ d, sinks, params: splitParams, Dv, splits, lanes: W, rows: q.ne[1] * q.ne[2] * q.ne[3], target })
     : undefined
   const D4 = D / 4
@@ -466,7 +447,6 @@ ${
       heads: HG,
       block: KB,
       split,
-      ...(rounding !== undefined ? { rounded: true } : {}),
       mask: mask === undefined ? false : sharedMask ? "shared" : "per-head",
       sinks: sinks !== undefined,
       softcap
@@ -479,14 +459,13 @@ ${
     workgroups: fold(groups, target.maxWorkgroups),
     fallback,
     // rope's positions and factors stay scalar bindings (any offset) beside the vec4 ones
-    ...(wide ? { vec4: true, scalar: [...query.operands.map((o) => o.name), ...(rounding ? ["dq"] : [])] } : {}),
+    ...(wide ? { vec4: true, scalar: query.operands.map((o) => o.name) } : {}),
     ...(reduce ? { next: reduce } : {}),
     main: `
 ${SUBGROUP_LANES}
 var<workgroup> cm: array<f32, ${S * HG}>;
 var<workgroup> cl: array<f32, ${S * HG}>;
-var<workgroup> co: array<f32, ${S * HG * Dv}>;
-${rounding !== undefined ? `var<workgroup> ro: array<f32, ${HG * Dv}>;` : ""}${
+var<workgroup> co: array<f32, ${S * HG * Dv}>;${
       plan.across === "keys" ?
         `
 var<workgroup> qs: array<vec4<f32>, ${HG * D4}>;` :
@@ -563,11 +542,10 @@ ${
       st_d(base + pi * 2u, m);
       st_d(base + pi * 2u + 1u, l);
     }
-    ${rounding !== undefined ? `ro[hh * ${Dv}u + e] = o;` : `st_d(base + P.parts * 2u + pi * ${Dv}u + e, o);`}`
+    st_d(base + P.parts * 2u + pi * ${Dv}u + e, o);`
         : `    ${finish("o", "l", "m")}`
     }
   }
-${rounding === undefined ? "" : roundRows(HG, Dv, W * S, rounding.blocks * plan.splits)}
 }`
   })
 }

@@ -14,7 +14,7 @@ import * as Rounding from "./int8Rounding.js"
 import * as Splits from "./int8Splits.js"
 import type { Kernel, KernelTarget } from "./kernel.js"
 import * as KernelSpec from "./kernel.js"
-import { entry, range, repeat, stridesAligned, SUBGROUP_LANES } from "./kernel.js"
+import { entry, range, stridesAligned, SUBGROUP_LANES } from "./kernel.js"
 import type { Form, Product } from "./product.js"
 import { stackRows, stackWeights } from "./product.js"
 
@@ -39,8 +39,6 @@ const INT8_ROWS = 2
  * runs part full (8B q8_0 decode +2% on an H100, benchmarks/RESULTS.md)
  */
 const IN_TURN = 396
-/** the most pairs of blocks a lane's share of a row may hold for the form ahead (K up to 4096 at 32 lanes) */
-const AHEAD_MOST = 2
 
 /** @internal: the weight types of the int8 form */
 export type { Int8Type }
@@ -141,17 +139,11 @@ export const int8MatVec = (
   const S = splitting ? int8Splits(product, dtype, target) : 1
   const split = S > 1 ? Splits.splitK(product, S, gated, stores) : undefined
   const Ks = K / S
-  // b made here where its workgroup memory fits beside b's blocks (else b is read, and no fusion takes this);
-  // b as splits already rounded (MadeB.rounded) only in plain products of the 32-value types, K not split
-  const splitsOfB = form.made?.rounded !== undefined && form.kind === "plain" && !kQuant(dtype) && S === 1
-    ? form.made.rounded.splits
-    : 1
-  const made = form.made !== undefined && (form.made.rounded === undefined || splitsOfB > 1) &&
-      int8Bytes(Ks * splitsOfB, dtype, WARPS) + form.made.workgroupBytes(WGS) <= (target.workgroupStorage ?? 16384)
+  // b made here where its workgroup memory fits beside b's blocks (else b is read, and no fusion takes this)
+  const made = form.made !== undefined &&
+      int8Bytes(Ks, dtype, WARPS) + form.made.workgroupBytes(WGS) <= (target.workgroupStorage ?? 16384)
     ? form.made
     : undefined
-  const rounded = made?.rounded
-  const SP = rounded === undefined ? 1 : splitsOfB
   // the stores this kernel makes (a split product's merge makes them)
   const kept = split === undefined ? stores : undefined
   // b made here, not bound; a split product's result reaching over its partial sums
@@ -204,21 +196,15 @@ export const int8MatVec = (
     rowWord_${n}[r] = ix_${n}(0u, min(${row} + r, P.d_ne0 - 1u), b2 / P.r2, b3 / P.r3) >> 2u;
   }`
   // the walk over a row's pairs of blocks, `inner` for each of the subgroup's rows r with the pair's words w
-  // pair p's values of b (as int8 words) and its two blocks' scales and sums (of b's split `s` where b is
-  // several rounded splits)
-  const pairOfBAt = (s?: string) => {
-    const ysAt = s === undefined ? "" : `${s} * ${Ks / 16}u + `
-    const esAt = s === undefined ? "" : `${s} * ${Ks / 32}u + `
-    return `let y = array<u32, 16>(${
-      range(4).map((j) => {
-        const at = `ys[${ysAt}${j * pairs}u + lp]`
-        return `${at}.x, ${at}.y, ${at}.z, ${at}.w`
-      }).join(", ")
-    });
-    let e0 = es[${esAt}2u * lp];
-    let e1 = es[${esAt}2u * lp + 1u];`
-  }
-  const pairOfB = pairOfBAt()
+  // pair p's values of b (as int8 words) and its two blocks' scales and sums
+  const pairOfB = `let y = array<u32, 16>(${
+    range(4).map((j) => {
+      const at = `ys[${j * pairs}u + lp]`
+      return `${at}.x, ${at}.y, ${at}.z, ${at}.w`
+    }).join(", ")
+  });
+    let e0 = es[2u * lp];
+    let e1 = es[2u * lp + 1u];`
   // (lp the pair within the workgroup's split, p within the row)
   const walk = (inner: string) =>
     `  for (var lp = lane; lp < ${pairs}u; lp += ${LANES}u) {
@@ -235,16 +221,6 @@ ${inner}
   const turns = inTurn !== undefined && inTurn >= 1 && split === undefined && batches === 1 && groups > inTurn
     ? Math.ceil(groups / Math.ceil(groups / Math.floor(inTurn)))
     : undefined
-  // the form ahead: where a lane's share of a row is at most AHEAD_MOST pairs (short rows), the lane loads
-  // all of it before b is rounded, so that the weights' reads wait while the workgroup rounds b and the
-  // workgroup never loops (a stack's where its parts are whole workgroups of one type: the part known before)
-  const asked = target.quantizedDecode?.ahead
-  const aheadIn = asked === true ? ["plain", "gated", "stack"] : asked === false || asked === undefined ? [] : asked
-  const shares = Math.ceil(pairs / LANES)
-  const ahead = aheadIn.includes(form.kind) && (form.kind !== "stack" || (uniform && types.length === 1)) &&
-    !kQuant(dtype) && split === undefined && turns === undefined && shares <= AHEAD_MOST
-  const out = KernelSpec.writesOut(target)
-  const accOf = (n: string) => n === "u" ? "accu" : "acc"
   // the workgroup's part of a uniform stack and its first row there
   const partOfGroup = `  let wrow = gi * ${rowsPerGroup}u;
   var wpart = 0u;
@@ -254,106 +230,15 @@ ${
       `  if (wrow >= P.s${i + 1}) { wpart = ${i + 1}u; prow = row0 - P.s${i + 1}; }`
     ).join("\n")
   }`
-  // each lane's pairs of its rows (lane + 32 s for each share s) into pre_n from rowWord_n (a stack: its
-  // part's weights, into pre_a from rowWord)
-  const preload = (n: string, rowWord: string, into: string) =>
-    range(shares).map((sh) =>
-      `    if (lane + ${sh * LANES}u < ${pairs}u) {
-${
-        repeat(
-          R,
-          "rr",
-          out,
-          (r) =>
-            repeat(
-              PW,
-              "kk",
-              out,
-              (k) =>
-                `${into}[${sh * R * PW}u + ${r} * ${PW}u + ${k}] = qwi_${n}(${rowWord}[${r}] + (lane + ${
-                  sh * LANES
-                }u) * ${PW}u + ${k});`
-            )
-        )
-      }
-    }`
-    ).join("\n")
-  const early = !ahead
-    ? ""
-    : form.kind === "stack"
-    ? `${partOfGroup}
-  var rowWord: array<u32, ${R}>;
-  var pre_a: array<u32, ${shares * R * PW}>;
-${
-      weights.map((n, i) =>
-        `  ${i > 0 ? "else " : ""}if (wpart == ${i}u) {
-    for (var r = 0u; r < ${R}u; r++) {
-      rowWord[r] = ix_${n}(0u, min(prow + r, P.d_ne0 - 1u), b2 / P.r2, b3 / P.r3) >> 2u;
-    }
-${preload(n, "rowWord", "pre_a")}
-  }`
-      ).join("\n")
-    }`
-    : `${weights.map((n) => rowWordsOf(n, "row0")).join("\n")}
-${weights.map((n) => `  var pre_${n}: array<u32, ${shares * R * PW}>;`).join("\n")}
-${weights.map((n) => preload(n, `rowWord_${n}`, `pre_${n}`)).join("\n")}`
-  // the dot products of each share's pairs from the registers pre_n of `names`, loaded ahead
-  // (b's rounded splits: the products summed over them)
-  const aheadPairs = (names: ReadonlyArray<string>) =>
-    range(shares).map((sh) =>
-      `  if (lane + ${sh * LANES}u < ${pairs}u) {
-    let p = lane + ${sh * LANES}u;
-    let lp = p;
-    ${rounded === undefined ? pairOfB : ""}
-${
-        repeat(R, "rr", out, (r) =>
-          `let r = ${r};
-${
-            names.map((n) =>
-              `{ let w = array<u32, ${PW}>(${
-                range(PW).map((k) => `pre_${n}[${sh * R * PW}u + r * ${PW}u + ${k}u]`).join(", ")
-              });
-${
-                rounded === undefined
-                  ? dot(accOf(n))
-                  : `for (var s = 0u; s < ${SP}u; s++) {
-  ${pairOfBAt("s")}
-${dot(accOf(n))}
-}`
-              } }`
-            ).join("\n")
-          }`)
-      }
-  }`
-    ).join("\n")
-  // b's rounded splits: each pair's weights loaded once, their products summed over the splits
-  const overSplits = `${rowWordsOf("a", "row0")}
-  for (var lp = lane; lp < ${pairs}u; lp += ${LANES}u) {
-    let p = lp;
-    for (var r = 0u; r < ${R}u; r++) {
-      var w: array<u32, ${PW}>;
-${load("a", "rowWord_a")}
-      for (var s = 0u; s < ${SP}u; s++) {
-        ${pairOfBAt("s")}
-${dot("acc")}
-      }
-    }
-  }`
   const rows = form.kind !== "stack"
-    ? ahead
-      ? aheadPairs(weights)
-      : rounded !== undefined
-      ? overSplits
-      : `${weights.map((n) => rowWordsOf(n, "row0")).join("\n")}
+    ? `${weights.map((n) => rowWordsOf(n, "row0")).join("\n")}
 ${
-        walk(
-          form.kind === "gated"
-            ? `${load("a", "rowWord_a")}\n${dot("acc")}\n${load("u", "rowWord_u")}\n${dot("accu")}`
-            : `${load("a", "rowWord_a")}\n${dot("acc")}`
-        )
-      }`
-    : ahead
-    ? aheadPairs(["a"])
+      walk(
+        form.kind === "gated"
+          ? `${load("a", "rowWord_a")}\n${dot("acc")}\n${load("u", "rowWord_u")}\n${dot("accu")}`
+          : `${load("a", "rowWord_a")}\n${dot("acc")}`
+      )
+    }`
     : uniform
     ? `${partOfGroup}
 ${
@@ -413,8 +298,6 @@ ${dot("acc")}`
     ? Rounding.roundQ8K(layout, (k) => fourAt(kOf(k)))
     : scaled !== undefined
     ? Rounding.roundScaled(layout, scaled, lanes)
-    : rounded !== undefined
-    ? Rounding.copySplits(layout, rounded, SP)
     : Rounding.roundQ80(layout, (k) => fourAt(kOf(k)))
   // b's prologue and its rounding into workgroup memory
   const rounding = `${scaled === undefined ? made?.prologue(WGS, lanes) ?? "" : ""}
@@ -444,8 +327,7 @@ ${roundB}`
   // a row group's work: its rows' sums and results (b rounded before, in the one-group form here)
   const groupBody = `  let row0 = gi * ${rowsPerGroup}u + grp * ${R}u;
 ${
-    turns !== undefined ? "" : `${early}
-${rounding}
+    turns !== undefined ? "" : `${rounding}
   workgroupBarrier();`
   }
   // rows past the end read row M - 1 again and are not written; the sums set to zero outright (a var
@@ -468,7 +350,6 @@ ${split !== undefined ? partials : results}`
       fours,
       parts: weights.length,
       ...(uniform ? { uniform } : {}),
-      ...(ahead ? { ahead: shares } : {}),
       ...(R !== INT8_ROWS ? { int8Rows: R } : {}),
       ...(WARPS !== INT8_WARPS ? { int8Warps: WARPS } : {}),
       ...(types.length > 1 ? { types: weights.map(typeOf).join(",") } : {}),
@@ -504,8 +385,8 @@ ${split !== undefined ? partials : results}`
     main: `
 // b's blocks as int8, vec4 j of pair p at j * ${pairs} + p (lanes read consecutive vec4); each 32 values'
 // scale (f16-rounded as a q8_0 block stores it; a q8_K block's f32 one) and the sum of their int8 values
-var<workgroup> ys: array<vec4<u32>, ${SP * Ks / 16}>;
-var<workgroup> es: array<vec2<f32>, ${SP * Ks / 32}>;
+var<workgroup> ys: array<vec4<u32>, ${Ks / 16}>;
+var<workgroup> es: array<vec2<f32>, ${Ks / 32}>;
 ${kQuant(dtype) ? `var<workgroup> tops: array<f32, ${Ks / 256}>;` : ""}
 ${types.map(helpers).join("\n")}
 ${kept?.decls ?? ""}

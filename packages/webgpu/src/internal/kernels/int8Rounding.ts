@@ -1,11 +1,10 @@
 /**
  * b's rounding into the int8 matrix-vector form's workgroup memory (int8MatVec.ts): as ggml's CPU rounds
  * activations for each block type (q8_0 blocks for the 32-value types, q8_K for the k-quants), from values
- * read or made by the kernel, from a norm read once, or copied as a split attention rounded them.
+ * read or made by the kernel, or from a norm read once.
  *
  * @internal
  */
-import { range } from "./kernel.js"
 import type { MadeB } from "./product.js"
 
 /**
@@ -19,34 +18,13 @@ export interface Layout {
   readonly invocations: number
 }
 
-/**
- * a block's 32 int8 values (in q) and their sum stored where the pairs read them, with its scale d (of b's
- * split s where b is several rounded splits)
- */
-const storeBlock = (l: Layout, s?: string) => {
-  const ysAt = s === undefined ? "" : `${s} * ${l.Ks / 16}u + `
-  const esAt = s === undefined ? "" : `${s} * ${l.Ks / 32}u + `
-  return `    let p = blk / 2u;
+/** a block's 32 int8 values (in q) and their sum stored where the pairs read them, with its scale d */
+const storeBlock = (l: Layout) =>
+  `    let p = blk / 2u;
     let h = (blk % 2u) * 2u;
-    ys[${ysAt}h * ${l.pairs}u + p] = vec4<u32>(q[0], q[1], q[2], q[3]);
-    ys[${ysAt}(h + 1u) * ${l.pairs}u + p] = vec4<u32>(q[4], q[5], q[6], q[7]);
-    es[${esAt}blk] = vec2<f32>(d, f32(sum));`
-}
-
-/**
- * @internal: WGSL rounding a block's 32 values (vec4s x[0..8], their largest magnitude amax) as ggml's
- * quantize_row_q8_0 rounds them: amax / 127 the scale, values rounded half away from zero; their int8 words
- * into q and the sum of the int8 values into sum
- */
-export const roundEight = `    let id = select(0.0, 1.0 / (amax / 127.0), amax > 0.0);
-    var sum = 0i;
-    var q: array<u32, 8>;
-    for (var i = 0u; i < 8u; i++) {
-      let v = x[i] * id;
-      let r = vec4<i32>(trunc(v + select(vec4<f32>(-0.5), vec4<f32>(0.5), v >= vec4<f32>(0.0))));
-      sum += r.x + r.y + r.z + r.w;
-      q[i] = pack4xI8(r);
-    }`
+    ys[h * ${l.pairs}u + p] = vec4<u32>(q[0], q[1], q[2], q[3]);
+    ys[(h + 1u) * ${l.pairs}u + p] = vec4<u32>(q[4], q[5], q[6], q[7]);
+    es[blk] = vec2<f32>(d, f32(sum));`
 
 /**
  * each of the workgroup's blocks of 32 values of b: its eight vec4s into x by `load` (a statement setting
@@ -63,7 +41,15 @@ const roundBlocks = (l: Layout, load: string, scale: string) =>
       amax = max(amax, max(max(m.x, m.y), max(m.z, m.w)));
     }
     let d = ${scale};
-${roundEight}
+    let id = select(0.0, 1.0 / (amax / 127.0), amax > 0.0);
+    var sum = 0i;
+    var q: array<u32, 8>;
+    for (var i = 0u; i < 8u; i++) {
+      let v = x[i] * id;
+      let r = vec4<i32>(trunc(v + select(vec4<f32>(-0.5), vec4<f32>(0.5), v >= vec4<f32>(0.0))));
+      sum += r.x + r.y + r.z + r.w;
+      q[i] = pack4xI8(r);
+    }
 ${storeBlock(l)}
   }`
 
@@ -124,35 +110,3 @@ export const roundQ8K = (l: Layout, fourAt: (k: string) => string) =>
     }
 ${storeBlock(l)}
   }`
-
-/**
- * @internal: b's `splits` rounded splits (MadeB.rounded) copied into workgroup memory as they are, split s
- * after split s - 1, each block's scale as made weighs it; every load of a thread issued before its first
- * store (its blocks' reads in flight together, not one awaited before the next), at clamped indices
- */
-export const copySplits = (l: Layout, rounded: NonNullable<MadeB["rounded"]>, splits: number) => {
-  const n = splits * l.Ks / 32
-  const turns = range(Math.ceil(n / l.invocations))
-  return `${
-    turns.map((t) =>
-      `  let sb${t} = min(lid + ${t * l.invocations}u, ${n - 1}u);
-  let s${t} = sb${t} / ${l.Ks / 32}u;
-  let blk${t} = sb${t} % ${l.Ks / 32}u;
-  let q${t} = array<u32, 8>(${range(8).map((k) => rounded.word(`s${t}`, `blk${t}`, `${k}u`)).join(", ")});
-  let d${t} = ${rounded.scale(`s${t}`, `blk${t}`)};
-  let sum${t} = ${rounded.sum(`s${t}`, `blk${t}`)};`
-    ).join("\n")
-  }
-${
-    turns.map((t) =>
-      `  if (lid + ${t * l.invocations}u < ${n}u) {
-    let s = s${t};
-    let blk = blk${t};
-    let q = q${t};
-    let d = d${t};
-    let sum = sum${t};
-${storeBlock(l, "s")}
-  }`
-    ).join("\n")
-  }`
-}

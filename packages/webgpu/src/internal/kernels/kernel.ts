@@ -144,14 +144,6 @@ export interface QuantizedDecode {
    * products) for q4_0, q4_1, q5_0, q8_0, q4_K and q6_K where it applies; default: on
    */
   readonly int8?: boolean
-  /**
-   * where a lane's share of a row is at most two pairs of blocks (K up to 4096; the 32-value types), the int8
-   * form loads all of it before b is rounded, the weights' reads in flight meanwhile, in these forms: plain
-   * products, gated ones (both weights), stacks whose parts are whole workgroups; `true`: all three;
-   * default: none (not yet timed on a GPU; each lane's first pair so at every K ran an 8B q8_0 decode 3-6%
-   * slower, benchmarks/RESULTS.md)
-   */
-  readonly ahead?: boolean | ReadonlyArray<"plain" | "gated" | "stack">
   /** rows a subgroup of the int8 form owns; default: 2 (1 ran an 8B q8_0 decode 13% slower) */
   readonly int8Rows?: number
   /**
@@ -180,13 +172,6 @@ export interface QuantizedDecode {
    * (not yet timed on a GPU)
    */
   readonly normOnce?: boolean
-  /**
-   * a decoding step's split attention rounding each split's output row to int8 blocks, and the int8 product
-   * reading them weighing the splits as it sums (mergeIn.ts): the merge's dispatch goes at any output length
-   * (an 8B model's too), and the product reads int8 rows, neither merging nor rounding; tried before
-   * mergesInProducts; default: off (not yet timed on a GPU)
-   */
-  readonly roundedMerges?: boolean
 }
 
 /** @internal: flash attention's decode form, each field overriding the default */

@@ -8,10 +8,8 @@
  *
  * @internal
  */
-import { Op } from "@effect-gpu/core/Op"
 import * as Tensor from "@effect-gpu/core/Tensor"
 import { decodePlan } from "./attentionDecode.js"
-import { roundedRows } from "./attentionRounded.js"
 import type { KernelTarget } from "./kernel.js"
 import type { MadeB } from "./product.js"
 
@@ -37,13 +35,26 @@ const DEFAULT_MOST = 2048
  * vec4s)
  */
 export const mergeBefore = (attention: Tensor.Tensor, target: KernelTarget): MadeB | undefined => {
+  const op = attention.op
+  if ((op._tag !== "FlashAttnExt" && op._tag !== "RopeFlashAttnExt") || op.hasSinks) return undefined
+  const plan = decodePlan(attention, target)
+  const [q, , v] = attention.src
+  if (plan === undefined || plan.splits < 2 || q.ne[1] !== 1 || q.ne[3] !== 1) return undefined
+  const H = q.ne[2]
+  const S = plan.splits
+  const Dv = v.ne[0]
   const most = target.mergesInProducts === true ? Infinity : target.mergesInProducts === false ? 0 : DEFAULT_MOST
-  const split = splitOf(attention, target, most)
-  if (split === undefined) return undefined
-  const { Dv, H, S } = split
+  if (
+    H * Dv > most || S > MOST_SPLITS || Dv % 4 !== 0 || (H * S) % 2 !== 0 || H * S > MOST_WEIGHTS ||
+    attention.dtype !== "f32"
+  ) {
+    return undefined
+  }
   // the partials (in elements from the result's first): each head's splits' max and sum, then their rows
-  const rows = Tensor.nelements(attention) + 2 * H * S
+  const scratch = Tensor.nelements(attention)
+  const rows = scratch + 2 * H * S
   const extent = Tensor.nbytes(attention) + 4 * H * S * (Dv + 2)
+  const at = (t: string, s: string) => `ld_ma(P.ma_o + ${scratch}u + (${t} * ${S}u + ${s}) * 2u)`
   return {
     operands: [{ name: "ma", tensor: attention, extent }],
     params: [],
@@ -60,106 +71,22 @@ fn merged4(k: u32) -> vec4<f32> {
   }
   return o;
 }`,
-    prologue: (n) => weighs(attention, H, S, n),
-    fourAt: (k) => `merged4(${k})`,
-    variant: { merge: `${H}x${S}x${Dv}` }
-  }
-}
-
-/**
- * @internal: the merge of `attention`'s split partials where its decode form rounds each split's output row
- * to int8 blocks (roundedRows; QuantizedDecode.roundedMerges asks for it): the int8 form reads the splits'
- * blocks as they are, each block's scale times its split's weight, and sums each weight pair's products over
- * the splits (`rounded`), so that it reads a quarter of the f32 rows' bytes and neither merges nor rounds;
- * other forms read the merged values through `fourAt`. Any output length, value rows of whole blocks of 32
- */
-export const roundedMergeBefore = (attention: Tensor.Tensor, target: KernelTarget): MadeB | undefined => {
-  const split = target.quantizedDecode?.roundedMerges === true && target.dot4 === true
-    ? splitOf(attention, target, Infinity)
-    : undefined
-  if (split === undefined || split.Dv % 32 !== 0) return undefined
-  const { Dv, H, S } = split
-  const layout = roundedRows(attention, S)
-  const blocks = layout.blocks
-  const words = Tensor.unsafeMake(`${attention.name} (rounded rows)`, "i32", [layout.words, 1, 1, 1], Op.None(), [])
-  // block blk of split s: word k of its values, its scale weighed by the split's weight of its head, its sum
-  const word = (s: string, blk: string, k: string) =>
-    `bitcast<u32>(ldi_mq(ix_mq((${s} * ${blocks}u + ${blk}) * 8u + ${k}, 0u, 0u, 0u)))`
-  const meta = (s: string, blk: string, i: number) =>
-    `ldi_mq(ix_mq(${S * blocks * 8}u + (${s} * ${blocks}u + ${blk}) * 2u + ${i}u, 0u, 0u, 0u))`
-  const scale = (s: string, blk: string) =>
-    `bitcast<f32>(${meta(s, blk, 0)}) * mw[(${blk}) / ${Dv / 32}u * ${S}u + ${s}]`
-  return {
-    operands: [
-      { name: "ma", tensor: attention, extent: Tensor.nbytes(attention) + 8 * H * S },
-      { name: "mq", tensor: words, within: { tensor: attention, at: layout.at } }
-    ],
-    params: [],
-    workgroupBytes: () => 4 * H * S,
-    decls: () =>
-      `var<workgroup> mw: array<f32, ${H * S}>;
-/** the merged output's four values from element k: the splits' int8 values, scaled and weighed */
-fn merged4(k: u32) -> vec4<f32> {
-  let blk = k / 32u;
-  var o = vec4<f32>(0.0);
-  for (var s = 0u; s < ${S}u; s++) {
-    o += vec4<f32>(unpack4xI8(${word("s", "blk", "(k % 32u) / 4u")})) * ${scale("s", "blk")};
-  }
-  return o;
-}`,
-    prologue: (n) => weighs(attention, H, S, n),
-    fourAt: (k) => `merged4(${k})`,
-    variant: { merge: `${H}x${S}x${Dv}`, rounded: true },
-    rounded: {
-      splits: S,
-      word,
-      scale,
-      sum: (s, blk) => meta(s, blk, 1)
-    }
-  }
-}
-
-/**
- * the split attention's heads, splits and value rows where a product can merge it: one query row of the
- * decode form with its keys split, no sinks, at most MOST_SPLITS splits, an output of at most `most`
- * values, value rows of whole fours and an even count of partials (their output rows at whole vec4s)
- */
-const splitOf = (attention: Tensor.Tensor, target: KernelTarget, most: number) => {
-  const op = attention.op
-  if ((op._tag !== "FlashAttnExt" && op._tag !== "RopeFlashAttnExt") || op.hasSinks) return undefined
-  const plan = decodePlan(attention, target)
-  const [q, , v] = attention.src
-  if (plan === undefined || plan.splits < 2 || q.ne[1] !== 1 || q.ne[3] !== 1) return undefined
-  const H = q.ne[2]
-  const S = plan.splits
-  const Dv = v.ne[0]
-  if (
-    H * Dv > most || S > MOST_SPLITS || Dv % 4 !== 0 || (H * S) % 2 !== 0 || H * S > MOST_WEIGHTS ||
-    attention.dtype !== "f32"
-  ) {
-    return undefined
-  }
-  return { H, S, Dv }
-}
-
-/**
- * WGSL over `n` invocations weighing each head's splits as the merge weighs them, e^(max_s - max) over the
- * sum, into mw (from each part's max and sum after the result, operand ma)
- */
-const weighs = (attention: Tensor.Tensor, H: number, S: number, n: number) => {
-  const scratch = Tensor.nelements(attention)
-  const at = (t: string, s: string, i: number) => `ld_ma(P.ma_o + ${scratch}u + (${t} * ${S}u + ${s}) * 2u + ${i}u)`
-  return `  for (var t = lid; t < ${H}u; t += ${n}u) {
+    // each head's splits weighed as the merge weighs them: e^(max_s - max) over the sum
+    prologue: (n) =>
+      `  for (var t = lid; t < ${H}u; t += ${n}u) {
     var m = neg_inf();
-    for (var s = 0u; s < ${S}u; s++) { m = max(m, ${at("t", "s", 0)}); }
+    for (var s = 0u; s < ${S}u; s++) { m = max(m, ${at("t", "s")}); }
     var l = 0.0;
     for (var s = 0u; s < ${S}u; s++) {
-      let ms = ${at("t", "s", 0)};
+      let ms = ${at("t", "s")};
       let w = select(0.0, exp(ms - m), ms > neg_inf());
       mw[t * ${S}u + s] = w;
-      l += ${at("t", "s", 1)} * w;
+      l += ld_ma(P.ma_o + ${scratch}u + (t * ${S}u + s) * 2u + 1u) * w;
     }
     for (var s = 0u; s < ${S}u; s++) { mw[t * ${S}u + s] = select(0.0, mw[t * ${S}u + s] / l, l > 0.0); }
   }
-  workgroupBarrier();`
+  workgroupBarrier();`,
+    fourAt: (k) => `merged4(${k})`,
+    variant: { merge: `${H}x${S}x${Dv}` }
+  }
 }

@@ -54,18 +54,6 @@ export interface MadeB {
     readonly load: (k: string, into: string) => string
     readonly scale: (n: number, lanes?: number) => string
   }
-  /**
-   * b as the sum of `splits` vectors already rounded to int8 blocks of 32 (a split attention's rows,
-   * mergeIn.ts): WGSL for block blk of split s, its word k of values (u32), its scale (weighed: f32) and the
-   * sum of its values (i32). The int8 form reads them as they are and sums each weight pair's products over
-   * the splits; other forms read `fourAt`
-   */
-  readonly rounded?: {
-    readonly splits: number
-    readonly word: (s: string, blk: string, k: string) => string
-    readonly scale: (s: string, blk: string) => string
-    readonly sum: (s: string, blk: string) => string
-  }
 }
 
 /** @internal: a kernel form's b made by its own kernel, where it is (MadeB) */
