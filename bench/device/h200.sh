@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # On the GPU machine: what issues 18 and 20 still ask of an H200, each part one device call (a call runs 10
 # minutes at most), each step's files back as one (steps.sh). Through the device tool with carry [".gpu-llm"]
-# and needs_h200:
-#   bash .gpu-llm/run.sh bash .gpu-llm/h200.sh          the model table with this tree's defaults, then
-#                                                       kernel-check's int8 forms at 32 lanes (~6 minutes)
-#   PART=forms bash ...                                  the int8 decode forms not yet timed on an H200, at 8B
-#                                                       q8_0: row groups in turn (the default since
-#                                                       the session of 2026-12-05 18:12) against a workgroup a
-#                                                       group and a lower cap, the norm read once as b is
-#                                                       rounded, workgroups of 16 subgroups (~4 minutes)
+# and needs_h200 (the most in the first call: an H200 may not come twice in a session):
+#   bash .gpu-llm/run.sh bash .gpu-llm/h200.sh          the model table with this tree's defaults, then the int8
+#                                                       decode forms never timed on a GPU at 8B q8_0: the norm
+#                                                       read once as b is rounded, workgroups of 16 subgroups
+#                                                       (~7 minutes)
+#   PART=check bash ...                                  kernel-check's int8 forms at 32 lanes, then row groups
+#                                                       in turn (the default since the session of 2026-12-05
+#                                                       18:12, timed on an H100 only) against a workgroup a
+#                                                       group and a lower cap at 8B q8_0 (~5 minutes)
 #   PART=18 bash ...                                     the q4_0 copy at 8 vec4s a thread with 16-byte stores
 #                                                       (faster alone) at 8B q4_0, and issue 18's standalone
 #                                                       prompt products traced dispatch by dispatch, twice (q4_0's
@@ -18,9 +19,9 @@
 #                                                       alone) (~5 minutes)
 cd "$(dirname "$0")/.."
 case "${PART:-}" in
-  forms)
-    bash .gpu-llm/steps.sh "forms:bash .gpu-llm/forms.sh 8b-q8_0 'llm.mjs' 'llm.mjs --mv-groups 0' \
-'llm.mjs --mv-groups 198' 'llm.mjs --norm-once' 'llm.mjs --mv-warps 16'"
+  check)
+    bash .gpu-llm/steps.sh "check:cd .gpu-llm && timeout 120 node check.mjs norms inturn plain stack merge" \
+      "groups:bash .gpu-llm/forms.sh 8b-q8_0 'llm.mjs' 'llm.mjs --mv-groups 0' 'llm.mjs --mv-groups 198'"
     ;;
   18)
     bash .gpu-llm/steps.sh \
@@ -29,6 +30,7 @@ case "${PART:-}" in
       "mv:cd .gpu-llm && timeout 100 node run.mjs --no-peer --own-params --cases mv_q4_0,mv_q8_0,mv_q4_K,mv_q6_K"
     ;;
   *)
-    bash .gpu-llm/steps.sh "table:bash .gpu-llm/table.sh" "check:cd .gpu-llm && timeout 120 node check.mjs norms inturn plain stack merge"
+    bash .gpu-llm/steps.sh "table:bash .gpu-llm/table.sh" \
+      "forms:bash .gpu-llm/forms.sh 8b-q8_0 'llm.mjs' 'llm.mjs --norm-once' 'llm.mjs --mv-warps 16'"
     ;;
 esac
