@@ -357,9 +357,10 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
   const ledger = Ledger.make(options.memory ?? gpu.limits.maxBufferSize, name)
   const alignment = gpu.limits.minStorageBufferOffsetAlignment
   const maxSize = gpu.limits.maxStorageBufferBindingSize
-  const bufferType = (kind: "private" | "shared") =>
+  // the mapped kind wraps host bytes the device reads in place (a model's weights)
+  const bufferType = (kind: "private" | "shared" | "mapped", bytes?: Uint8Array) =>
     BufferType.make({
-      name: `${name}_${kind === "private" ? "Private" : "Shared"}`,
+      name: `${name}_${kind === "private" ? "Private" : kind === "shared" ? "Shared" : "Mapped"}`,
       device: name,
       kind,
       alignment,
@@ -368,25 +369,12 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
       queue: options.queue,
       ledger,
       allocSize: (t) => Program.allocSize(ctx, t),
-      create: (size) => Memory.allocate(ctx, size, kind),
+      create: (size) => Memory.allocate(ctx, size, kind, bytes),
       destroy: (p) => Memory.release(ctx, p)
     })
   const privateType = bufferType("private")
   const sharedType = bufferType("shared")
-  const mappedType = (bytes: Uint8Array) =>
-    BufferType.make({
-      name: `${name}_Mapped`,
-      device: name,
-      kind: "mapped",
-      alignment,
-      maxSize,
-      isHost: false,
-      queue: options.queue,
-      ledger,
-      allocSize: (t) => Program.allocSize(ctx, t),
-      create: (size) => Memory.allocate(ctx, size, "mapped", bytes),
-      destroy: (p) => Memory.release(ctx, p)
-    })
+  const mappedType = (bytes: Uint8Array) => bufferType("mapped", bytes)
   const interpreter = Interpreter.make(ctx, options.chunk === undefined ? undefined : { chunk: options.chunk })
   const device = Device.make({
     name,
