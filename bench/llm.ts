@@ -24,8 +24,8 @@
  *   tsx llm.ts run DIR NAME --norm-tree   a product's own norm reduced by a tree, not by subgroup sums
  *   tsx llm.ts run DIR NAME --mv-rows N   rows a subgroup of the int8 form owns (default 2)
  *   tsx llm.ts run DIR NAME --mv-groups N   the int8 form's workgroups at most N, each taking row groups in turn (0: none)
- *   tsx llm.ts run DIR NAME --norm-once   a norm the int8 products make read once as b is rounded
- *   tsx llm.ts run DIR NAME --mv-warps N   subgroups a workgroup of the int8 form has (default 8)
+ *   tsx llm.ts run DIR NAME --norm-twice   a norm the int8 products make read for its scale, then again
+ *                                                 as b is rounded (default: read once)
  *   tsx llm.ts run DIR NAME --mv-split N   the int8 form's K split over workgroups of at most N values each
  *                                                 where its grid is small (default: no split)
  *   tsx llm.ts run DIR NAME --mv-split-below N   ... where its grid has fewer than N workgroups (default 1024)
@@ -113,7 +113,6 @@ const valued = [
   "--steps-ahead",
   "--mv-rows",
   "--mv-groups",
-  "--mv-warps",
   "--mv-split",
   "--mv-split-below"
 ]
@@ -156,8 +155,7 @@ const decodeForms = {
   ...(rest.includes("--f32-decode") ? { int8: false } : {}),
   ...(rest.includes("--mv-rows") ? { int8Rows: Number(rest[rest.indexOf("--mv-rows") + 1]) } : {}),
   ...(rest.includes("--mv-groups") ? { int8Groups: Number(rest[rest.indexOf("--mv-groups") + 1]) } : {}),
-  ...(rest.includes("--norm-once") ? { normOnce: true } : {}),
-  ...(rest.includes("--mv-warps") ? { int8Warps: Number(rest[rest.indexOf("--mv-warps") + 1]) } : {}),
+  ...(rest.includes("--norm-twice") ? { normOnce: false } : {}),
   ...(rest.includes("--mv-split") ? { int8Split: Number(rest[rest.indexOf("--mv-split") + 1]) } : {}),
   ...(rest.includes("--mv-split-below")
     ? { int8SplitBelow: Number(rest[rest.indexOf("--mv-split-below") + 1]) }
@@ -290,8 +288,7 @@ const measure = (name: string) =>
       norm_reduce: gpuOptions.normReduce ?? "auto",
       mv_rows: gpuOptions.quantizedDecode?.int8Rows ?? 2,
       mv_groups: gpuOptions.quantizedDecode?.int8Groups ?? "auto",
-      norm_once: gpuOptions.quantizedDecode?.normOnce === true,
-      mv_warps: gpuOptions.quantizedDecode?.int8Warps ?? 8,
+      norm_once: gpuOptions.quantizedDecode?.normOnce !== false,
       mv_split: gpuOptions.quantizedDecode?.int8Split ?? "none",
       mv_split_below: gpuOptions.quantizedDecode?.int8SplitBelow ?? 1024,
       steps_ahead: rest.includes("--steps-ahead") ? Number(rest[rest.indexOf("--steps-ahead") + 1]) : 1,

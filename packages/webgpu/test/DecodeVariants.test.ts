@@ -366,9 +366,10 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
         const [tree] = yield* WebGpu.make({ devices: 1, normReduce: "tree" })
         // three workgroups taking the int8 products' row groups in turn, the norm made once by each
         const turns = yield* int8Device({ int8Groups: 3 })
-        // the norm read once as b is rounded (normOnce: 32-value types; q4_K keeps its two reads)
-        const once = yield* int8Device({ normOnce: true })
-        const onceTree = yield* int8Device({ normOnce: true, int8Groups: 3 }, { normReduce: "tree" })
+        // the norm read once as b is rounded is the default (normOnce: 32-value types; q4_K keeps its two
+        // reads); read twice where asked, and once with the tree and groups in turn
+        const twice = yield* int8Device({ normOnce: false })
+        const onceTree = yield* int8Device({ int8Groups: 3 }, { normReduce: "tree" })
         const all = [
           { K: 1536, types: "q8_0", ffn: "q4_0", device: d, fused: true },
           { K: 512, types: "q4_K+q4_K+q6_K", ffn: "q4_K", device: d, fused: true },
@@ -382,9 +383,9 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           { K: 2560, types: "q8_0", ffn: "q8_0", device: tree, fused: true },
           { K: 1536, types: "q8_0", ffn: "q4_0", device: turns, fused: true },
           { K: 512, types: "q4_K+q4_K+q6_K", ffn: "q4_K", device: turns, fused: true },
-          { K: 1536, types: "q8_0", ffn: "q4_0", device: once, fused: true },
+          { K: 1536, types: "q8_0", ffn: "q4_0", device: twice, fused: true },
           { K: 2560, types: "q4_0", ffn: "q8_0", device: onceTree, fused: true },
-          { K: 512, types: "q4_K+q4_K+q6_K", ffn: "q4_K", device: once, fused: true }
+          { K: 512, types: "q4_K+q4_K+q6_K", ffn: "q4_K", device: twice, fused: true }
         ] as const
         const cases = all.filter((c) => c.types === "f16" ? half : int8)
         for (const c of cases) {
@@ -416,7 +417,7 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
             types: c.types,
             fused: c.fused,
             tree: c.device === tree || c.device === onceTree,
-            once: c.device === once || c.device === onceTree
+            twice: c.device === twice
           })
           const normed = entries.filter((e) => e.variant?.norm === true)
           assert.deepStrictEqual(normed.map((e) => e.op), c.fused ? ["mul_mat_stack", "mul_mat_swiglu"] : [], what)
@@ -424,7 +425,7 @@ describe.skipIf(!adapterAvailable)("WebGPU decode kernel variants", () => {
           assert.isTrue(normed.every((e) => e.variant?.normReduce === (treed ? "tree" : undefined)), what)
           const turned = c.device === turns || c.device === onceTree
           assert.isTrue(normed.every((e) => e.variant?.inTurn === (turned ? 3 : undefined)), what)
-          const read1 = (c.device === once || c.device === onceTree) && c.ffn !== "q4_K"
+          const read1 = c.device !== twice && c.types !== "f16" && c.ffn !== "q4_K"
           assert.isTrue(normed.every((e) => e.variant?.normOnce === (read1 ? true : undefined)), what)
           assert.strictEqual(entries.filter((e) => e.op === "rms_norm_mul").length, c.fused ? 0 : 2, what)
           // the CPU rounds its norm to q8_0 / q8_K blocks as the int8 kernel does (to f16 for f16 weights, which

@@ -50,15 +50,12 @@ const kQuant = (dtype: Int8Type) => dtype === "q4_K" || dtype === "q6_K"
 
 /** rows a subgroup of the int8 form owns on `target` */
 const rowsOf = (target: KernelTarget) => Math.max(1, Math.floor(target.quantizedDecode?.int8Rows ?? INT8_ROWS))
-/** subgroups a workgroup of the int8 form has on `target` (at most the adapter's invocations allow) */
+/**
+ * subgroups a workgroup of the int8 form has on `target`: INT8_WARPS, at most the adapter's invocations allow
+ * (16 ran an 8B q8_0 decode 1% slower on an H100, benchmarks/RESULTS.md)
+ */
 const warpsOf = (target: KernelTarget) =>
-  Math.max(
-    1,
-    Math.min(
-      Math.floor(target.quantizedDecode?.int8Warps ?? INT8_WARPS),
-      Math.floor((target.workgroupInvocations ?? 256) / LANES)
-    )
-  )
+  Math.max(1, Math.min(INT8_WARPS, Math.floor((target.workgroupInvocations ?? 256) / LANES)))
 
 /**
  * @internal: the workgroups the int8 form splits a product's K over (int8Splits.ts): 1 unless asked; K cut
@@ -289,7 +286,7 @@ ${dot("acc")}`
   const layout: Rounding.Layout = { Ks, pairs, invocations: WGS }
   // b made by a norm read once (scaled): each block rounded from its unscaled values (a block's rounding is
   // the same for any scale of it) while the row's squares add up, then each block's scale times the row's
-  const scaled = target.quantizedDecode?.normOnce === true && made?.scaled !== undefined && split === undefined &&
+  const scaled = target.quantizedDecode?.normOnce !== false && made?.scaled !== undefined && split === undefined &&
       !kQuant(dtype)
     ? made.scaled
     : undefined

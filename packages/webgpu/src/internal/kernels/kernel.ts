@@ -147,12 +147,6 @@ export interface QuantizedDecode {
   /** rows a subgroup of the int8 form owns; default: 2 (1 ran an 8B q8_0 decode 13% slower) */
   readonly int8Rows?: number
   /**
-   * subgroups of 32 lanes a workgroup of the int8 form has (its rows: these times int8Rows), at most what the
-   * adapter's invocations a workgroup allow; default: 8 (16 not yet timed on a GPU: b rounded once for twice
-   * the rows, as row groups in turn do, but with both in flight together)
-   */
-  readonly int8Warps?: number
-  /**
    * the int8 form splits K over workgroups of at most this many values each (split-K, a second dispatch
    * adding their sums) where its grid has fewer than `int8SplitBelow` workgroups; default: no split (not yet
    * timed on a GPU)
@@ -168,8 +162,8 @@ export interface QuantizedDecode {
   readonly int8Groups?: number
   /**
    * a norm the int8 form makes (normIn.ts) read once as b is rounded, the row's scale applied to each block's
-   * after (not read once for the scale and again for the values); 32-value types, K not split; default: off
-   * (not yet timed on a GPU)
+   * after (not read once for the scale and again for the values); 32-value types, K not split; default: on
+   * (8B q8_0 decode +1% on an H100, benchmarks/RESULTS.md; false reads it twice)
    */
   readonly normOnce?: boolean
 }
