@@ -40,7 +40,7 @@
  *                                                 int8 products that read them, for hidden sizes up to 4096)
  *   tsx llm.ts run DIR NAME --norms-in-products   the same at every hidden size
  *   tsx llm.ts run DIR NAME --residuals-in-products   a prompt's residual sums made by the products before them
- *                                                 (split-K's merge adding them; default off: slower, run ej)
+ *                                                 (split-K's merge adding them; default off: slower)
  *   tsx llm.ts run DIR NAME --merges-apart   decode attention's splits merged by a dispatch of their own (default:
  *                                                 by the output projection that reads them, for outputs up to 2048)
  *   tsx llm.ts run DIR NAME --merges-in-products   the same at every size (the 8B shapes too)

@@ -182,8 +182,8 @@ export interface Options {
   /**
    * a prompt's gated FFN (its gate and up products over the layer's stacked weights, and their swiglu) as one
    * product that stores silu(gate) * up: a dispatch a layer fewer, and a result of half the rows written once;
-   * default: with the register-tiled and scalar tiles, not on subgroup matrices (there slower on three of
-   * four model prompts on an H100, benchmarks/RESULTS.md); `true` there too, `false` nowhere
+   * default: with the register-tiled and scalar tiles, not on subgroup matrices (slower there:
+   * benchmarks/RESULTS.md); `true` there too, `false` nowhere
    *
    * @internal
    */

@@ -52,7 +52,7 @@ const kQuant = (dtype: Int8Type) => dtype === "q4_K" || dtype === "q6_K"
 const rowsOf = (target: KernelTarget) => Math.max(1, Math.floor(target.quantizedDecode?.int8Rows ?? INT8_ROWS))
 /**
  * subgroups a workgroup of the int8 form has on `target`: INT8_WARPS, at most the adapter's invocations allow
- * (16 ran an 8B q8_0 decode 1% slower on an H100, benchmarks/RESULTS.md)
+ * (16 ran slower: benchmarks/RESULTS.md)
  */
 const warpsOf = (target: KernelTarget) =>
   Math.max(1, Math.min(INT8_WARPS, Math.floor((target.workgroupInvocations ?? 256) / LANES)))

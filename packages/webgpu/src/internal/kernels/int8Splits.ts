@@ -4,8 +4,7 @@
  * large GPU) spreads each row's K over several workgroups, each rounding and reading only its part of b and
  * of the weights; their partial sums go to scratch after the result, and a second dispatch adds them up and
  * does what the unsplit form does after its sums (the bias, a gated product's swiglu, a stack's stores).
- * Off unless asked (QuantizedDecode.int8Split): an 8B q8_0 decode ran 15% slower with it on an H100 (run
- * en, benchmarks/RESULTS.md).
+ * Off unless asked (QuantizedDecode.int8Split): decoding ran slower with it (benchmarks/RESULTS.md).
  *
  * @internal
  */

@@ -148,8 +148,8 @@ export interface QuantizedDecode {
   readonly int8Rows?: number
   /**
    * the int8 form splits K over workgroups of at most this many values each (split-K, a second dispatch
-   * adding their sums) where its grid has fewer than `int8SplitBelow` workgroups; default: no split (2048
-   * ran an 8B q8_0 decode 15% slower on an H100, run en)
+   * adding their sums) where its grid has fewer than `int8SplitBelow` workgroups; default: no split (slower:
+   * benchmarks/RESULTS.md)
    */
   readonly int8Split?: number
   /** the grids the int8 form splits where int8Split is set: fewer workgroups than this; default 1024 */
@@ -163,7 +163,7 @@ export interface QuantizedDecode {
   /**
    * a norm the int8 form makes (normIn.ts) read once as b is rounded, the row's scale applied to each block's
    * after (not read once for the scale and again for the values); 32-value types, K not split; default: on
-   * (8B q8_0 decode +1% on an H100, benchmarks/RESULTS.md; false reads it twice)
+   * (faster: benchmarks/RESULTS.md; false reads it twice)
    */
   readonly normOnce?: boolean
 }
@@ -272,8 +272,8 @@ export interface KernelTarget {
   readonly copyShape?: { readonly vecs?: 4 | 8 | 16; readonly stores?: "half4" | "wide" }
   /**
    * a prompt's gated FFN (gate and up products over a layer's stacked weights, and their swiglu) as one
-   * product storing silu(gate) * up: on subgroup matrices only where true (slower on three of four model
-   * prompts on an H100, run es), with the register-tiled and scalar tiles unless false
+   * product storing silu(gate) * up: on subgroup matrices only where true (slower there:
+   * benchmarks/RESULTS.md), with the register-tiled and scalar tiles unless false
    */
   readonly gatedPrompts?: boolean
   /** overrides the invocations of a row kernel's workgroup (tests and benchmarks) */

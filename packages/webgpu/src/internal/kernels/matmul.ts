@@ -269,7 +269,7 @@ export const mulMat = (
 /**
  * the kernel of a gated product over weights `a` (its gate rows; f16 or f32, or quantized where no
  * subgroup-matrix tiling takes it): subgroup matrices where their tiling keeps K whole and pairs two
- * subgroups along a's rows, and only where asked (KernelTarget.gatedPrompts: slower on an H100, run es);
+ * subgroups along a's rows, and only where asked (KernelTarget.gatedPrompts: slower, benchmarks/RESULTS.md);
  * else register tiles of 8 rows a thread, or the scalar tiles; undefined where none of these takes it
  */
 const gatedForm = (product: Product.Product, a: Tensor.Tensor, b: Tensor.Tensor, target: KernelTarget) => {
