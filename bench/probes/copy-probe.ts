@@ -2,8 +2,10 @@
  * The f16 copy of a prompt product's quantized weights alone (half_copy), per form: how it loads its runs
  * (`words`, `ahead`, `vec4`), its vec4s a thread (4, 8, 16: runs of 128, 256, 512 blocks) and its stores'
  * width (`half4`, 8 bytes; `wide`, 16). Traced: GPU time of the copy's dispatch (median of 10) and its rate
- * over the bytes it reads and writes; beside them a plain f16 -> f16 copy of the same values (cont of a
- * contiguous tensor, vec4 element-wise), what the device's copies reach at that size.
+ * over the bytes it reads and writes, and the GPU time of the product over the copy after it; beside them a
+ * plain f16 -> f16 copy of the same values (cont of a contiguous tensor, vec4 element-wise), what the
+ * device's copies reach at that size. Over sizes M, whether a copy small enough to stay in the L2 cache
+ * between computes (its writes then not all going out to memory) runs at a higher rate than a large one.
  *
  *   tsx copy-probe.ts [M K] [FORM...]     FORM: LOADS:VECS:STORES, e.g. ahead:4:half4 (the default form)
  */
@@ -35,19 +37,23 @@ const N = 512
 
 const median = (xs: Array<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
 
+// the GPU time of the dispatch `kernel` picks, and of the plan's other dispatches (the product over the copy)
 const timed = (backend: Backend, plan: Plan, kernel: (k: string) => boolean) =>
   Effect.gen(function*() {
     for (let i = 0; i < 3; i++) yield* backend.compute(plan)
     const us: Array<number> = []
+    const rest: Array<number> = []
     let name = ""
     for (let r = 0; r < 10; r++) {
       const trace = yield* backend.captureNext
       yield* backend.compute(plan)
-      const entry = (yield* trace).entries.find((e) => kernel(e.kernel))
+      const entries = (yield* trace).entries
+      const entry = entries.find((e) => kernel(e.kernel))
       name = entry?.kernel ?? "none"
       us.push((entry?.gpuTimeNs ?? 0) / 1e3)
+      rest.push(entries.filter((e) => e !== entry).reduce((t, e) => t + (e.gpuTimeNs ?? 0), 0) / 1e3)
     }
-    return { us: median(us), kernel: name }
+    return { us: median(us), rest: median(rest), kernel: name }
   })
 
 const copyForm = (form: string, dtype: "q8_0" | "q4_0", blocks: Uint8Array) =>
@@ -67,7 +73,7 @@ const copyForm = (form: string, dtype: "q8_0" | "q4_0", blocks: Uint8Array) =>
     const plan = yield* backend.allocate(g.build())
     yield* plan.set(a, blocks)
     yield* plan.set(b, Generators.values(2, K * N))
-    const { kernel, us } = yield* timed(backend, plan, (k) => k.startsWith("half_copy"))
+    const { kernel, rest, us } = yield* timed(backend, plan, (k) => k.startsWith("half_copy"))
     const bytes = blocks.length + 2 * M * K
     console.log(
       JSON.stringify({
@@ -77,7 +83,9 @@ const copyForm = (form: string, dtype: "q8_0" | "q4_0", blocks: Uint8Array) =>
         form,
         us: Number(us.toFixed(1)),
         tbs: Number((bytes / us / 1e6).toFixed(2)),
-        kernel
+        kernel,
+        productUs: Number(rest.toFixed(1)),
+        tflops: Number((2 * M * N * K / rest / 1e6).toFixed(1))
       })
     )
   }).pipe(
