@@ -47,8 +47,8 @@
  *   tsx llm.ts run DIR NAME --copy-loads words|vec4|ahead   how the f16 copy of q4_0 / q8_0 weights stages its runs
  *   tsx llm.ts run DIR NAME --values-after   decode attention's V rows loaded after the scores (default: with K's)
  *   tsx llm.ts run DIR NAME --copy-shape VECS:STORES   the copy's vec4s a thread (4, 8, 16) and stores (half4, wide)
- *   tsx llm.ts run DIR NAME --gated-prompts   a prompt's gate and up products and their swiglu as one product,
- *                                             on subgroup matrices too (--swiglu-apart: nowhere)
+ *   tsx llm.ts run DIR NAME --swiglu-apart   a prompt's gate and up products and their swiglu apart (default:
+ *                                            one product with the register-tiled and scalar tiles)
  *   tsx llm.ts run DIR NAME --sums-apart   a prompt's residual sums by adds of their own (default: made by the
  *                                          norms reading them, stored over the stream)
  *   tsx llm.ts run DIR NAME --permuted-apart   a product read by a permuted copy stored as it is, then copied
@@ -184,7 +184,6 @@ const gpuOptions = {
       )
     }
     : {}),
-  ...(rest.includes("--gated-prompts") ? { gatedPrompts: true } : {}),
   ...(rest.includes("--swiglu-apart") ? { gatedPrompts: false } : {}),
   ...(rest.includes("--sums-apart") ? { sumsInNorms: false } : {}),
   ...(rest.includes("--permuted-apart") ? { permutedResults: false } : {}),
@@ -279,7 +278,7 @@ const measure = (name: string) =>
       residuals: gpuOptions.residualsInProducts === true ? "products" : "apart",
       copy_loads: gpuOptions.copyLoads ?? "ahead",
       copy_shape: `${gpuOptions.copyShape?.vecs ?? 4}:${gpuOptions.copyShape?.stores ?? "half4"}`,
-      gated: gpuOptions.gatedPrompts === true ? "all" : gpuOptions.gatedPrompts === false ? "none" : "default",
+      gated: gpuOptions.gatedPrompts === false ? "none" : "default",
       sums: gpuOptions.sumsInNorms === false ? "apart" : "norms",
       permuted: gpuOptions.permutedResults === false ? "apart" : "products",
       splits: gpuOptions.splitsInNorms === false ? "merged" : "norms",

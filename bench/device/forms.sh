@@ -4,7 +4,7 @@
 # ab.sh for more than two. Through the device tool with carry [".gpu-llm"], as a step of steps.sh (its files
 # then come back as one: a call returns a handful, and run er lost a step's forms.jsonl so):
 #   bash .gpu-llm/run.sh bash .gpu-llm/steps.sh \
-#     "gated:bash .gpu-llm/forms.sh '8b-q8_0 8b-q4_0' 'llm.mjs --prefill-only' 'llm.mjs --prefill-only --gated-prompts'"
+#     "forms:bash .gpu-llm/forms.sh '8b-q8_0 8b-q4_0' 'llm.mjs --prefill-only' 'llm.mjs --prefill-only --sums-apart'"
 # writes forms.jsonl (each line the form's index as "form" beside llm.mjs's fields) and times.txt under $OUT;
 # `tsx bench/forms.ts FILE` sets the forms side by side, round by round.
 set -uo pipefail

@@ -8,7 +8,7 @@
  *   tsx kernel-check.ts [SECTION...]   (bundle it as bench/llm.ts is to run it on the GPU machine)
  *
  * SECTION: products, split, batched, attention, prefill, stack, plain, inturn, stores, norms, merge, mvsplit,
- * gated, perm, sums (default: all)
+ * perm, sums (default: all)
  */
 import { Graph, Ops } from "@effect-gpu/core"
 import type { Quantized } from "@effect-gpu/core/DType"
@@ -467,39 +467,6 @@ const program = Effect.gen(function*() {
     const ok = error <= 1e-4 && kernels.includes(`splits=${K / 2048}`) && kernels.includes("mvq8_merge")
     if (!ok) failed++
     console.log(JSON.stringify({ int8Split: { a: at, K, M, form }, kernels, nmse: error, bound: 1e-4, ok }))
-  }
-  // a prompt's gated FFN as one product on subgroup matrices (gatedPrompts, off by default there): one
-  // product over gate's and up's weights stacked, swiglu over its halves, its tiles pairing each gate row
-  // with its up row; f32 activations, f16 ones from a norm (halfActivations) with the result in f16 for a
-  // down product, edges (4100 rows, 520 columns), q8_0 and q4_0 over their f16 copy, against the CPU (grids
-  // of 256 workgroups or more: a smaller one would split K, which the gated form does not)
-  const [gatedGpu] = yield* WebGpu.make({ devices: 1, gatedPrompts: true })
-  const gatedCases = [
-    ["f16", 4096, 2048, 512, false],
-    ["f16", 4096, 2048, 512, true],
-    ["f16", 4100, 64, 520, false],
-    ["q8_0", 4096, 2048, 512, true],
-    ["q4_0", 8192, 2048, 512, true]
-  ] as const
-  for (const [wt, F, K, N, normed] of only("gated", gatedCases)) {
-    const g = Graph.make()
-    const w = yield* g.param("gate_up", wt, [K, 2 * F])
-    const x = yield* g.input("x", "f32", [K, N])
-    const nw = yield* g.param("nw", "f32", [K])
-    const down = yield* g.param("down", "f16", [F, 256])
-    const both = yield* Ops.mulMat(w, normed ? Ops.mul(Ops.rmsNorm(x, 1e-5), nw) : x)
-    const glu = Ops.swiglu(Ops.view(both, [F, N], [both.nb[1]], 0), Ops.view(both, [F, N], [both.nb[1]], F * 4))
-    const y = yield* g.output(normed ? Ops.mulMat(down, glu) : glu)
-    const values = Generators.values(98, 2 * K * F)
-    const { error, kernels } = yield* against(gatedGpu, g, y, [
-      [w, wt === "f16" ? values : Quant.unsafeQuantize(wt, values)],
-      [x, Generators.values(99, K * N)],
-      ...(normed ? [[nw, Generators.values(100, K)] as const, [down, Generators.values(101, F * 256)] as const] : [])
-    ])
-    const bound = wt === "f16" ? 1e-5 : 1e-3
-    const ok = error <= bound && kernels.includes("gated=true") && !kernels.includes("glu")
-    if (!ok) failed++
-    console.log(JSON.stringify({ gated: { wt, F, K, N, normed }, kernels, nmse: error, bound, ok }))
   }
   // attention chain's V·P stored permuted into [D, heads, tokens] by the product (permutedResult.ts): the
   // values transposed (f16 [keys, D, KV heads]) times f16 probabilities of 32 heads over 8, against the CPU

@@ -182,8 +182,8 @@ export interface Options {
   /**
    * a prompt's gated FFN (its gate and up products over the layer's stacked weights, and their swiglu) as one
    * product that stores silu(gate) * up: a dispatch a layer fewer, and a result of half the rows written once;
-   * default: with the register-tiled and scalar tiles, not on subgroup matrices (slower there:
-   * benchmarks/RESULTS.md); `true` there too, `false` nowhere
+   * default: with the register-tiled and scalar tiles (not on subgroup matrices, where it ran slower:
+   * benchmarks/RESULTS.md); `false` nowhere (tests and measuring)
    *
    * @internal
    */
@@ -350,7 +350,7 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
     ...(options.normsInProducts !== undefined ? { normsInProducts: options.normsInProducts } : {}),
     ...(options.mergesInProducts !== undefined ? { mergesInProducts: options.mergesInProducts } : {}),
     ...(options.residualsInProducts === true ? { splitsWithBias: true } : {}),
-    ...(options.gatedPrompts !== undefined ? { gatedPrompts: options.gatedPrompts } : {}),
+    ...(options.gatedPrompts === false ? { gatedPrompts: false } : {}),
     ...(options.splitsInNorms === false ? { splitsInNorms: false } : {}),
     ...(options.queryRopesInStores === false ? { queryRopesInStores: false } : {})
   })

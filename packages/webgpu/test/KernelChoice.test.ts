@@ -102,7 +102,7 @@ describe("mul_mat kernel choice", () => {
       assert.notStrictEqual(mulMat(head, target, undefined).variant.family, "half_copy")
     }))
 
-  it.effect("a prompt's gated FFN fuses into one gated product where a gated form takes it, whole K only", () =>
+  it.effect("a prompt's gated FFN fuses into one gated product on register tiles, not on subgroup matrices", () =>
     Effect.gen(function*() {
       const base = { ...gpu, workgroupStorage: 49152, workgroupInvocations: 1024 }
       /** a stack's product with the swiglu of its halves, fused for `target`: the kernels of its mul_mat_swiglu */
@@ -125,24 +125,6 @@ describe("mul_mat kernel choice", () => {
           for (let k = kernelFor(node, target); k !== undefined; k = k.next) chain.push(k)
           return { node, chain }
         })
-      const asked = { ...base, gatedPrompts: true }
-      // subgroup matrices, asked for: the 128 x 128 tiling, a subgroup pair's sums meeting in workgroup memory
-      const f16 = (yield* gated(asked, "f16", 4096))!
-      assert.deepStrictEqual(f16.chain.map((k) => [k!.variant.family, k!.variant.gated]), [["mmsg", true]])
-      assert.strictEqual(f16.chain[0]!.variant.splits, undefined)
-      assert.include(f16.chain[0]!.main, "/ 64u) % 2u) * M")
-      assert.include(f16.chain[0]!.main, "silu_s(Cs[sg * 256u + i]) * Cs[(sg + 1u) * 256u + i]")
-      // not asked for; a grid that would split K (2048 rows of gate: 32 x 4 workgroups); or asked not to
-      assert.isUndefined(yield* gated(base, "f16", 4096))
-      assert.isUndefined(yield* gated(asked, "f16", 2048))
-      assert.isUndefined(yield* gated({ ...asked, gatedPrompts: false }, "f16", 4096))
-      // q8_0: both halves copied into f16 in the scratch after the result, then the gated product over the copy
-      const q8 = (yield* gated(asked, "q8_0", 4096))!
-      assert.deepStrictEqual(q8.chain.map((k) => k!.variant.family), ["half_copy", "mmsg"])
-      const [source, copy] = q8.chain[0]!.operands
-      assert.strictEqual(source.extent, 2 * 4096 * 2048 * (34 / 32))
-      assert.strictEqual(copy.within?.tensor, q8.node)
-      assert.strictEqual(nodeScratch(q8.node, asked), copy.within!.at + 2 * 2 * 4096 * 2048 - 4 * 4096 * 512)
       // register tiles (no subgroup matrices), by default: 8 rows a thread where the grid gives 256 workgroups
       const plain = { ...base, subgroupMatrix: false }
       const mm4 = (yield* gated(plain, "f16", 4096))!
@@ -152,12 +134,23 @@ describe("mul_mat kernel choice", () => {
         true
       ]])
       assert.isUndefined(yield* gated(plain, "f16", 4096, 128))
-      // an f16 result among wide (8 f16 a load) operands: bound as vec4s, as wide bindings have no
-      // single-element stores
-      const half = (yield* gated(asked, "f16", 4096, 512, true))!
-      assert.strictEqual(half.node.dtype, "f16")
-      assert.deepInclude(half.chain[0]!.variant, { family: "mmsg", load: 8 })
-      assert.strictEqual(half.chain[0]!.operands.find((o) => o.name === "d")?.binding, "vec4")
+      assert.isUndefined(yield* gated({ ...plain, gatedPrompts: false }, "f16", 4096))
+      // q8_0 with its weights copied into f16 (where asked off subgroup matrices): both halves copied in the
+      // scratch after the result, then the gated product over the copy
+      const copied = { ...plain, quantizedPrefill: "copy" as const }
+      const q8 = (yield* gated(copied, "q8_0", 4096))!
+      assert.deepStrictEqual(q8.chain.map((k) => `${k!.variant.family} ${k!.variant.gated}`), [
+        "half_copy undefined",
+        "mm4 true"
+      ])
+      const [source, copy] = q8.chain[0]!.operands
+      assert.strictEqual(source.extent, 2 * 4096 * 2048 * (34 / 32))
+      assert.strictEqual(copy.within?.tensor, q8.node)
+      assert.strictEqual(nodeScratch(q8.node, copied), copy.within!.at + 2 * 2 * 4096 * 2048 - 4 * 4096 * 512)
+      // on subgroup matrices gate and up stay two products and a swiglu, f16 or quantized
+      assert.isUndefined(yield* gated(base, "f16", 4096))
+      assert.isUndefined(yield* gated(base, "q8_0", 4096))
+      assert.isUndefined(yield* gated(base, "f16", 4096, 512, true))
     }))
 
   it.effect("products whose 128 x 128 grid is short of workgroups split K over 4 or more, else take 64 x 64 tiles", () =>

@@ -130,8 +130,8 @@ const bindOperands = (ctx: Context, kernel: Kernel, resolve: Resolve) => {
         name: r.o.name,
         dtype: r.o.tensor.dtype,
         slot: b.slot,
-        vec4: r.o.binding === "vec4" || ((kernel.vec4 ?? false) && !(kernel.scalar ?? []).includes(r.o.name)),
-        wide: r.o.binding === undefined && (kernel.wide ?? false)
+        vec4: (kernel.vec4 ?? false) && !(kernel.scalar ?? []).includes(r.o.name),
+        wide: kernel.wide ?? false
       },
       fields: [(r.start - b.start) / ts, ...r.o.tensor.ne, ...r.o.tensor.nb.map((n) => n / ts)]
     }
@@ -241,9 +241,6 @@ const costOf = (node: Tensor.Tensor): number => {
   return bytes
 }
 
-/** whether a kernel binds any operand as vec4s (its own flag, or an operand's binding) */
-const vectored = (kernel: Kernel) => kernel.vec4 === true || kernel.operands.some((o) => o.binding === "vec4")
-
 /** @internal */
 export const build = (
   ctx: Context,
@@ -259,7 +256,7 @@ export const build = (
       let { bound, extentOk, operands, vecOk } = bindOperands(ctx, kernel, resolve)
       // a wide kernel falls back to its vec4 form, that to its scalar one; one whose scratch does not fit
       // its result's buffer to one without
-      while (((vectored(kernel) && !vecOk) || !extentOk) && kernel.fallback !== undefined) {
+      while (((kernel.vec4 === true && !vecOk) || !extentOk) && kernel.fallback !== undefined) {
         kernel = kernel.fallback
         ;({ bound, extentOk, operands, vecOk } = bindOperands(ctx, kernel, resolve))
       }

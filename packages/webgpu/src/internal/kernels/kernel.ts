@@ -42,11 +42,6 @@ export interface Operand {
   readonly within?: { readonly tensor: Tensor; readonly at: number }
   /** written by the kernel besides its result "d" (a table it also stores rows in): bound read-write */
   readonly writes?: boolean
-  /**
-   * bound as vec4s (not wide) whatever the kernel's `vec4`, `wide` and `scalar` say (a gated product's f16
-   * result among wide f16 operands: wide bindings have no single-element stores)
-   */
-  readonly binding?: "vec4"
 }
 
 /** @internal */
@@ -272,10 +267,9 @@ export interface KernelTarget {
   readonly copyShape?: { readonly vecs?: 4 | 8 | 16; readonly stores?: "half4" | "wide" }
   /**
    * a prompt's gated FFN (gate and up products over a layer's stacked weights, and their swiglu) as one
-   * product storing silu(gate) * up: on subgroup matrices only where true (slower there:
-   * benchmarks/RESULTS.md), with the register-tiled and scalar tiles unless false
+   * product storing silu(gate) * up, with the register-tiled and scalar tiles; `false`: nowhere
    */
-  readonly gatedPrompts?: boolean
+  readonly gatedPrompts?: false
   /** overrides the invocations of a row kernel's workgroup (tests and benchmarks) */
   readonly rowThreads?: number
   /**

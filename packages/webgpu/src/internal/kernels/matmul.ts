@@ -267,19 +267,13 @@ export const mulMat = (
 }
 
 /**
- * the kernel of a gated product over weights `a` (its gate rows; f16 or f32, or quantized where no
- * subgroup-matrix tiling takes it): subgroup matrices where their tiling keeps K whole and pairs two
- * subgroups along a's rows, and only where asked (KernelTarget.gatedPrompts: slower, benchmarks/RESULTS.md);
- * else register tiles of 8 rows a thread, or the scalar tiles; undefined where none of these takes it
+ * the kernel of a gated product over weights `a` (its gate rows; f16 or f32, or quantized): register tiles
+ * of 8 rows a thread, or the scalar tiles; undefined where neither takes it, and where subgroup matrices
+ * take the product (a gated form on them ran slower than the product and swiglu apart, and was removed:
+ * benchmarks/RESULTS.md)
  */
 const gatedForm = (product: Product.Product, a: Tensor.Tensor, b: Tensor.Tensor, target: KernelTarget) => {
-  if (target.gatedPrompts === false) return undefined
-  const tile = matrixTiling(product, a, b, target)
-  if (tile !== undefined) {
-    return target.gatedPrompts === true && !product.quantized && tile.sgCols === 2 && splitsOf(product, tile) === 1
-      ? subgroupMatrix(product, a, b, tile, true)
-      : undefined
-  }
+  if (target.gatedPrompts === false || matrixTiling(product, a, b, target) !== undefined) return undefined
   if (product.quantized || !Product.fourAligned(product, a, b)) return tiled(product, true)
   const registers = target.registerTile ?? registersFor(product, target.software === true)
   return registers.m === 8 ? registerTiled(product, registers, true) : undefined

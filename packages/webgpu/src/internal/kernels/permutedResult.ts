@@ -45,8 +45,7 @@ export const storingInto = (kernel: Kernel, product: Tensor.Tensor, into: Tensor
   // which the node's must then keep: else the forms after it
   const group = kernel.wide === true && into.dtype === "f16" ? 8 : 4
   const es = into.nb[0]
-  const vectored = d.binding === "vec4" ||
-    (d.binding === undefined && kernel.vec4 === true && !(kernel.scalar ?? []).includes("d"))
+  const vectored = kernel.vec4 === true && !(kernel.scalar ?? []).includes("d")
   if (vectored && [1, 2, 3].some((i) => (into.nb[i] / es) % group !== 0)) {
     return kernel.fallback === undefined ? undefined : storingInto(kernel.fallback, product, into)
   }

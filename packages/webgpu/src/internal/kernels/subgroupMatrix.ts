@@ -10,7 +10,7 @@ import type { Kernel, MatrixTile, Operand } from "./kernel.js"
 import * as KernelSpec from "./kernel.js"
 import { entry, range, stridesAligned, u32, WG } from "./kernel.js"
 import type { Product } from "./product.js"
-import { eightAligned, fourAligned, gatedRow, origin, wholeBlocks } from "./product.js"
+import { eightAligned, fourAligned, origin, wholeBlocks } from "./product.js"
 import { HALF_QUANTS, pieces } from "./quantizedMatVec.js"
 
 /** elements between rows of a shared-memory tile: the depth plus 8 f16 of padding against bank conflicts */
@@ -135,12 +135,8 @@ const tiling = (
   tile: MatrixTile,
   w: LoadWidth,
   quantized?: DType.Quantized,
-  splits = 1,
-  gated = false
+  splits = 1
 ): Kernel => {
-  if (gated && (quantized !== undefined || splits > 1 || tile.sgCols !== 2)) {
-    throw new Error("a gated product takes f16 weights, K whole and two subgroups along a's rows")
-  }
   const vec = w > 1
   const f32b = product.operands.find((o) => o.name === "b")!.tensor.dtype === "f32"
   const { depth: TK, fragCols: FC, fragRows: FR, sgCols: SC, sgRows: SR } = tile
@@ -156,8 +152,6 @@ const tiling = (
   const perRow = TK / w
   const load = (t: "x" | "w", rows: number) => {
     const [op, base, ld, r0, lim] = t === "x" ? ["b", "xb", "P.b_nb1", "n0", "N"] : ["a", "wb", "P.a_nb1", "m0", "M"]
-    // a gated product's a: its logical row placed (result row o, weight row r), a subgroup column's rows a run
-    const pairs = gated && t === "w"
     return range(loads(rows)).map((e) => {
       const at = `${base} + r * ${ld} + k`
       // an f32 b stays f32 in registers until it is staged: converting at the load waited on it at once
@@ -172,11 +166,10 @@ const tiling = (
         : [`f16(ld_${op}(${at}))`, "0.0h"]
       const body = whole
         ? `${t}r[${e}] = ${value};`
-        : `if (${pairs ? "o" : "r"} < ${lim} && k < K) { ${t}r[${e}] = ${value}; } else { ${t}r[${e}] = ${zero}; }`
+        : `if (r < ${lim} && k < K) { ${t}r[${e}] = ${value}; } else { ${t}r[${e}] = ${zero}; }`
       const idx = `${e * threads}u + lid`
       const open = guard(rows) ? `if (${idx} < ${(rows * TK) / w}u) ` : ""
-      const row = pairs ? gatedRow(`${r0} + i / ${perRow}u`, FC * 16, lim, "o", "r") : `let r = ${r0} + i / ${perRow}u;`
-      const place = `let i = ${idx}; ${row} let k = k0 + (i % ${perRow}u) * ${w}u;`
+      const place = `let i = ${idx}; let r = ${r0} + i / ${perRow}u; let k = k0 + (i % ${perRow}u) * ${w}u;`
       return `    ${open}{ ${place} ${body} }`
     }).join("\n")
   }
@@ -307,7 +300,7 @@ ${
   // workgroup memory, which edges and the bias keep (a 1B prompt's GPU time 11.76 -> 11.66 ms on the H200)
   const resultNode = product.operands.find((o) => o.name === "d")!.tensor
   // (a split's partials take no bias: the merge adds it)
-  const direct = !gated && (splits > 1 || product.epilogue === "") && Tensor.isContiguous(resultNode)
+  const direct = (splits > 1 || product.epilogue === "") && Tensor.isContiguous(resultNode)
   const directStore = range(FR).flatMap((i) =>
     range(FC).map((j) => {
       const [m, nn] = [`m0 + sc * ${FC * 16}u + ${j * 16}u`, `n0 + sr * ${FR * 16}u + ${i * 16}u`]
@@ -334,27 +327,7 @@ ${
   workgroupBarrier();`
     )
   ).join("\n")
-  // gated: subgroup column 0 holds gate's sums, column 1 the same rows of up's (the next subgroup): both
-  // through workgroup memory, and the first stores silu(gate) * up
-  const gatedStore = range(FR).flatMap((i) =>
-    range(FC).map((j) =>
-      `  subgroupMatrixStore<row_major>(&Cs, sg * 256u, ${frag(i, j)}, 16u);
-  workgroupBarrier();
-  if (sc == 0u) {
-    for (var e = 0u; e < 8u; e++) {
-      let i = lane + e * 32u;
-      let nn = n0 + sr * ${FR * 16}u + ${i * 16}u + i / 16u;
-      let x = m0 + ${j * 16}u + i % 16u;
-      let o = (x / ${TM}u) * ${TM / 2}u + x % ${TM / 2}u;
-      if (nn < N && o < M) { st_d(ix_d(o, nn, b2, b3), silu_s(Cs[sg * 256u + i]) * Cs[(sg + 1u) * 256u + i]); }
-    }
-  }
-  workgroupBarrier();`
-    )
-  ).join("\n")
-  const stores = gated
-    ? gatedStore
-    : direct
+  const stores = direct
     ? `  if (${inside}) {\n${directStore}\n  } else {\n${store}\n  }`
     : store
   const vt = vec ? "vec4<f16>" : "f16"
@@ -407,20 +380,13 @@ ${steps}
         ? {}
         : { dtype: quantized, prefetch: shared ? "lanes" : raw ? "words" : "values" }),
       ...(splits > 1 ? { splits } : {}),
-      ...(direct ? { direct } : {}),
-      ...(gated ? { gated } : {})
+      ...(direct ? { direct } : {})
     },
     enables: ["f16", "subgroups", "chromium_experimental_subgroup_matrix"],
     // Tint wants subgroup-matrix arguments provably uniform; per-subgroup offsets (lid / 32) are uniform
     // within each subgroup, but not provably so: the case this diagnostic exists to waive
     diagnosticsOff: ["chromium.subgroup_matrix_uniformity"],
-    // a gated product's result may be f16 (activations for the down product): bound as vec4s where the
-    // kernel's f16 operands are wide, which have no single-element stores (a compile error on the H100)
-    operands: split
-      ? split.operands
-      : gated && w === 8
-      ? product.operands.map((o) => (o.name === "d" ? { ...o, binding: "vec4" as const } : o))
-      : product.operands,
+    operands: split ? split.operands : product.operands,
     params: split ? [...product.params, ...split.params] : product.params,
     workgroups: [Math.ceil(product.M / TM), Math.ceil(product.N / TN), product.batches * splits],
     main: `
@@ -464,9 +430,9 @@ ${stores}
   })
   const withNext = split ? { ...kernel, next: split.merge } : kernel
   if (w === 8) {
-    return { ...withNext, vec4: true, wide: true, fallback: tiling(product, tile, 4, quantized, splits, gated) }
+    return { ...withNext, vec4: true, wide: true, fallback: tiling(product, tile, 4, quantized, splits) }
   }
-  if (w === 4) return { ...withNext, vec4: true, fallback: tiling(product, tile, 1, quantized, splits, gated) }
+  if (w === 4) return { ...withNext, vec4: true, fallback: tiling(product, tile, 1, quantized, splits) }
   // the last form of a split product falls back to the unsplit one where its scratch does not fit
   return split ? { ...withNext, fallback: tiling(product, tile, 1, quantized) } : withNext
 }
@@ -521,8 +487,7 @@ export const subgroupMatrix = (
   product: Product,
   a: Tensor.Tensor,
   b: Tensor.Tensor,
-  tile: MatrixTile,
-  gated = false
+  tile: MatrixTile
 ): Kernel => {
   // wide operands have no single-element loads, which the bias epilogue uses: an f16 bias keeps 8 bytes;
   // an f32 b (activations, converted to f16 as they are staged, as ggml's GPU backends convert them) loads
@@ -533,7 +498,7 @@ export const subgroupMatrix = (
     : fourAligned(product, a, b)
     ? 4
     : 1
-  return tiling(product, tile, w, undefined, gated ? 1 : splitsOf(product, tile), gated)
+  return tiling(product, tile, w, undefined, splitsOf(product, tile))
 }
 
 /**
