@@ -39,8 +39,6 @@
  *   tsx llm.ts run DIR NAME --norms-apart   a decoding step's norms by dispatches of their own (default: by the
  *                                                 int8 products that read them, for hidden sizes up to 4096)
  *   tsx llm.ts run DIR NAME --norms-in-products   the same at every hidden size
- *   tsx llm.ts run DIR NAME --residuals-in-products   a prompt's residual sums made by the products before them
- *                                                 (split-K's merge adding them; default off: slower)
  *   tsx llm.ts run DIR NAME --merges-apart   decode attention's splits merged by a dispatch of their own (default:
  *                                                 by the output projection that reads them, for outputs up to 2048)
  *   tsx llm.ts run DIR NAME --merges-in-products   the same at every size (the 8B shapes too)
@@ -171,7 +169,6 @@ const gpuOptions = {
   ...(rest.includes("--stores-apart") ? { storeKeysInProducts: false } : {}),
   ...(rest.includes("--norms-apart") ? { normsInProducts: false } : {}),
   ...(rest.includes("--norms-in-products") ? { normsInProducts: true } : {}),
-  ...(rest.includes("--residuals-in-products") ? { residualsInProducts: true } : {}),
   ...(rest.includes("--merges-apart") ? { mergesInProducts: false } : {}),
   ...(rest.includes("--merges-in-products") ? { mergesInProducts: true } : {}),
   ...(rest.includes("--copy-loads")
@@ -275,7 +272,6 @@ const measure = (name: string) =>
         : gpuOptions.mergesInProducts === true
         ? "products"
         : "auto",
-      residuals: gpuOptions.residualsInProducts === true ? "products" : "apart",
       copy_loads: gpuOptions.copyLoads ?? "ahead",
       copy_shape: `${gpuOptions.copyShape?.vecs ?? 4}:${gpuOptions.copyShape?.stores ?? "half4"}`,
       gated: gpuOptions.gatedPrompts === false ? "none" : "default",

@@ -83,48 +83,43 @@ const program = Effect.gen(function*() {
   }
   // split-K (a block's K range over several workgroups, their partials added by a second dispatch) in
   // forced tilings: K past whole steps, a batch broadcast (a's 2 batches under b's 4), a's types; with a
-  // row bias (mul_mat_add) the product is not split, unless asked (residualsInProducts: then a residual of
-  // the result's shape, x + W a, is the bias, which split-K's merge adds). Copied: quantized weights copied
-  // into f16 first, the copy placed after the split's partials
+  // row bias (mul_mat_add) the product is not split. Copied: quantized weights copied into f16 first, the
+  // copy placed after the split's partials
   const splitCases = [
-    ["f16", "2x2:4x4:32/3", 1000, 200, 100, false, false, false],
-    ["f16", "2x2:4x4:32/3", 1000, 200, 100, true, false, false],
-    ["f16", "1x1:4x4:16/4", 1024, 130, 70, false, false, false],
-    ["q4_0", "2x2:4x4:32/5", 2048, 256, 130, false, false, false],
-    ["q4_0", "2x2:4x4:32/5", 2048, 256, 130, true, false, false],
-    ["q8_0", "2x1:2x4:32/2", 992, 96, 40, false, false, false],
+    ["f16", "2x2:4x4:32/3", 1000, 200, 100, false, false],
+    ["f16", "2x2:4x4:32/3", 1000, 200, 100, true, false],
+    ["f16", "1x1:4x4:16/4", 1024, 130, 70, false, false],
+    ["q4_0", "2x2:4x4:32/5", 2048, 256, 130, false, false],
+    ["q4_0", "2x2:4x4:32/5", 2048, 256, 130, true, false],
+    ["q8_0", "2x1:2x4:32/2", 992, 96, 40, false, false],
     // splits of 1: the unsplit kernel, no merge; w: blocks loaded a row a lane
-    ["q4_0", "2x2:4x4:32/1", 2048, 256, 130, false, false, false],
-    ["q4_0", "2x2:4x4:32/3w", 2048, 256, 130, false, false, false],
-    ["q8_0", "2x1:2x4:32/1w", 992, 96, 40, true, false, false],
-    ["q4_0", "2x2:4x4:32/5", 2048, 256, 130, false, true, false],
-    ["q8_0", "2x1:2x4:32/2", 992, 96, 40, false, true, false],
-    ["q4_0", "2x2:4x4:32/3", 2048, 256, 130, true, true, false],
-    // a residual of the result's shape made by the split products
-    ["f16", "2x2:4x4:32/3", 1000, 200, 100, true, false, true],
-    ["q8_0", "2x1:2x4:32/2", 992, 96, 40, true, true, true]
+    ["q4_0", "2x2:4x4:32/1", 2048, 256, 130, false, false],
+    ["q4_0", "2x2:4x4:32/3w", 2048, 256, 130, false, false],
+    ["q8_0", "2x1:2x4:32/1w", 992, 96, 40, true, false],
+    ["q4_0", "2x2:4x4:32/5", 2048, 256, 130, false, true],
+    ["q8_0", "2x1:2x4:32/2", 992, 96, 40, false, true],
+    ["q4_0", "2x2:4x4:32/3", 2048, 256, 130, true, true]
   ] as const
-  for (const [at, tiling, K, M, N, bias, copied, residual] of only("split", splitCases)) {
+  for (const [at, tiling, K, M, N, bias, copied] of only("split", splitCases)) {
     const [dev] = yield* WebGpu.make({
       devices: 1,
       matrixTile: parseTile(tiling),
-      quantizedPrefill: copied ? "copy" : "tiles",
-      residualsInProducts: residual
+      quantizedPrefill: copied ? "copy" : "tiles"
     })
     const g = Graph.make()
     const a = yield* g.param("a", at, [K, M, 2])
     const b = yield* g.input("b", "f32", [K, N, 4])
-    const c = bias ? yield* g.param("c", "f32", residual ? [M, N, 4] : [M, 1, 1]) : undefined
+    const c = bias ? yield* g.param("c", "f32", [M, 1, 1]) : undefined
     const product = yield* Ops.mulMat(a, b)
-    const y = yield* g.output(c ? residual ? Ops.add(c, product) : Ops.add(product, c) : product)
+    const y = yield* g.output(c ? Ops.add(product, c) : product)
     const weights = Generators.values(3, K * M * 2)
     const { error, kernels } = yield* against(dev, g, y, [
       [a, at === "f16" ? weights : Quant.unsafeQuantize(at, weights)],
       [b, Generators.values(4, K * N * 4)],
-      ...(c ? [[c, Generators.values(5, residual ? M * N * 4 : M)] as const] : [])
+      ...(c ? [[c, Generators.values(5, M)] as const] : [])
     ])
     const bound = at === "f16" ? 1e-5 : 1e-4
-    const split = !tiling.includes("/1") && (!bias || residual)
+    const split = !tiling.includes("/1") && !bias
     const lanes = at !== "f16" && !tiling.endsWith("w") && !copied
     const ok = error <= bound && kernels.includes("splits=") === split && kernels.includes("mmsg_merge") === split &&
       kernels.includes("prefetch=lanes") === lanes && kernels.includes("bias=true") === bias &&
@@ -140,7 +135,6 @@ const program = Effect.gen(function*() {
         batches: "2/4",
         bias,
         copied,
-        residual,
         kernels,
         nmse: error,
         bound,

@@ -78,8 +78,6 @@ export interface Options {
   readonly normsInProducts?: WebGpuDevice.Options["normsInProducts"]
   /** @internal attention's split partials merged by the product that reads them (default: outputs up to 2048), for tests and measuring */
   readonly mergesInProducts?: WebGpuDevice.Options["mergesInProducts"]
-  /** @internal a prompt's residual sums made by the products before them (default off), for tests and measuring */
-  readonly residualsInProducts?: WebGpuDevice.Options["residualsInProducts"]
   /** @internal a prompt's gate and up products and their swiglu as one product (default: not on subgroup matrices), for tests and measuring */
   readonly gatedPrompts?: WebGpuDevice.Options["gatedPrompts"]
   /** @internal a prompt's residual sums made by the norms reading them (default on), for tests and measuring */
@@ -208,7 +206,6 @@ const wrapDevice = (
       storeKeysInProducts: options.storeKeysInProducts,
       normsInProducts: options.normsInProducts,
       mergesInProducts: options.mergesInProducts,
-      residualsInProducts: options.residualsInProducts,
       gatedPrompts: options.gatedPrompts,
       sumsInNorms: options.sumsInNorms,
       permutedResults: options.permutedResults,

@@ -164,14 +164,6 @@ export interface Options {
    */
   readonly mergesInProducts?: boolean | undefined
   /**
-   * a prompt's residual sums made by the products before them (x + W a as mul_mat_add, the residual the
-   * bias; on subgroup matrices split-K's merge adds it), not by an add of their own; default: off (1B and
-   * 8B q8_0 prompts 1-7% slower so on the H200, benchmarks/RESULTS.md)
-   *
-   * @internal
-   */
-  readonly residualsInProducts?: boolean | undefined
-  /**
    * a prompt's residual sum made by the norm that reads it, the sum stored over the stream before it
    * (add_rms_norm_store: a dispatch fewer for each, and the stream read once); default: on; `false` keeps the
    * add's own dispatch (tests and measuring)
@@ -349,7 +341,6 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
     ...(options.storeKeysInProducts === false ? { storesInProducts: false } : {}),
     ...(options.normsInProducts !== undefined ? { normsInProducts: options.normsInProducts } : {}),
     ...(options.mergesInProducts !== undefined ? { mergesInProducts: options.mergesInProducts } : {}),
-    ...(options.residualsInProducts === true ? { splitsWithBias: true } : {}),
     ...(options.gatedPrompts === false ? { gatedPrompts: false } : {}),
     ...(options.splitsInNorms === false ? { splitsInNorms: false } : {}),
     ...(options.queryRopesInStores === false ? { queryRopesInStores: false } : {})
@@ -403,7 +394,6 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
         ropeSetRows: true,
         ropeSetRowsKv: options.storeValuesWithKeys !== false,
         ropeAttention: Attention.fusesRope(ctx.target),
-        ...(options.residualsInProducts === true ? { residualProducts: true } : {}),
         ...(options.halfActivations !== false ? { halfActivations: MatMul.takesHalfActivations(ctx.target) } : {}),
         ...(options.permutedResults !== false ? { mulMatPermuted: PermutedResult.storesPermuted(ctx.target) } : {})
       }),

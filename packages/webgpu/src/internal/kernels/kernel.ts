@@ -108,8 +108,6 @@ export interface MatrixTile {
    * default: by how many workgroups the grid has (SPLIT_FILL)
    */
   readonly splits?: number
-  /** a product with a bias splits K too, split-K's merge adding the bias (KernelTarget.splitsWithBias) */
-  readonly biasSplits?: boolean
   /**
    * q4_0 and q8_0 blocks loaded a word a lane, 8 lanes a row (shared by subgroup shuffles), where a
    * lane loading its row's words alone ran slower; default: on
@@ -231,12 +229,6 @@ export interface KernelTarget {
    * own; default: for outputs of up to 2048 values; true for any, false for none
    */
   readonly mergesInProducts?: boolean
-  /**
-   * a product with a bias (mul_mat_add) splits K on subgroup matrices as one without does, split-K's merge
-   * adding the bias: a prompt's residual sums made by the products before them (x + W a); default: off, not
-   * yet timed on a GPU with subgroup matrices
-   */
-  readonly splitsWithBias?: boolean
   /**
    * a split-K product's partial sums added by the add_rms_norm that reads it next (splitsIn.ts), not by the
    * product's merge dispatch; default: on

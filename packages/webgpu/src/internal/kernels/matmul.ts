@@ -51,10 +51,6 @@ const registersFor = ({ M, N, batches }: Product.Product, software: boolean): Re
 const fits = (t: MatrixTile, target: KernelTarget) =>
   sharedBytes(t) <= (target.workgroupStorage ?? 16384) && invocations(t) <= (target.workgroupInvocations ?? 256)
 
-/** a tiling that splits K for a product with a bias too, where the target asks (splitsWithBias) */
-const withBias = (t: MatrixTile, target: KernelTarget): MatrixTile =>
-  target.splitsWithBias === true ? { ...t, biasSplits: true } : t
-
 /**
  * a product's subgroup-matrix tiling among those `usable`: the one asked for, else the first that fits, or
  * the small one where the first gives few workgroups that splitting K would not multiply by 4 or more (H200:
@@ -63,13 +59,13 @@ const withBias = (t: MatrixTile, target: KernelTarget): MatrixTile =>
  */
 const tileFor = (product: Product.Product, target: KernelTarget, usable: (t: MatrixTile) => boolean) => {
   const ok = (t: MatrixTile) => usable(t) && fits(t, target)
-  if (target.matrixTile !== undefined && ok(target.matrixTile)) return withBias(target.matrixTile, target)
+  if (target.matrixTile !== undefined && ok(target.matrixTile)) return target.matrixTile
   const found = MATRIX_TILES.find(ok)
-  const first = found === undefined ? undefined : withBias(found, target)
+  const first = found === undefined ? undefined : found
   const few = first !== undefined && gridOf(product, first) < SMALL_GRID && splitsOf(product, first) < 4
   // a product of 64 rows or fewer (attention's P V at head size 64) would leave half the tile's rows empty
   const thin = first !== undefined && 2 * product.M <= first.sgCols * first.fragCols * 16
-  return (few || thin) && ok(SMALL_TILE) ? withBias(SMALL_TILE, target) : first
+  return (few || thin) && ok(SMALL_TILE) ? SMALL_TILE : first
 }
 
 /** the quantized matrix-vector kernel's shape on a target */
@@ -92,7 +88,7 @@ const matrixTiling = (product: Product.Product, a: Tensor.Tensor, b: Tensor.Tens
   if ((b.dtype !== "f32" && b.dtype !== "f16") || b.nb[0] !== DType.typeSize(b.dtype)) return undefined
   if (product.quantized) return decodes(product, target) ? undefined : tileFor(product, target, stagesBlocks)
   if (a.dtype !== "f16" || a.nb[0] !== 2) return undefined
-  return target.matrixTile !== undefined ? withBias(target.matrixTile, target) : tileFor(product, target, () => true)
+  return target.matrixTile !== undefined ? target.matrixTile : tileFor(product, target, () => true)
 }
 
 /**

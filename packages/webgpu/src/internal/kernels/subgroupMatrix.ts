@@ -103,8 +103,9 @@ const MIN_STEPS = 16
  * SPLIT_FILL; rounded so that every split has K steps to take
  */
 export const splitsOf = (product: Product, t: MatrixTile): number => {
-  // a bias (mul_mat_add) is split only where asked (prompts ran slower with the residuals so, RESULTS.md)
-  if (product.bias && t.biasSplits !== true) return 1
+  // a product with a bias (mul_mat_add) is not split: its merge would add the bias, and prompts with their
+  // residual sums made so ran slower (benchmarks/RESULTS.md)
+  if (product.bias) return 1
   const steps = Math.ceil(product.K / t.depth)
   const asked = t.splits ??
     Math.min(MAX_SPLITS, Math.floor(SPLIT_FILL / gridOf(product, t)), Math.floor(steps / MIN_STEPS))
