@@ -10,10 +10,7 @@
 #   PART=check bash ...                                  kernel-check's int8 forms at 32 lanes, then row groups
 #                                                       in turn (the default since the session of 2026-12-05
 #                                                       18:12, timed on an H100 only) against a workgroup a
-#                                                       group and a lower cap at 8B q8_0, then the weight copy
-#                                                       and its product over sizes M (whether a copy that fits
-#                                                       the L2 cache runs faster: the case for copying a
-#                                                       prompt product's weights in chunks) (~6 minutes)
+#                                                       group and a lower cap at 8B q8_0 (~5 minutes)
 #   PART=18 bash ...                                     issue 18's standalone prompt products traced dispatch by
 #                                                       dispatch, twice (on an H100, run fd, every dispatch of
 #                                                       a q4_0 case ran 3-5x slower in one process and at
@@ -24,8 +21,7 @@ cd "$(dirname "$0")/.."
 case "${PART:-}" in
   check)
     bash .gpu-llm/steps.sh "check:cd .gpu-llm && timeout 120 node check.mjs norms inturn plain stack merge" \
-      "groups:bash .gpu-llm/forms.sh 8b-q8_0 'llm.mjs' 'llm.mjs --mv-groups 0' 'llm.mjs --mv-groups 198'" \
-      "copies:cd .gpu-llm && for m in 1024 2048 4096 8192 14336; do timeout 40 node copy.mjs \$m 4096 ahead:4:half4; done"
+      "groups:bash .gpu-llm/forms.sh 8b-q8_0 'llm.mjs' 'llm.mjs --mv-groups 0' 'llm.mjs --mv-groups 198'"
     ;;
   18)
     bash .gpu-llm/steps.sh \
