@@ -60,8 +60,7 @@ const fits = (t: MatrixTile, target: KernelTarget) =>
 const tileFor = (product: Product.Product, target: KernelTarget, usable: (t: MatrixTile) => boolean) => {
   const ok = (t: MatrixTile) => usable(t) && fits(t, target)
   if (target.matrixTile !== undefined && ok(target.matrixTile)) return target.matrixTile
-  const found = MATRIX_TILES.find(ok)
-  const first = found === undefined ? undefined : found
+  const first = MATRIX_TILES.find(ok)
   const few = first !== undefined && gridOf(product, first) < SMALL_GRID && splitsOf(product, first) < 4
   // a product of 64 rows or fewer (attention's P V at head size 64) would leave half the tile's rows empty
   const thin = first !== undefined && 2 * product.M <= first.sgCols * first.fragCols * 16

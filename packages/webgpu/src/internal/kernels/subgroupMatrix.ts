@@ -300,8 +300,8 @@ ${
   // its registers, rows a result row apart, without the two barriers a fragment of the path through
   // workgroup memory, which edges and the bias keep (a 1B prompt's GPU time 11.76 -> 11.66 ms on the H200)
   const resultNode = product.operands.find((o) => o.name === "d")!.tensor
-  // (a split's partials take no bias: the merge adds it)
-  const direct = (splits > 1 || product.epilogue === "") && Tensor.isContiguous(resultNode)
+  // (a product with a bias is never split: splitsOf)
+  const direct = product.epilogue === "" && Tensor.isContiguous(resultNode)
   const directStore = range(FR).flatMap((i) =>
     range(FC).map((j) => {
       const [m, nn] = [`m0 + sc * ${FC * 16}u + ${j * 16}u`, `n0 + sr * ${FR * 16}u + ${i * 16}u`]
@@ -440,7 +440,8 @@ ${stores}
 
 /**
  * a split-K product's result operand reaching over its partial sums (after the result, split by split),
- * the parameters that place them, and the dispatch that adds them up into the result
+ * the parameters that place them, and the dispatch that adds them up into the result (only that: a product
+ * with a bias is not split), which a reader may do in its place (splitsIn.ts)
  */
 const splitK = (product: Product, TK: number, splits: number) => {
   const node = product.operands.find((o) => o.name === "d")!.tensor
@@ -448,13 +449,12 @@ const splitK = (product: Product, TK: number, splits: number) => {
   const d: Operand = { name: "d", tensor: node, extent: Tensor.nbytes(node) + 4 * splits * count }
   const operands = product.operands.map((o) => (o.name === "d" ? d : o))
   const scratch = u32("scratch", Tensor.nbytes(node) / 4)
-  const bias = product.operands.find((o) => o.name === "c")
   const merge = KernelSpec.make({
-    variant: { family: "mmsg_merge", splits, bias: product.bias },
-    operands: bias !== undefined ? [d, bias] : [d],
+    variant: { family: "mmsg_merge", splits },
+    operands: [d],
     params: [scratch],
     workgroups: fold(Math.ceil(count / WG)),
-    ...(bias === undefined && product.epilogue === "" ? { sums: { splits, count } } : {}),
+    sums: { splits, count },
     main: `
 ${entry(WG)}
   let t = wg_linear(wid, nwg) * ${WG}u + lid;
@@ -469,7 +469,6 @@ ${entry(WG)}
   let base = P.d_o + P.scratch + t;
   var v = 0.0;
 ${range(splits).map((s) => `  v += ld_d(base + ${s}u * count);`).join("\n")}
-  ${product.epilogue}
   st_d(ix_d(m, nn, b2, b3), v);
 }`
   })
