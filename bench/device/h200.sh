@@ -2,11 +2,10 @@
 # On the GPU machine: what issues 18 and 20 still ask of an H200, each part one device call (a call runs 10
 # minutes at most), each step's files back as one (steps.sh). Through the device tool with carry [".gpu-llm"]
 # and needs_h200 (the most in the first call: an H200 may not come twice in a session):
-#   bash .gpu-llm/run.sh bash .gpu-llm/h200.sh          kernel-check's norms at 32 lanes (the norm read once
-#                                                       as b is rounded, the default since the session of
-#                                                       2026-12-06, checked on lavapipe only), the model table
-#                                                       with this tree's defaults, then that norm read twice
-#                                                       at 8B q8_0 (timed on an H100 only) (~8 minutes)
+#   bash .gpu-llm/run.sh bash .gpu-llm/h200.sh          the model table with this tree's defaults, then the
+#                                                       norm read twice at 8B q8_0 against the default that
+#                                                       reads it once as b is rounded (timed on an H100 only,
+#                                                       run fd; checked at 32 lanes there, run fe) (~7 minutes)
 #   PART=check bash ...                                  kernel-check's int8 forms at 32 lanes, then row groups
 #                                                       in turn (the default since the session of 2026-12-05
 #                                                       18:12, timed on an H100 only) against a workgroup a
@@ -29,8 +28,7 @@ case "${PART:-}" in
       "mv:cd .gpu-llm && timeout 200 node run.mjs --no-peer --own-params --cases mv_q4_0,mv_q8_0,mv_q4_K,mv_q6_K"
     ;;
   *)
-    bash .gpu-llm/steps.sh "norms:cd .gpu-llm && timeout 90 node check.mjs norms" \
-      "table:bash .gpu-llm/table.sh" \
+    bash .gpu-llm/steps.sh "table:bash .gpu-llm/table.sh" \
       "forms:bash .gpu-llm/forms.sh 8b-q8_0 'llm.mjs' 'llm.mjs --norm-twice'"
     ;;
 esac
