@@ -11,6 +11,7 @@ import { ConfigProvider, Effect, Layer, Option } from "effect"
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import * as Gpu from "../src/internal/gpu.js"
 import { adapterAvailable, mlp, nmse, realSleep, runOn } from "./utils.js"
 
 const root = path.resolve(__dirname, "../../..")
@@ -224,5 +225,12 @@ describe("Dawn instance flags", () => {
     ])
     assert.deepStrictEqual(WebGpu.dawnFlags(["a", "b"], []), ["enable-dawn-features=a,b"])
     assert.deepStrictEqual(WebGpu.dawnFlags([], ["c"]), ["disable-dawn-features=c"])
+  })
+
+  it("turn robustness off by default, on where asked, and add the environment's toggles", () => {
+    assert.include(WebGpu.defaultToggles, "disable_robustness")
+    assert.deepStrictEqual(Gpu.toggles(WebGpu.defaultToggles, false, []), WebGpu.defaultToggles)
+    assert.notInclude(Gpu.toggles(WebGpu.defaultToggles, true, []), "disable_robustness")
+    assert.deepStrictEqual(Gpu.toggles(["a", "disable_robustness"], true, ["b", ""]), ["a", "b"])
   })
 })
