@@ -30,7 +30,7 @@
  *                                                 where its grid is small (default: no split)
  *   tsx llm.ts run DIR NAME --mv-split-below N   ... where its grid has fewer than N workgroups (default 1024)
  *   tsx llm.ts run DIR NAME --toggles skip_validation   extra Dawn toggles (after the defaults)
- *   tsx llm.ts run DIR NAME --no-robustness   Dawn's bounds checks off (WebGpu.Options.robustness: false)
+ *   tsx llm.ts run DIR NAME --robustness   Dawn's bounds checks on (default off: WebGpu.Options.robustness)
  *   tsx llm.ts run DIR NAME --f32-activations      a prompt's activations kept f32 (f16 for products on subgroup
  *                                                 matrices by default)
  *   tsx llm.ts run DIR NAME --apart-stores   a layer's keys and values stored by two dispatches (default: one,
@@ -194,7 +194,7 @@ const gpuOptions = {
   ...(rest.includes("--toggles")
     ? { toggles: [...WebGpu.defaultToggles, ...rest[rest.indexOf("--toggles") + 1].split(",")] }
     : {}),
-  ...(rest.includes("--no-robustness") ? { robustness: false } : {})
+  ...(rest.includes("--robustness") ? { robustness: true } : {})
 }
 
 if (command === "models") {
@@ -286,7 +286,7 @@ const measure = (name: string) =>
       mv_rows: gpuOptions.quantizedDecode?.int8Rows ?? 2,
       mv_groups: gpuOptions.quantizedDecode?.int8Groups ?? "auto",
       norm_once: gpuOptions.quantizedDecode?.normOnce !== false,
-      robustness: gpuOptions.robustness !== false,
+      robustness: gpuOptions.robustness === true,
       mv_split: gpuOptions.quantizedDecode?.int8Split ?? "none",
       mv_split_below: gpuOptions.quantizedDecode?.int8SplitBelow ?? 1024,
       steps_ahead: rest.includes("--steps-ahead") ? Number(rest[rest.indexOf("--steps-ahead") + 1]) : 1,

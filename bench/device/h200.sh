@@ -3,8 +3,8 @@
 # minutes at most), each step's files back as one (steps.sh). Through the device tool with carry [".gpu-llm"]
 # and needs_h200 (the most in the first call: an H200 may not come twice in a session):
 #   bash .gpu-llm/run.sh bash .gpu-llm/h200.sh          the model table with this tree's defaults, then Dawn's
-#                                                       bounds checks off (--no-robustness) at 8B q8_0
-#                                                       against the default with them (~5 minutes)
+#                                                       bounds checks on (--robustness) at 8B q8_0 against
+#                                                       the default without them (~5 minutes)
 #   PART=check bash ...                                  kernel-check's int8 forms at 32 lanes, then row groups
 #                                                       in turn (the default since the session of 2026-12-05
 #                                                       18:12) against a workgroup a group and a lower cap at
@@ -27,6 +27,6 @@ case "${PART:-}" in
     ;;
   *)
     bash .gpu-llm/steps.sh "table:bash .gpu-llm/table.sh" \
-      "forms:bash .gpu-llm/forms.sh 8b-q8_0 'llm.mjs' 'llm.mjs --no-robustness'"
+      "forms:bash .gpu-llm/forms.sh 8b-q8_0 'llm.mjs' 'llm.mjs --robustness'"
     ;;
 esac

@@ -34,16 +34,16 @@ export interface Options {
   readonly shareDevice?: boolean | undefined
   /**
    * Dawn toggles to enable (one list: Dawn keeps only the last flag). The default enables f16 on NVIDIA
-   * (vulkan_enable_f16_on_nvidia) and experimental features such as subgroup matrices (allow_unsafe_apis).
-   * The Config EFFECT_GPU_WEBGPU_TOGGLES (comma-separated) adds to either list.
+   * (vulkan_enable_f16_on_nvidia), experimental features such as subgroup matrices (allow_unsafe_apis),
+   * and turns robustness off (disable_robustness, see `robustness`). The Config EFFECT_GPU_WEBGPU_TOGGLES
+   * (comma-separated) adds to either list.
    */
   readonly toggles?: ReadonlyArray<string> | undefined
   /**
    * Dawn's bounds checks on every buffer and workgroup-array index (WebGPU's robustness; browsers keep it
-   * whatever is asked). Default: on. `false` turns them off in Node (the `disable_robustness` toggle), as
-   * native backends run: a model then prompted and decoded faster on an H100, but the lavapipe suite ran
-   * several times slower without them, a cause not yet found, so they stay on by default
-   * (benchmarks/RESULTS.md).
+   * whatever is asked). Default: off in Node (the `disable_robustness` toggle among defaultToggles), as
+   * native backends run: the kernels keep their own indices in range (the conformance suite checks them),
+   * and the checks slowed a model's prompts and decoding (benchmarks/RESULTS.md). `true` drops the toggle.
    */
   readonly robustness?: boolean | undefined
   /** Dawn toggles to disable; default: timestamp_quantization (exact timings in traces) */
@@ -103,7 +103,11 @@ export interface Options {
  * @since 0.1.0
  * @category constants
  */
-export const defaultToggles: ReadonlyArray<string> = ["allow_unsafe_apis", "vulkan_enable_f16_on_nvidia"]
+export const defaultToggles: ReadonlyArray<string> = [
+  "allow_unsafe_apis",
+  "vulkan_enable_f16_on_nvidia",
+  "disable_robustness"
+]
 
 /**
  * Dawn toggles disabled by default: timestamp_quantization, which rounds GPU timestamps to 2^16 ns
@@ -242,7 +246,7 @@ export const make = (
     }
     // toggles from the environment added to the options' (a whole run with one changed, as a test suite)
     const extra = yield* Config.array(Config.string(), "EFFECT_GPU_WEBGPU_TOGGLES").pipe(Config.withDefault([]))
-    const toggles = Gpu.toggles(options.toggles ?? defaultToggles, options.robustness === false, extra)
+    const toggles = Gpu.toggles(options.toggles ?? defaultToggles, options.robustness === true, extra)
     const gpu = yield* Gpu.acquire(dawnFlags(toggles, options.disabledToggles))
     const devices: Array<Device.Device> = []
     if (options.shareDevice === true) {

@@ -12,16 +12,15 @@ import * as Effect from "effect/Effect"
 const instances = new Map<string, Promise<GPU>>()
 
 /**
- * @internal: the toggles a device opens with: the options' (or the defaults), disable_robustness where
- * robustness is turned off, then those the environment adds (empty entries dropped)
+ * @internal: the toggles a device opens with: the options' (or the defaults), without disable_robustness
+ * where robustness is asked for, then those the environment adds (empty entries dropped)
  */
 export const toggles = (
   base: ReadonlyArray<string>,
-  noRobustness: boolean,
+  robustness: boolean,
   extra: ReadonlyArray<string>
 ): ReadonlyArray<string> => [
-  ...base,
-  ...(noRobustness && !base.includes("disable_robustness") ? ["disable_robustness"] : []),
+  ...base.filter((t) => !robustness || t !== "disable_robustness"),
   ...extra.filter((t) => t.length > 0)
 ]
 
