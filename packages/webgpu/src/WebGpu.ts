@@ -43,7 +43,8 @@ export interface Options {
    * Dawn's bounds checks on every buffer and workgroup-array index (WebGPU's robustness; browsers keep it
    * whatever is asked). Default: off in Node (the `disable_robustness` toggle among defaultToggles), as
    * native backends run: the kernels keep their own indices in range (the conformance suite checks them),
-   * and the checks slowed a model's prompts and decoding (benchmarks/RESULTS.md). `true` drops the toggle.
+   * and the checks slowed a model's prompts and decoding (benchmarks/RESULTS.md). `true` drops the toggle,
+   * `false` adds it to toggles of one's own.
    */
   readonly robustness?: boolean | undefined
   /** Dawn toggles to disable; default: timestamp_quantization (exact timings in traces) */
@@ -246,7 +247,7 @@ export const make = (
     }
     // toggles from the environment added to the options' (a whole run with one changed, as a test suite)
     const extra = yield* Config.array(Config.string(), "EFFECT_GPU_WEBGPU_TOGGLES").pipe(Config.withDefault([]))
-    const toggles = Gpu.toggles(options.toggles ?? defaultToggles, options.robustness === true, extra)
+    const toggles = Gpu.toggles(options.toggles ?? defaultToggles, options.robustness, extra)
     const gpu = yield* Gpu.acquire(dawnFlags(toggles, options.disabledToggles))
     const devices: Array<Device.Device> = []
     if (options.shareDevice === true) {

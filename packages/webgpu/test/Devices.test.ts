@@ -229,8 +229,11 @@ describe("Dawn instance flags", () => {
 
   it("turn robustness off by default, on where asked, and add the environment's toggles", () => {
     assert.include(WebGpu.defaultToggles, "disable_robustness")
-    assert.deepStrictEqual(Gpu.toggles(WebGpu.defaultToggles, false, []), WebGpu.defaultToggles)
+    assert.deepStrictEqual(Gpu.toggles(WebGpu.defaultToggles, undefined, []), WebGpu.defaultToggles)
     assert.notInclude(Gpu.toggles(WebGpu.defaultToggles, true, []), "disable_robustness")
     assert.deepStrictEqual(Gpu.toggles(["a", "disable_robustness"], true, ["b", ""]), ["a", "b"])
+    // robustness: false with toggles of one's own still turns the checks off, once
+    assert.deepStrictEqual(Gpu.toggles(["a"], false, []), ["a", "disable_robustness"])
+    assert.deepStrictEqual(Gpu.toggles(WebGpu.defaultToggles, false, []), WebGpu.defaultToggles)
   })
 })

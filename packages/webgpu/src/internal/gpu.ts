@@ -12,15 +12,17 @@ import * as Effect from "effect/Effect"
 const instances = new Map<string, Promise<GPU>>()
 
 /**
- * @internal: the toggles a device opens with: the options' (or the defaults), without disable_robustness
- * where robustness is asked for, then those the environment adds (empty entries dropped)
+ * @internal: the toggles a device opens with: the options' (or the defaults), with disable_robustness
+ * dropped where robustness is asked for and added where it is turned off, then those the environment adds
+ * (empty entries dropped)
  */
 export const toggles = (
   base: ReadonlyArray<string>,
-  robustness: boolean,
+  robustness: boolean | undefined,
   extra: ReadonlyArray<string>
 ): ReadonlyArray<string> => [
-  ...base.filter((t) => !robustness || t !== "disable_robustness"),
+  ...base.filter((t) => robustness !== true || t !== "disable_robustness"),
+  ...(robustness === false && !base.includes("disable_robustness") ? ["disable_robustness"] : []),
   ...extra.filter((t) => t.length > 0)
 ]
 
