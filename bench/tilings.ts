@@ -67,12 +67,15 @@ export const parseAttention = (s: string) => {
 
 /** flash attention's matrix form for prompts: "one-pass|two-pass[:SUBGROUPS][:no-prefetch]" */
 export const parsePrefillAttention = (s: string) => {
-  const m = /^(one-pass|two-pass)(?::(\d+))?(:no-prefetch)?$/.exec(s)
-  if (m === null) throw new Error(`a prompt attention form is one-pass|two-pass[:SUBGROUPS][:no-prefetch], got ${s}`)
+  const m = /^(one-pass|two-pass)(?::(\d+))?(:no-prefetch)?(:packed)?$/.exec(s)
+  if (m === null) {
+    throw new Error(`a prompt attention form is one-pass|two-pass[:SUBGROUPS][:no-prefetch][:packed], got ${s}`)
+  }
   return {
     form: m[1] as "one-pass" | "two-pass",
     ...(m[2] !== undefined ? { subgroups: Number(m[2]) } : {}),
-    ...(m[3] !== undefined ? { prefetch: false } : {})
+    ...(m[3] !== undefined ? { prefetch: false } : {}),
+    ...(m[4] !== undefined ? { spread: false } : {})
   }
 }
 

@@ -211,26 +211,33 @@ const program = Effect.gen(function*() {
   // mask whose later blocks it skips; q scaled up so that rows' maxima grow block after block and O is
   // rescaled; sinks; ALiBi and a soft cap; K and V loaded a block ahead or not), and the two-pass form where
   // the mask's rows do not load 8 f16 at a time (300 keys). Each: D, n_q, keys, subgroups (0: the default),
-  // mask, sinks, q's scale, prefetch, ALiBi and soft cap, the kernel expected
+  // mask, sinks, q's scale, prefetch, ALiBi and soft cap, S and P spread over the banks (the default) or
+  // packed, the kernel expected
   const tiles = "flash_attn_tiles"
   const prefillCases = [
-    [128, 100, 304, 4, "random", false, 1, true, false, tiles],
-    [64, 200, 512, 8, "causal", true, 1, true, false, tiles],
-    [128, 64, 296, 0, "random", false, 12, true, false, tiles],
-    [64, 100, 304, 4, "causal", false, 4, false, false, tiles],
-    [64, 70, 304, 4, "random", true, 2, true, true, tiles],
-    [64, 100, 300, 0, "random", false, 1, true, false, "flash_attn_mma"]
+    [128, 100, 304, 4, "random", false, 1, true, false, true, tiles],
+    [64, 200, 512, 8, "causal", true, 1, true, false, true, tiles],
+    [128, 200, 512, 8, "causal", true, 1, true, false, false, tiles],
+    [128, 64, 296, 0, "random", false, 12, true, false, true, tiles],
+    [128, 64, 296, 0, "random", false, 12, true, false, false, tiles],
+    [64, 100, 304, 4, "causal", false, 4, false, false, true, tiles],
+    [64, 70, 304, 4, "random", true, 2, true, true, true, tiles],
+    [64, 100, 300, 0, "random", false, 1, true, false, true, "flash_attn_mma"]
   ] as const
   for (
-    const [D, nQ, keys, subgroups, maskKind, withSinks, qScale, prefetch, capped, family] of only(
+    const [D, nQ, keys, subgroups, maskKind, withSinks, qScale, prefetch, capped, spread, family] of only(
       "prefill",
       prefillCases
     )
   ) {
-    const c = { D, nQ, keys, subgroups, mask: maskKind, sinks: withSinks, qScale, prefetch, capped, family }
+    const c = { D, nQ, keys, subgroups, mask: maskKind, sinks: withSinks, qScale, prefetch, capped, spread, family }
     const [dev] = yield* WebGpu.make({
       devices: 1,
-      attentionPrefill: { ...(c.subgroups > 0 ? { subgroups: c.subgroups } : {}), prefetch: c.prefetch }
+      attentionPrefill: {
+        ...(c.subgroups > 0 ? { subgroups: c.subgroups } : {}),
+        prefetch: c.prefetch,
+        spread: c.spread
+      }
     })
     const g = Graph.make()
     const q = yield* g.input("q", "f32", [c.D, c.nQ, 32])
@@ -252,7 +259,7 @@ const program = Effect.gen(function*() {
     ])
     const ok = error <= 1e-5 && kernels.startsWith(c.family) &&
       (c.subgroups === 0 || kernels.includes(`subgroups=${c.subgroups}`)) &&
-      (c.family !== tiles || kernels.includes(`prefetch=${c.prefetch}`))
+      (c.family !== tiles || (kernels.includes(`prefetch=${c.prefetch}`) && kernels.includes(`spread=${c.spread}`)))
     if (!ok) failed++
     console.log(JSON.stringify({ prefillAttention: c, kernels, nmse: error, bound: 1e-5, ok }))
   }

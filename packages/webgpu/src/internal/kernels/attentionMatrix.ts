@@ -82,13 +82,13 @@ ${entry(threads, true)}
   let slope = slope_of(h);`
 
 /**
- * @internal: O += P V for a block of `keys` keys: P (f16, the subgroup's rows of Ps) by V's staged rows of
- * `dv` values (Vs, whose elements hold `unit` f16 each), into the result fragments o0, o1, ...
+ * @internal: O += P V for a block of `keys` keys: P (f16, the subgroup's rows of Ps, `stride` apart) by V's
+ * staged rows of `dv` values (Vs, whose elements hold `unit` f16 each), into the result fragments o0, o1, ...
  */
-export const multiplyPV = (keys: number, dv: number, unit: 1 | 4): string =>
+export const multiplyPV = (keys: number, dv: number, unit: 1 | 4, stride = keys): string =>
   range(keys / 16).map((kk) =>
     `    {
-      let p = subgroupMatrixLoad<${LEFT}>(&Ps, sg * ${16 * keys}u + ${kk * 16}u, ${keys}u);
+      let p = subgroupMatrixLoad<${LEFT}>(&Ps, sg * ${16 * stride}u + ${kk * 16}u, ${stride}u);
 ${
       range(dv / 16).map((n) =>
         `      o${n} = subgroupMatrixMultiplyAccumulate(p, subgroupMatrixLoad<${RIGHT_ROWS}>(&Vs, ${

@@ -25,9 +25,18 @@ const KEYS = 32
 /** how far (natural log) a row's max may pass the one its P is taken against before O is rescaled */
 const RESCALE_AT = 8
 
+/**
+ * S's and P's row strides (f32, f16) where rows are spread: a lane pair's scores of 16 rows read from 32 f32
+ * a row would fall in one bank for every row (16 lanes a bank); 36 and 40 keep 16-byte rows for the
+ * subgroup-matrix stores and loads and leave two lanes a bank, with each lane taking every other key
+ */
+const S_SPREAD = KEYS + 4
+const P_SPREAD = KEYS + 8
+
 /** the workgroup memory the kernel takes for head sizes D and Dv and `subgroups` */
-const sharedBytes = (D: number, Dv: number, subgroups: number) =>
-  KEYS * (D + Dv) * 2 + subgroups * 16 * KEYS * (4 + 2) + subgroups * 16 * 4 + 256
+const sharedBytes = (D: number, Dv: number, subgroups: number, spread: boolean) =>
+  KEYS * (D + Dv) * 2 + subgroups * 16 * (spread ? S_SPREAD * 4 + P_SPREAD * 2 : KEYS * (4 + 2)) +
+  subgroups * 16 * 4 + 256
 
 /**
  * @internal: subgroups a workgroup of the one-pass form takes: the asked number, else 8 (128 query rows,
@@ -55,7 +64,8 @@ export const applies = (node: Tensor.Tensor, op: Extract<Op, { _tag: "FlashAttnE
   const [q, k, v] = node.src
   const mask = op.hasMask ? node.src[3] : undefined
   return loadsEight(k) && loadsEight(v) && (mask === undefined || loadsEight(mask)) &&
-    sharedBytes(q.ne[0], v.ne[0], subgroupsFor(node, target)) <= (target.workgroupStorage ?? 16384)
+    (sharedBytes(q.ne[0], v.ne[0], subgroupsFor(node, target), true) <= (target.workgroupStorage ?? 16384) ||
+      sharedBytes(q.ne[0], v.ne[0], subgroupsFor(node, target), false) <= (target.workgroupStorage ?? 16384))
 }
 
 /** @internal: the one-pass kernel, `fallback` (the two-pass one) where the bindings do not allow 8-f16 loads */
@@ -71,15 +81,23 @@ export const flashAttnTiles = (
   const D = q.ne[0]
   const Dv = v.ne[0]
   const SG = subgroupsFor(node, target)
-  const prefetch = target.attentionPrefill?.prefetch !== false
   const ROWS = 16 * SG
   const THREADS = 32 * SG
   const HALF = KEYS / 2
+  const prefetch = target.attentionPrefill?.prefetch !== false
+  const spread = target.attentionPrefill?.spread !== false &&
+    sharedBytes(D, Dv, SG, true) <= (target.workgroupStorage ?? 16384)
+  // S's and P's row strides; with `spread` a lane takes keys hc, hc + 2, ... (every other one), else a run
+  // of HALF keys from hc * HALF
+  const SS = spread ? S_SPREAD : KEYS
+  const PS = spread ? P_SPREAD : KEYS
+  const keyOf = (c: number) => spread ? `${2 * c}u + hc` : `hc * ${HALF}u + ${c}u`
   const mask = op.hasMask
   const sinks = op.hasSinks
   const softcap = op.logitSoftcap !== 0
-  // the subgroup's region of Ss: its S, or fragments of O on their way through workgroup memory
-  const region = `sg * ${16 * KEYS}u`
+  // the subgroup's region of Ss: its S, or fragments of O on their way through workgroup memory; of Ps: P
+  const region = `sg * ${16 * SS}u`
+  const pRegion = `sg * ${16 * PS}u`
   // O's fragments through the subgroup's region, PER at a time (each 256 floats): `body` runs on each
   // element e (0..255) of fragment f, lane-strided, between the stores and (with `reload`) the loads back
   const PER = (16 * KEYS) / 256
@@ -130,15 +148,20 @@ ${body}
     }`
     ).join("\n")
   const fetchBoth = (at: string) => `${fetch("kr", D, "k", "kb3", at)}\n${fetch("vr", Dv, "v", "vb3", at)}`
-  // the lane's mask values: HALF keys of its row, 8 a load
-  const maskValue = (c: number) => `f32(bitcast<vec4<f16>>(mk[${c >> 3}].${(c & 7) < 4 ? "xy" : "zw"})[${c & 3}])`
-  const maskLoads = `    var mk: array<vec4<u32>, ${HALF / 8}>;
+  // the lane's mask values, 8 a load: HALF keys of its row, or with `spread` the row's KEYS keys, of which
+  // word c holds keys 2c and 2c + 1 (the lane's c-th key, hc)
+  const maskWords = spread ? KEYS / 8 : HALF / 8
+  const maskValue = (c: number) =>
+    spread
+      ? `f32(select(unpack2x16float(mk[${c >> 2}][${c & 3}]).x, unpack2x16float(mk[${c >> 2}][${c & 3}]).y, hc == 1u))`
+      : `f32(bitcast<vec4<f16>>(mk[${c >> 3}].${(c & 7) < 4 ? "xy" : "zw"})[${c & 3}])`
+  const maskLoads = `    var mk: array<vec4<u32>, ${maskWords}>;
     var seen = false;
     if (i < nq) {
 ${
-    range(HALF / 8).map((u) =>
+    range(maskWords).map((u) =>
       `      {
-        let jb = j0 + hc * ${HALF}u + ${u * 8}u;
+        let jb = j0 + ${spread ? "" : `hc * ${HALF}u + `}${u * 8}u;
         if (jb < nkv) {
           mk[${u}] = ldw_m(ix_m(jb, i, h % P.m_ne2, b % P.m_ne3) >> 3u);
           seen = seen || any(bitcast<vec4<f16>>(mk[${u}].xy) >= vec4<f16>(-65504.0h)) ||
@@ -156,8 +179,8 @@ ${
     }`
   const scores = range(HALF).map((c) =>
     `    {
-      let jj = hc * ${HALF}u + ${c}u;
-      var x = Ss[(${region}) + row * ${KEYS}u + jj] * P.scale;${
+      let jj = ${keyOf(c)};
+      var x = Ss[(${region}) + row * ${SS}u + jj] * P.scale;${
       softcap ? "\n      x = P.softcap * tanh_s(x / P.softcap);" : ""
     }
       if (j0 + jj >= nkv) { x = neg_inf(); }${mask ? `\n      else if (i < nq) { x += slope * ${maskValue(c)}; }` : ""}
@@ -184,7 +207,7 @@ ${
           }u, ${D / 4}u), s);`
         ).join("\n")
       }
-      subgroupMatrixStore<row_major>(&Ss, ${region} + ${t * 16}u, s, ${KEYS}u);
+      subgroupMatrixStore<row_major>(&Ss, ${region} + ${t * 16}u, s, ${SS}u);
     }`
     ).join("\n")
   }
@@ -209,7 +232,7 @@ ${
       `    {
       let p = select(0.0, exp(sv[${c}] - m), sv[${c}] > neg_inf());
       ps += p;
-      Ps[(${region}) + row * ${KEYS}u + hc * ${HALF}u + ${c}u] = f16(p);
+      Ps[(${pRegion}) + row * ${PS}u + ${keyOf(c)}] = f16(p);
     }`
     ).join("\n")
   }
@@ -221,10 +244,10 @@ ${
     if (rescaling != 0u && started) {
 ${rounds("      Ss[(" + region + ") + x] *= Ls[sg * 16u + r];", true)}
     }
-${multiplyPV(KEYS, Dv, 4)}
+${multiplyPV(KEYS, Dv, 4, PS)}
     started = true;
   }`
-  const variant = { family: "flash_attn_tiles", D, Dv, mask, sinks, softcap, subgroups: SG, prefetch }
+  const variant = { family: "flash_attn_tiles", D, Dv, mask, sinks, softcap, subgroups: SG, prefetch, spread }
   const kernel = matrixKernel(
     variant,
     operands,
@@ -234,8 +257,8 @@ ${multiplyPV(KEYS, Dv, 4)}
     `
 var<workgroup> Ks: array<vec4<f16>, ${(KEYS * D) / 4}>;
 var<workgroup> Vs: array<vec4<f16>, ${(KEYS * Dv) / 4}>;
-var<workgroup> Ss: array<f32, ${SG * 16 * KEYS}>;
-var<workgroup> Ps: array<f16, ${SG * 16 * KEYS}>;
+var<workgroup> Ss: array<f32, ${SG * 16 * SS}>;
+var<workgroup> Ps: array<f16, ${SG * 16 * PS}>;
 var<workgroup> Ls: array<f32, ${ROWS}>;
 // [0]: a subgroup rescales this block, [1]: a row sees a key of it. An array of 256 bytes: beside a scalar
 // workgroup variable the subgroup-matrix loads read garbage on the H200 (a 4-byte variable misaligning the

@@ -184,6 +184,8 @@ export interface AttentionPrefill {
   readonly subgroups?: number
   /** K and V of the next block loaded into registers under the current block's products (default: on) */
   readonly prefetch?: boolean
+  /** S's and P's rows padded and a lane's keys every other one, its reads in distinct banks (default: on) */
+  readonly spread?: boolean
 }
 
 /** @internal: what the device offers the kernels, which they are chosen and generated for */
