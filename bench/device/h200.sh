@@ -4,7 +4,8 @@
 # and needs_h200 (the most in the first call: an H200 may not come twice in a session):
 #   bash .gpu-llm/run.sh bash .gpu-llm/h200.sh          the model table with this tree's defaults, then Dawn's
 #                                                       bounds checks on (--robustness) at 8B q8_0 against
-#                                                       the default without them (~5 minutes)
+#                                                       the default without them, then flash prefill against
+#                                                       the chain (S and P spread over the banks) (~6 minutes)
 #   PART=check bash ...                                  kernel-check's int8 forms at 32 lanes, then row groups
 #                                                       in turn (the default since the session of 2026-12-05
 #                                                       18:12) against a workgroup a group and a lower cap at
@@ -27,6 +28,7 @@ case "${PART:-}" in
     ;;
   *)
     bash .gpu-llm/steps.sh "table:bash .gpu-llm/table.sh" \
-      "forms:bash .gpu-llm/forms.sh 8b-q8_0 'llm.mjs' 'llm.mjs --robustness'"
+      "forms:bash .gpu-llm/forms.sh 8b-q8_0 'llm.mjs' 'llm.mjs --robustness'" \
+      "attention:cd .gpu-llm && timeout 100 node run.mjs --no-peer --cases flash_attn_prefill,attn_chain_prefill"
     ;;
 esac
