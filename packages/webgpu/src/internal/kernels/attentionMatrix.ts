@@ -83,17 +83,18 @@ ${entry(threads, true)}
 
 /**
  * @internal: O += P V for a block of `keys` keys: P (f16, the subgroup's rows of Ps, `stride` apart) by V's
- * staged rows of `dv` values (Vs, whose elements hold `unit` f16 each), into the result fragments o0, o1, ...
+ * staged rows of `dv` values (Vs, rows `vStride` f16 apart, whose elements hold `unit` f16 each), into the
+ * result fragments o0, o1, ...
  */
-export const multiplyPV = (keys: number, dv: number, unit: 1 | 4, stride = keys): string =>
+export const multiplyPV = (keys: number, dv: number, unit: 1 | 4, stride = keys, vStride = dv): string =>
   range(keys / 16).map((kk) =>
     `    {
       let p = subgroupMatrixLoad<${LEFT}>(&Ps, sg * ${16 * stride}u + ${kk * 16}u, ${stride}u);
 ${
       range(dv / 16).map((n) =>
         `      o${n} = subgroupMatrixMultiplyAccumulate(p, subgroupMatrixLoad<${RIGHT_ROWS}>(&Vs, ${
-          (kk * 16 * dv + n * 16) / unit
-        }u, ${dv / unit}u), o${n});`
+          (kk * 16 * vStride + n * 16) / unit
+        }u, ${vStride / unit}u), o${n});`
       ).join("\n")
     }
     }`

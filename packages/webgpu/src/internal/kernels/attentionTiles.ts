@@ -26,17 +26,20 @@ const KEYS = 32
 const RESCALE_AT = 8
 
 /**
- * S's and P's row strides (f32, f16) where rows are spread: a lane pair's scores of 16 rows read from 32 f32
- * a row would fall in one bank for every row (16 lanes a bank); 36 and 40 keep 16-byte rows for the
- * subgroup-matrix stores and loads and leave two lanes a bank, with each lane taking every other key
+ * Rows spread over the banks: S's and P's row strides (f32, f16), K's and V's padding (f16). A lane pair's
+ * scores of 16 rows read from 32 f32 a row would fall in one bank for every row (16 lanes a bank), and a
+ * matrix load's 16-byte pieces of rows 256 bytes apart (K and V at head size 128) in the same four banks;
+ * these strides keep rows 16-byte aligned for the subgroup-matrix loads and stores, and leave two lanes a
+ * bank for the scores (each lane taking every other key) and the matrix loads' rows in distinct banks
  */
 const S_SPREAD = KEYS + 4
 const P_SPREAD = KEYS + 8
+const KV_PAD = 8
 
 /** the workgroup memory the kernel takes for head sizes D and Dv and `subgroups` */
 const sharedBytes = (D: number, Dv: number, subgroups: number, spread: boolean) =>
-  KEYS * (D + Dv) * 2 + subgroups * 16 * (spread ? S_SPREAD * 4 + P_SPREAD * 2 : KEYS * (4 + 2)) +
-  subgroups * 16 * 4 + 256
+  KEYS * (D + Dv + (spread ? 2 * KV_PAD : 0)) * 2 +
+  subgroups * 16 * (spread ? S_SPREAD * 4 + P_SPREAD * 2 : KEYS * (4 + 2)) + subgroups * 16 * 4 + 256
 
 /**
  * @internal: subgroups a workgroup of the one-pass form takes: the asked number, else 8 (128 query rows,
@@ -91,6 +94,9 @@ export const flashAttnTiles = (
   // of HALF keys from hc * HALF
   const SS = spread ? S_SPREAD : KEYS
   const PS = spread ? P_SPREAD : KEYS
+  // K's and V's staged row strides, in f16
+  const KS = D + (spread ? KV_PAD : 0)
+  const VS = Dv + (spread ? KV_PAD : 0)
   const keyOf = (c: number) => spread ? `${2 * c}u + hc` : `hc * ${HALF}u + ${c}u`
   const mask = op.hasMask
   const sinks = op.hasSinks
@@ -137,13 +143,14 @@ ${body}
       }u) * 8u, j, g, ${b3}) >> 3u); }
     }`
     ).join("\n")
-  const stash = (tile: string, regs: string, width: number) =>
+  const stash = (tile: string, regs: string, width: number, stride: number) =>
     range(loadsOf(width)).map((e) =>
       `    {
       let x = lid + ${e * THREADS}u;
       if (x < ${(KEYS * width) / 8}u) {
-        ${tile}[2u * x] = bitcast<vec4<f16>>(${regs}[${e}].xy);
-        ${tile}[2u * x + 1u] = bitcast<vec4<f16>>(${regs}[${e}].zw);
+        let o = (x / ${width / 8}u) * ${stride / 4}u + (x % ${width / 8}u) * 2u;
+        ${tile}[o] = bitcast<vec4<f16>>(${regs}[${e}].xy);
+        ${tile}[o + 1u] = bitcast<vec4<f16>>(${regs}[${e}].zw);
       }
     }`
     ).join("\n")
@@ -192,8 +199,8 @@ ${
   for (var j0 = 0u; j0 < nkv; j0 += ${KEYS}u) {
 ${mask ? maskLoads : "    workgroupBarrier();"}
 ${prefetch ? "" : fetchBoth("j0")}
-${stash("Ks", "kr", D)}
-${stash("Vs", "vr", Dv)}
+${stash("Ks", "kr", D, KS)}
+${stash("Vs", "vr", Dv, VS)}
     workgroupBarrier();
 ${prefetch ? fetchBoth(`j0 + ${KEYS}u`) : ""}
 ${
@@ -203,8 +210,8 @@ ${
 ${
         range(D / 16).map((s) =>
           `      s = subgroupMatrixMultiplyAccumulate(q${s}, subgroupMatrixLoad<${RIGHT_COLUMNS}>(&Ks, ${
-            (t * 16 * D + s * 16) / 4
-          }u, ${D / 4}u), s);`
+            (t * 16 * KS + s * 16) / 4
+          }u, ${KS / 4}u), s);`
         ).join("\n")
       }
       subgroupMatrixStore<row_major>(&Ss, ${region} + ${t * 16}u, s, ${SS}u);
@@ -244,7 +251,7 @@ ${
     if (rescaling != 0u && started) {
 ${rounds("      Ss[(" + region + ") + x] *= Ls[sg * 16u + r];", true)}
     }
-${multiplyPV(KEYS, Dv, 4, PS)}
+${multiplyPV(KEYS, Dv, 4, PS, VS)}
     started = true;
   }`
   const variant = { family: "flash_attn_tiles", D, Dv, mask, sinks, softcap, subgroups: SG, prefetch, spread }
@@ -255,8 +262,8 @@ ${multiplyPV(KEYS, Dv, 4, PS)}
     q,
     ROWS,
     `
-var<workgroup> Ks: array<vec4<f16>, ${(KEYS * D) / 4}>;
-var<workgroup> Vs: array<vec4<f16>, ${(KEYS * Dv) / 4}>;
+var<workgroup> Ks: array<vec4<f16>, ${(KEYS * KS) / 4}>;
+var<workgroup> Vs: array<vec4<f16>, ${(KEYS * VS) / 4}>;
 var<workgroup> Ss: array<f32, ${SG * 16 * SS}>;
 var<workgroup> Ps: array<f16, ${SG * 16 * PS}>;
 var<workgroup> Ls: array<f32, ${ROWS}>;
