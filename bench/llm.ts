@@ -56,6 +56,8 @@
  *                                                 its layer's key and value store)
  *   tsx llm.ts run DIR NAME --splits-apart   a split-K product's partial sums added by its merge dispatch
  *                                            (default: by the norm reading them, where one does next)
+ *   tsx llm.ts run DIR NAME --prefill-subgroups N   prompt attention in one pass: subgroups (16 query rows each) a
+ *                                                  workgroup (default: 8 where that gives 256 workgroups, else 4)
  *   tsx llm.ts run DIR NAME --steps-ahead N   greedy decoding's steps queued past the token awaited (default 1)
  *   tsx llm.ts run DIR NAME --q-prefill tiles|copy   a quantized prompt product's weights dequantized in its
  *                                                 tiles or copied into f16 first (default: the copy from 256 columns)
@@ -113,7 +115,8 @@ const valued = [
   "--mv-rows",
   "--mv-groups",
   "--mv-split",
-  "--mv-split-below"
+  "--mv-split-below",
+  "--prefill-subgroups"
 ]
 const names = rest.filter((n, i) => !n.startsWith("--") && !valued.includes(rest[i - 1]))
 const attentionAt = rest.indexOf("--attention")
@@ -163,6 +166,9 @@ const decodeForms = {
 const quantizedDecode = Object.keys(decodeForms).length > 0 ? { rows: 2, columns: 8, ...decodeForms } : undefined
 const gpuOptions = {
   ...(Object.keys(attentionDecode).length > 0 ? { attentionDecode } : {}),
+  ...(rest.includes("--prefill-subgroups")
+    ? { attentionPrefill: { subgroups: Number(rest[rest.indexOf("--prefill-subgroups") + 1]) } }
+    : {}),
   ...(quantizedDecode !== undefined ? { quantizedDecode } : {}),
   ...(rest.includes("--f32-activations") ? { halfActivations: false } : {}),
   ...(rest.includes("--norm-tree") ? { normReduce: "tree" as const } : {}),
@@ -261,6 +267,7 @@ const measure = (name: string) =>
     const result = {
       model: name,
       attention: attention ?? "auto",
+      prefill_subgroups: gpuOptions.attentionPrefill?.subgroups ?? "auto",
       projections: projections ?? "auto",
       q_prefill: gpuOptions.quantizedPrefill ?? "default",
       stores: gpuOptions.storeValuesWithKeys === false
