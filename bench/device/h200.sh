@@ -5,7 +5,9 @@
 #   bash .gpu-llm/run.sh bash .gpu-llm/h200.sh          the model table with this tree's defaults, then Dawn's
 #                                                       bounds checks on (--robustness) at 8B q8_0 against
 #                                                       the default without them, then flash prefill against
-#                                                       the chain (S and P spread over the banks) (~6 minutes)
+#                                                       the chain (its rows spread over the banks: 4.7x on
+#                                                       an H100, run fl; 1.95x on the H200 before, run ei)
+#                                                       (~6 minutes)
 #   PART=check bash ...                                  kernel-check's int8 forms at 32 lanes, then row groups
 #                                                       in turn (the default since the session of 2026-12-05
 #                                                       18:12) against a workgroup a group and a lower cap at
