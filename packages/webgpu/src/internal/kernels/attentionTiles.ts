@@ -9,7 +9,8 @@
  * fragments go through workgroup memory once for that block, which after the first few blocks is rare.
  * The two-pass form (attentionMatrix.ts), which never rescales but computes S twice, is the fallback.
  * Where a mask hides a whole block from every row of a workgroup (a causal prompt's later keys), the block
- * is skipped before its K and V are staged. On the H200 it runs 8x faster than the two-pass form
+ * is skipped before its K and V are staged. Staged rows are padded so that lanes and matrix loads fall in
+ * distinct banks (S_SPREAD). On the H200 it runs 8x faster than the two-pass form
  * (benchmarks/RESULTS.md).
  *
  * @internal
@@ -67,8 +68,8 @@ export const applies = (node: Tensor.Tensor, op: Extract<Op, { _tag: "FlashAttnE
   const [q, k, v] = node.src
   const mask = op.hasMask ? node.src[3] : undefined
   return loadsEight(k) && loadsEight(v) && (mask === undefined || loadsEight(mask)) &&
-    (sharedBytes(q.ne[0], v.ne[0], subgroupsFor(node, target), true) <= (target.workgroupStorage ?? 16384) ||
-      sharedBytes(q.ne[0], v.ne[0], subgroupsFor(node, target), false) <= (target.workgroupStorage ?? 16384))
+    // (the packed rows' memory: the spread ones take more, where it fits)
+    sharedBytes(q.ne[0], v.ne[0], subgroupsFor(node, target), false) <= (target.workgroupStorage ?? 16384)
 }
 
 /** @internal: the one-pass kernel, `fallback` (the two-pass one) where the bindings do not allow 8-f16 loads */
