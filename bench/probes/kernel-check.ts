@@ -211,7 +211,7 @@ const program = Effect.gen(function*() {
   // mask whose later blocks it skips; q scaled up so that rows' maxima grow block after block and O is
   // rescaled; sinks; ALiBi and a soft cap; K and V loaded a block ahead or not), and the two-pass form where
   // the mask's rows do not load 8 f16 at a time (300 keys). Each: D, n_q, keys, subgroups (0: the default),
-  // mask, sinks, q's scale, prefetch, ALiBi and soft cap, S and P spread over the banks (the default) or
+  // mask, sinks, q's scale, prefetch, ALiBi and soft cap, staged rows spread over the banks (the default) or
   // packed, the kernel expected
   const tiles = "flash_attn_tiles"
   const prefillCases = [

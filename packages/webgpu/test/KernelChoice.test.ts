@@ -473,7 +473,7 @@ describe("mul_mat kernel choice", () => {
       assert.strictEqual(kernelFor(prefill, h200)!.variant.subgroups, 4)
       assert.strictEqual(kernelFor(yield* attention(2048), h200)!.variant.subgroups, 8)
       assert.strictEqual(kernelFor(prefill, { ...h200, attentionPrefill: { subgroups: 8 } })!.variant.subgroups, 8)
-      // S and P rows spread over the banks where their padding fits the workgroup memory, else packed
+      // K, V, S and P rows spread over the banks where their padding fits the workgroup memory, else packed
       assert.strictEqual(kernelFor(prefill, h200)!.variant.spread, true)
       assert.strictEqual(kernelFor(prefill, { ...h200, attentionPrefill: { spread: false } })!.variant.spread, false)
       const tight = kernelFor(yield* attention(2048), { ...h200, workgroupStorage: 44000 })!

@@ -184,7 +184,10 @@ export interface AttentionPrefill {
   readonly subgroups?: number
   /** K and V of the next block loaded into registers under the current block's products (default: on) */
   readonly prefetch?: boolean
-  /** S's and P's rows padded and a lane's keys every other one, its reads in distinct banks (default: on) */
+  /**
+   * K's, V's, S's and P's staged rows padded (a lane's keys every other one), so that lanes and matrix loads
+   * fall in distinct banks (default: on where the padding fits the workgroup memory)
+   */
   readonly spread?: boolean
 }
 
