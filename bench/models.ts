@@ -23,7 +23,9 @@ const product = (prepared: Prepared, dtype: DType.DType, M: number, N: number, K
     prepared(backend, (g) =>
       Effect.gen(function*() {
         const a = yield* g.param("a", dtype, [K, M])
-        const b = yield* g.input("b", dtype === "f16" ? "f16" : "f32", [K, N])
+        // a prompt's activations f16, as a model's products take them and as the f16 case always had them;
+        // a decoding step's f32
+        const b = yield* g.input("b", dtype === "f16" || N > 8 ? "f16" : "f32", [K, N])
         yield* g.output(Ops.mulMat(a, b))
       }))
 })

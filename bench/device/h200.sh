@@ -4,10 +4,12 @@
 # and needs_h200 (the most in the first call: an H200 may not come twice in a session):
 #   bash .gpu-llm/run.sh bash .gpu-llm/h200.sh          the model table with this tree's defaults, then Dawn's
 #                                                       bounds checks on (--robustness) at 8B q8_0 against
-#                                                       the default without them, then flash prefill against
+#                                                       the default without them and the prompt's attention
+#                                                       in one pass at 128 rows a workgroup (level with the
+#                                                       chain on an H100, run fm), then flash prefill against
 #                                                       the chain (its rows spread over the banks: 4.7x on
 #                                                       an H100, run fl; 1.95x on the H200 before, run ei)
-#                                                       (~6 minutes)
+#                                                       (~7 minutes)
 #   PART=check bash ...                                  kernel-check's int8 forms at 32 lanes, then row groups
 #                                                       in turn (the default since the session of 2026-12-05
 #                                                       18:12) against a workgroup a group and a lower cap at
@@ -15,8 +17,12 @@
 #   PART=18 bash ...                                     issue 18's matrix-vector cases of every decode type (the
 #                                                       k-quants' int8 form not yet timed alone; 95-100 s cut
 #                                                       them short in runs fd and ff), then its prompt products
-#                                                       traced dispatch by dispatch (q4_0 at 4096 rows ran at
-#                                                       61% of f16 in run ff, at 80% on an H100) (~5 minutes)
+#                                                       traced dispatch by dispatch, and again in a second
+#                                                       process (q4_0 at 4096 rows ran at 61% of f16 in run
+#                                                       ff, at 80% on an H100; some processes run q4_0's
+#                                                       cases slow throughout), then the
+#                                                       same products natively in the same design
+#                                                       (bench/probes/qprefill-anchor.cu) (~6 minutes)
 cd "$(dirname "$0")/.."
 case "${PART:-}" in
   check)
@@ -26,11 +32,14 @@ case "${PART:-}" in
   18)
     bash .gpu-llm/steps.sh \
       "mv:cd .gpu-llm && timeout 200 node run.mjs --no-peer --own-params --cases mv_q4_0,mv_q8_0,mv_q4_K,mv_q6_K" \
-      "prefill18:cd .gpu-llm && timeout 100 node run.mjs --no-peer --own-params --profile --cases prefill_f16,prefill_q4_0,prefill_q8_0"
+      "prefill18:cd .gpu-llm && timeout 100 node run.mjs --no-peer --own-params --profile --cases prefill_f16,prefill_q4_0,prefill_q8_0" \
+      "again:cd .gpu-llm && timeout 100 node run.mjs --no-peer --own-params --cases prefill_f16,prefill_q4_0,prefill_q8_0" \
+      "anchor:nvcc -O3 -arch=sm_90 -o /tmp/qprefill-anchor bench/probes/qprefill-anchor.cu && timeout 60 /tmp/qprefill-anchor"
     ;;
   *)
     bash .gpu-llm/steps.sh "table:bash .gpu-llm/table.sh" \
-      "forms:bash .gpu-llm/forms.sh 8b-q8_0 'llm.mjs' 'llm.mjs --robustness'" \
+      "forms:bash .gpu-llm/forms.sh 8b-q8_0 'llm.mjs' 'llm.mjs --robustness' \
+        'llm.mjs --attention fused --prefill-subgroups 8'" \
       "attention:cd .gpu-llm && timeout 100 node run.mjs --no-peer --cases flash_attn_prefill,attn_chain_prefill"
     ;;
 esac
