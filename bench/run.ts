@@ -339,10 +339,11 @@ const allCases = (): ReadonlyArray<Case> => {
 // ------------------------------------------------------------------------------------------------------------
 
 /**
- * Warm-up until the speed settles: at least WARMUP_MS, then batches of 10 runs until a batch's median is
- * within 3% of the one before, or WARMUP_MAX_MS. The H200 idles its SM clock at ~345 MHz (nvidia-smi,
- * while the host generates inputs) and climbs to 1980 MHz over seconds of load; a 64 Mi add ran 2.3x
- * slower in the first second (RESULTS.md, "clock ramp").
+ * Warm-up until the speed settles: a first run (it creates the case's pipelines), then at least WARMUP_MS
+ * of runs, then batches of 10 runs until a batch's median is within 3% of the one before, or WARMUP_MAX_MS.
+ * The H200 and H100 idle their SM clock at 345 MHz while the host makes a case's inputs and climb to 1980
+ * MHz within a second of load; a warm-up timed from before the first run spent most of its time creating
+ * pipelines, so some cases ran at the idle clock throughout (benchmarks/RESULTS.md, runs fq and fr).
  */
 const WARMUP_MS = quick ? 100 : 1500
 const WARMUP_MAX_MS = quick ? 500 : 8000
@@ -361,6 +362,7 @@ const batchMedian = <E, R>(run: Effect.Effect<void, E, R>, n: number) =>
 /** median wall time of RUNS runs after warm-up */
 const medianOf = <E, R>(run: Effect.Effect<void, E, R>) =>
   Effect.gen(function*() {
+    yield* run
     const start = performance.now()
     let last = Infinity
     for (;;) {

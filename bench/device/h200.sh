@@ -20,7 +20,8 @@
 #                                                       traced dispatch by dispatch, and again in a second
 #                                                       process (q4_0 at 4096 rows ran at 61% of f16 in run
 #                                                       ff, at 80% on an H100; some processes run q4_0's
-#                                                       cases slow throughout), then the
+#                                                       cases slow throughout: the GPU's clocks sampled
+#                                                       beside both, clocked.sh), then the
 #                                                       same products natively in the same design
 #                                                       (bench/probes/qprefill-anchor.cu) (~6 minutes)
 cd "$(dirname "$0")/.."
@@ -32,8 +33,8 @@ case "${PART:-}" in
   18)
     bash .gpu-llm/steps.sh \
       "mv:cd .gpu-llm && timeout 200 node run.mjs --no-peer --own-params --cases mv_q4_0,mv_q8_0,mv_q4_K,mv_q6_K" \
-      "prefill18:cd .gpu-llm && timeout 100 node run.mjs --no-peer --own-params --profile --cases prefill_f16,prefill_q4_0,prefill_q8_0" \
-      "again:cd .gpu-llm && timeout 100 node run.mjs --no-peer --own-params --cases prefill_f16,prefill_q4_0,prefill_q8_0" \
+      "prefill18:bash .gpu-llm/clocked.sh bash -c 'cd .gpu-llm && timeout 100 node run.mjs --no-peer --own-params --profile --cases prefill_f16,prefill_q4_0,prefill_q8_0'" \
+      "again:bash .gpu-llm/clocked.sh bash -c 'cd .gpu-llm && timeout 100 node run.mjs --no-peer --own-params --cases prefill_f16,prefill_q4_0,prefill_q8_0'" \
       "anchor:nvcc -O3 -arch=sm_90 -o /tmp/qprefill-anchor bench/probes/qprefill-anchor.cu && timeout 60 /tmp/qprefill-anchor"
     ;;
   *)

@@ -83,6 +83,6 @@ if [ -n "${BASE:-}" ]; then
   rm -rf "$base"
 fi
 cp tools/llama-oracle/bench.mjs bench/device/run.sh bench/device/common.sh bench/device/table.sh bench/device/ab.sh bench/device/forms.sh bench/device/h200.sh \
-  bench/device/steps.sh $out/
+  bench/device/steps.sh bench/device/clocked.sh $out/
 du -sh $out/* | sed 's/^/  /'
 echo "total: $(du -sh $out | cut -f1) (a device run carries at most 64 MiB with the working tree)"
