@@ -4,12 +4,11 @@
 # and needs_h200 (the most in the first call: an H200 may not come twice in a session):
 #   bash .gpu-llm/run.sh bash .gpu-llm/h200.sh          the model table with this tree's defaults, then Dawn's
 #                                                       bounds checks on (--robustness) at 8B q8_0 against
-#                                                       the default without them and the prompt's attention
-#                                                       in one pass at 128 rows a workgroup (level with the
-#                                                       chain on an H100, run fm), then flash prefill against
-#                                                       the chain (its rows spread over the banks: 4.7x on
-#                                                       an H100, run fl; 1.95x on the H200 before, run ei)
-#                                                       (~7 minutes)
+#                                                       the default without them, then flash_attn_ext
+#                                                       against the chain, decode and prefill, the clocks
+#                                                       sampled beside (the chain's earlier figures came at
+#                                                       the idle clock: 1.08x prefill, 1.8x decode on an
+#                                                       H100 once warmed, run fs) (~6 minutes)
 #   PART=check bash ...                                  kernel-check's int8 forms at 32 lanes, then row groups
 #                                                       in turn (the default since the session of 2026-12-05
 #                                                       18:12) against a workgroup a group and a lower cap at
@@ -39,8 +38,7 @@ case "${PART:-}" in
     ;;
   *)
     bash .gpu-llm/steps.sh "table:bash .gpu-llm/table.sh" \
-      "forms:bash .gpu-llm/forms.sh 8b-q8_0 'llm.mjs' 'llm.mjs --robustness' \
-        'llm.mjs --attention fused --prefill-subgroups 8'" \
-      "attention:cd .gpu-llm && timeout 100 node run.mjs --no-peer --cases flash_attn_prefill,attn_chain_prefill"
+      "forms:bash .gpu-llm/forms.sh 8b-q8_0 'llm.mjs' 'llm.mjs --robustness'" \
+      "attention:bash .gpu-llm/clocked.sh bash -c 'cd .gpu-llm && timeout 100 node run.mjs --no-peer --cases flash_attn_decode,attn_chain_decode,flash_attn_prefill,attn_chain_prefill'"
     ;;
 esac
