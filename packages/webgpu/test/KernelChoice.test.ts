@@ -476,6 +476,9 @@ describe("mul_mat kernel choice", () => {
       // K, V, S and P rows spread over the banks where their padding fits the workgroup memory, else packed
       assert.strictEqual(kernelFor(prefill, h200)!.variant.spread, true)
       assert.strictEqual(kernelFor(prefill, { ...h200, attentionPrefill: { spread: false } })!.variant.spread, false)
+      // the mask's words, as K's and V's, loaded a block ahead unless the prefetch is off
+      assert.include(kernelFor(prefill, h200)!.main, "let mk = mkn;")
+      assert.notInclude(kernelFor(prefill, { ...h200, attentionPrefill: { prefetch: false } })!.main, "mkn")
       const tight = kernelFor(yield* attention(2048), { ...h200, workgroupStorage: 44000 })!
       assert.deepInclude(tight.variant, { family: "flash_attn_tiles", subgroups: 8, spread: false })
       assert.strictEqual(chosen(prefill, { ...h200, attentionPrefill: { form: "two-pass" } }), "flash_attn_mma")

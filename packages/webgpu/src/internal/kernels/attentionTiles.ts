@@ -1,8 +1,10 @@
 /**
  * Fused attention for prompts on subgroup matrices in one pass over the keys. A workgroup takes 16 query
  * rows of one head per subgroup; blocks of 32 keys go by, K and V staged in workgroup memory 8 f16 a load
- * and shared by the subgroups. Per block: S = Q K^T on the fragments, the lanes' scores (two lanes a row)
- * into P = exp(S - m) as f16, then O += P V on the fragments, which stay in registers.
+ * and shared by the subgroups. Each block's K, V and mask words are loaded a block ahead, in flight under
+ * the block before (the mask's, awaited at each block's start, had cost time: benchmarks/RESULTS.md).
+ * Per block: S = Q K^T on the fragments, the lanes' scores (two lanes a row) into P = exp(S - m) as f16,
+ * then O += P V on the fragments, which stay in registers.
  *
  * Subgroup matrices give no access to a row, so O is rescaled only when a row's max grows by more than
  * RESCALE_AT over the max its P was taken against (P is then at most e^RESCALE_AT, well inside f16): the
@@ -163,22 +165,28 @@ ${body}
     spread
       ? `f32(select(unpack2x16float(mk[${c >> 2}][${c & 3}]).x, unpack2x16float(mk[${c >> 2}][${c & 3}]).y, hc == 1u))`
       : `f32(bitcast<vec4<f16>>(mk[${c >> 3}].${(c & 7) < 4 ? "xy" : "zw"})[${c & 3}])`
-  const maskLoads = `    var mk: array<vec4<u32>, ${maskWords}>;
+  // the lane's mask words of the block from `at` into `regs`, zero past the keys or rows
+  const maskFetch = (regs: string, at: string) =>
+    range(maskWords).map((u) =>
+      `    {
+      let jb = ${at} + ${spread ? "" : `hc * ${HALF}u + `}${u * 8}u;
+      ${regs}[${u}] = vec4<u32>();
+      if (i < nq && jb < nkv) { ${regs}[${u}] = ldw_m(ix_m(jb, i, h % P.m_ne2, b % P.m_ne3) >> 3u); }
+    }`
+    ).join("\n")
+  // whether a row sees a key of the block: where `prefetch`, the mask words came a block ahead (mkn), and
+  // the next block's go out before the workgroup waits on this one's flag
+  const maskLoads = `${
+    prefetch ? `    let mk = mkn;` : `    var mk: array<vec4<u32>, ${maskWords}>;\n${maskFetch("mk", "j0")}`
+  }
     var seen = false;
-    if (i < nq) {
 ${
     range(maskWords).map((u) =>
-      `      {
-        let jb = j0 + ${spread ? "" : `hc * ${HALF}u + `}${u * 8}u;
-        if (jb < nkv) {
-          mk[${u}] = ldw_m(ix_m(jb, i, h % P.m_ne2, b % P.m_ne3) >> 3u);
-          seen = seen || any(bitcast<vec4<f16>>(mk[${u}].xy) >= vec4<f16>(-65504.0h)) ||
-            any(bitcast<vec4<f16>>(mk[${u}].zw) >= vec4<f16>(-65504.0h));
-        }
-      }`
+      `    seen = seen || (i < nq && j0 + ${spread ? "" : `hc * ${HALF}u + `}${u * 8}u < nkv &&
+      (any(bitcast<vec4<f16>>(mk[${u}].xy) >= vec4<f16>(-65504.0h)) ||
+        any(bitcast<vec4<f16>>(mk[${u}].zw) >= vec4<f16>(-65504.0h))));`
     ).join("\n")
-  }
-    }
+  }${prefetch ? `\n${maskFetch("mkn", `j0 + ${KEYS}u`)}` : ""}
     if (seen) { flags[1] = 1u; }
     let go = workgroupUniformLoad(&flags[1]);
     if (lid == 0u) { flags[1] = 0u; }
@@ -293,10 +301,10 @@ ${range(Dv / 16).map((n) => `  var o${n}: ${RESULT};`).join("\n")}
   var l = ${sinks ? "1.0" : "0.0"};
   var started = false;
   var kr: array<vec4<u32>, ${loadsOf(D)}>;
-  var vr: array<vec4<u32>, ${loadsOf(Dv)}>;
+  var vr: array<vec4<u32>, ${loadsOf(Dv)}>;${mask && prefetch ? `\n  var mkn: array<vec4<u32>, ${maskWords}>;` : ""}
   {
     let j0 = 0u;
-${prefetch ? fetchBoth("j0") : ""}
+${prefetch ? fetchBoth("j0") : ""}${mask && prefetch ? `\n${maskFetch("mkn", "j0")}` : ""}
   }
 ${loop}
   if (hc == 0u) { Ls[sg * 16u + row] = select(0.0, 1.0 / l, l > 0.0); }

@@ -182,7 +182,10 @@ export interface AttentionPrefill {
   readonly form?: "one-pass" | "two-pass"
   /** subgroups (16 query rows each) a workgroup of the one-pass form takes */
   readonly subgroups?: number
-  /** K and V of the next block loaded into registers under the current block's products (default: on) */
+  /**
+   * K, V and the mask's words of the next block loaded into registers under the current block's work
+   * (default: on)
+   */
   readonly prefetch?: boolean
   /**
    * K's, V's, S's and P's staged rows padded (a lane's keys every other one), so that lanes and matrix loads
