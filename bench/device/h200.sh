@@ -23,8 +23,21 @@
 #                                                       beside both, clocked.sh), then the
 #                                                       same products natively in the same design
 #                                                       (bench/probes/qprefill-anchor.cu) (~6 minutes)
+#   PART=20 bash ...                                     issue 20's last row, 8B q8_0 prefill (0.98x in run fv):
+#                                                       the f16 copies of its weights alone against a plain
+#                                                       f16 copy (traced 9.2 ms of a 56 ms prompt at ~2.5 TB/s
+#                                                       in run dx, where element-wise ops reach 4.1), then the
+#                                                       copy's wider form and the tiles that dequantize as
+#                                                       they stage against the default, prompts only
+#                                                       (~4 minutes)
 cd "$(dirname "$0")/.."
 case "${PART:-}" in
+  20)
+    bash .gpu-llm/steps.sh \
+      "copy:bash .gpu-llm/clocked.sh bash -c 'cd .gpu-llm && timeout 120 node copy.mjs 14336 4096'" \
+      "forms:bash .gpu-llm/forms.sh 8b-q8_0 'llm.mjs --prefill-only' 'llm.mjs --prefill-only --copy-shape 8:wide' \
+        'llm.mjs --prefill-only --q-prefill tiles'"
+    ;;
   check)
     bash .gpu-llm/steps.sh "check:cd .gpu-llm && timeout 120 node check.mjs norms inturn plain stack merge" \
       "groups:bash .gpu-llm/forms.sh 8b-q8_0 'llm.mjs' 'llm.mjs --mv-groups 0' 'llm.mjs --mv-groups 198'"
