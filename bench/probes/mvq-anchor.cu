@@ -12,7 +12,7 @@
 // layouts, back to back (q4_0 / q8_0 / q6_K blocks 2-byte aligned: loaded as 16-bit halves of words).
 // Timing: CUDA events over 48 products on rotating weight copies of >= 512 MB in all, so that L2 (60 MB)
 // holds none of them; per product, and TB/s of weight bytes.
-#include <cuda_fp16.h>
+#include "anchor.cuh"
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -285,15 +285,6 @@ static double hostCheck(int rows, int K) {
 }
 
 // ---- device
-
-#define CK(x)                                                                     \
-  do {                                                                            \
-    cudaError_t e = (x);                                                          \
-    if (e != cudaSuccess) {                                                       \
-      printf("%s: %s (line %d)\n", #x, cudaGetErrorString(e), __LINE__);         \
-      exit(1);                                                                    \
-    }                                                                             \
-  } while (0)
 
 /** b rounded to int8 blocks of 32: a warp a block, a lane a value */
 __global__ void roundB(const float* x, int8_t* q, float* d, float* s, int K) {

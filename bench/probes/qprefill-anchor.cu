@@ -12,8 +12,7 @@
 //   copy    A's blocks dequantized into f16 by a kernel of their own, then the f16 kernel (the default)
 //   staged  the f16 kernel dequantizing A's blocks as it fetches them (`--q-prefill tiles`)
 // Each time is the median of 15, L2 flushed before each, the copy and its product timed together.
-#include <cuda_fp16.h>
-#include <mma.h>
+#include "anchor.cuh"
 #include <cstdio>
 #include <cstdlib>
 #include <cstdint>
@@ -99,19 +98,7 @@ __global__ void __launch_bounds__(THREADS) mm(const void* __restrict__ Av, const
     for (int l = 0; l < BL; l++) *reinterpret_cast<uint4*>(Bs + row(l) * LDS + ac) = rb[l];
     __syncthreads();
     if (kt + 1 < KT) fetch(kt + 1);
-#pragma unroll
-    for (int kk = 0; kk < BK; kk += 16) {
-      wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> fa[FR];
-      wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::col_major> fb[FC];
-#pragma unroll
-      for (int i = 0; i < FR; i++) wmma::load_matrix_sync(fa[i], As + (wr * FR * 16 + i * 16) * LDS + kk, LDS);
-#pragma unroll
-      for (int j = 0; j < FC; j++) wmma::load_matrix_sync(fb[j], Bs + (wc * FC * 16 + j * 16) * LDS + kk, LDS);
-#pragma unroll
-      for (int i = 0; i < FR; i++)
-#pragma unroll
-        for (int j = 0; j < FC; j++) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
-    }
+    warpStep<FR, FC, BK, LDS>(acc, As + wr * FR * 16 * LDS, Bs + wc * FC * 16 * LDS);
   }
   // C is M x N here as ggml's result is N rows of M: row n, column m
   float* cw = Cs + w * 256;
@@ -135,15 +122,6 @@ __global__ void dequantize(const uint8_t* __restrict__ A, half* __restrict__ out
   const int row = piece / (K / 8), k = (piece % (K / 8)) * 8;
   reinterpret_cast<uint4*>(out)[piece] = decodeBlock(fetchBlock(A, W, row, K, k), W);
 }
-
-#define CK(x)                                                            \
-  do {                                                                   \
-    cudaError_t e = (x);                                                 \
-    if (e != cudaSuccess) {                                              \
-      printf("%s: %s (line %d)\n", #x, cudaGetErrorString(e), __LINE__); \
-      exit(1);                                                           \
-    }                                                                    \
-  } while (0)
 
 static uint16_t toHalf(float x) {
   half h = __float2half(x);

@@ -12,8 +12,7 @@
 //              copy, and Dawn gives a workgroup at most 48 KiB)
 //   2 stages   two shared stages, prefetch through registers, one barrier a step
 //   async N    N shared stages filled by cp.async (no registers)
-#include <cuda_fp16.h>
-#include <mma.h>
+#include "anchor.cuh"
 #include <cstdio>
 #include <cstdlib>
 #include <cmath>
@@ -63,19 +62,7 @@ __global__ void __launch_bounds__(WR * WC * 32) mm(const half* __restrict__ A, c
     for (int j = 0; j < FC; j++) wmma::fill_fragment(acc[i][j], 0.0f);
 
   auto compute = [&](const half* as, const half* bs) {
-#pragma unroll
-    for (int kk = 0; kk < BK; kk += 16) {
-      wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> fa[FR];
-      wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::col_major> fb[FC];
-#pragma unroll
-      for (int i = 0; i < FR; i++) wmma::load_matrix_sync(fa[i], as + (wr * FR * 16 + i * 16) * LDS + kk, LDS);
-#pragma unroll
-      for (int j = 0; j < FC; j++) wmma::load_matrix_sync(fb[j], bs + (wc * FC * 16 + j * 16) * LDS + kk, LDS);
-#pragma unroll
-      for (int i = 0; i < FR; i++)
-#pragma unroll
-        for (int j = 0; j < FC; j++) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
-    }
+    warpStep<FR, FC, BK, LDS>(acc, as + wr * FR * 16 * LDS, bs + wc * FC * 16 * LDS);
   };
 
   if constexpr (ASYNC) {
@@ -149,15 +136,6 @@ __global__ void __launch_bounds__(WR * WC * 32) mm(const half* __restrict__ A, c
       __syncwarp();
     }
 }
-
-#define CK(x)                                                                 \
-  do {                                                                        \
-    cudaError_t e = (x);                                                      \
-    if (e != cudaSuccess) {                                                   \
-      printf("%s: %s (line %d)\n", #x, cudaGetErrorString(e), __LINE__);      \
-      exit(1);                                                                \
-    }                                                                         \
-  } while (0)
 
 template <int WR, int WC, int FR, int FC, int STAGES, bool ASYNC>
 void run(const char* name, int n, const half* dA, const half* dB, float* dC, const std::vector<half>& hA,
