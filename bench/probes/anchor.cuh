@@ -1,6 +1,6 @@
 // What the native anchors (bench/probes/*-anchor.cu) share: a CUDA call checked, and one K step of a
-// warp's fragments in the backend's f16 tile design (warp matrices, the native counterpart of WGSL's
-// subgroup matrices). Not project code; each anchor includes it and builds on its own.
+// warp's fragments and their way out in the backend's f16 tile design (warp matrices, the native
+// counterpart of WGSL's subgroup matrices). Not project code; each anchor includes it and builds on its own.
 #pragma once
 #include <cuda_fp16.h>
 #include <mma.h>
@@ -37,4 +37,25 @@ __device__ inline void warpStep(nvcuda::wmma::fragment<nvcuda::wmma::accumulator
 #pragma unroll
       for (int j = 0; j < FC; j++) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
   }
+}
+
+/**
+ * a warp's FR x FC fragments out through its 16 x 16 shared tile cw, 8 floats a lane, as the WGSL kernel
+ * stores them: at(i, j, r, c) is where row r, columns c to c + 7 of fragment (i, j), stored in `layout`, go
+ */
+template <int FR, int FC, class At>
+__device__ inline void warpStore(nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> (&acc)[FR][FC],
+                                 float* cw, int lane, nvcuda::wmma::layout_t layout, At at) {
+#pragma unroll
+  for (int i = 0; i < FR; i++)
+#pragma unroll
+    for (int j = 0; j < FC; j++) {
+      nvcuda::wmma::store_matrix_sync(cw, acc[i][j], 16, layout);
+      __syncwarp();
+      const int r = lane / 2, c = (lane % 2) * 8;
+      float* dst = at(i, j, r, c);
+      reinterpret_cast<float4*>(dst)[0] = reinterpret_cast<float4*>(cw + r * 16 + c)[0];
+      reinterpret_cast<float4*>(dst)[1] = reinterpret_cast<float4*>(cw + r * 16 + c)[1];
+      __syncwarp();
+    }
 }

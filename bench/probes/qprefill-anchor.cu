@@ -101,17 +101,9 @@ __global__ void __launch_bounds__(THREADS) mm(const void* __restrict__ Av, const
     warpStep<FR, FC, BK, LDS>(acc, As + wr * FR * 16 * LDS, Bs + wc * FC * 16 * LDS);
   }
   // C is M x N here as ggml's result is N rows of M: row n, column m
-  float* cw = Cs + w * 256;
-  for (int i = 0; i < FR; i++)
-    for (int j = 0; j < FC; j++) {
-      wmma::store_matrix_sync(cw, acc[i][j], 16, wmma::mem_col_major);
-      __syncwarp();
-      const int r = lane / 2, c = (lane % 2) * 8;
-      float* dst = C + (size_t)(n0 + wc * FC * 16 + j * 16 + r) * M + m0 + wr * FR * 16 + i * 16 + c;
-      reinterpret_cast<float4*>(dst)[0] = reinterpret_cast<float4*>(cw + r * 16 + c)[0];
-      reinterpret_cast<float4*>(dst)[1] = reinterpret_cast<float4*>(cw + r * 16 + c)[1];
-      __syncwarp();
-    }
+  warpStore<FR, FC>(acc, Cs + w * 256, lane, wmma::mem_col_major, [&](int i, int j, int r, int c) {
+    return C + (size_t)(n0 + wc * FC * 16 + j * 16 + r) * M + m0 + wr * FR * 16 + i * 16 + c;
+  });
 }
 
 // the copy: 8 values a thread, into f16 rows

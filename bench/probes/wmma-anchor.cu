@@ -122,19 +122,9 @@ __global__ void __launch_bounds__(WR * WC * 32) mm(const half* __restrict__ A, c
   }
 
   // results leave through a 16x16 shared tile per warp, as in the WGSL kernel
-  float* cw = Cs + w * 256;
-#pragma unroll
-  for (int i = 0; i < FR; i++)
-#pragma unroll
-    for (int j = 0; j < FC; j++) {
-      wmma::store_matrix_sync(cw, acc[i][j], 16, wmma::mem_row_major);
-      __syncwarp();
-      const int r = lane / 2, c = (lane % 2) * 8;
-      float* dst = C + (size_t)(m0 + wr * FR * 16 + i * 16 + r) * N + n0 + wc * FC * 16 + j * 16 + c;
-      reinterpret_cast<float4*>(dst)[0] = reinterpret_cast<float4*>(cw + r * 16 + c)[0];
-      reinterpret_cast<float4*>(dst)[1] = reinterpret_cast<float4*>(cw + r * 16 + c)[1];
-      __syncwarp();
-    }
+  warpStore<FR, FC>(acc, Cs + w * 256, lane, wmma::mem_row_major, [&](int i, int j, int r, int c) {
+    return C + (size_t)(m0 + wr * FR * 16 + i * 16 + r) * N + n0 + wc * FC * 16 + j * 16 + c;
+  });
 }
 
 template <int WR, int WC, int FR, int FC, int STAGES, bool ASYNC>
