@@ -68,3 +68,15 @@ export const prepare = (
     // compute returns once the GPU is done: a run is one submit and its wait
     return backend.compute(plan)
   })
+
+/**
+ * `run` once (it creates the pipelines), then again for `ms` of load: the GPU's SM clock idles low while
+ * the host makes the inputs and climbs only under load, so a few runs first left probes timing at the idle
+ * clock (benchmarks/RESULTS.md, runs fq and fr)
+ */
+export const warmUp = <E, R>(run: Effect.Effect<unknown, E, R>, ms = 1500) =>
+  Effect.gen(function*() {
+    yield* run
+    const start = performance.now()
+    while (performance.now() - start < ms) yield* run
+  })

@@ -13,6 +13,7 @@ import { Graph, Ops, Tensor } from "@effect-gpu/core"
 import * as Generators from "@effect-gpu/testing/Generators"
 import { WebGpu } from "@effect-gpu/webgpu"
 import { Effect } from "effect"
+import { warmUp } from "../case.js"
 import { parseAttention } from "../tilings.js"
 
 const args = process.argv.slice(2)
@@ -39,7 +40,7 @@ const traced = (form: string, D: number) =>
     yield* plan.set(k, Generators.values(2, D * KEYS * HKV))
     yield* plan.set(v, Generators.values(3, D * KEYS * HKV))
     yield* plan.set(mask, new Float32Array(KEYS))
-    for (let i = 0; i < 5; i++) yield* backend.compute(plan)
+    yield* warmUp(backend.compute(plan))
     const times = new Map<string, Array<number>>()
     for (let r = 0; r < REPS; r++) {
       const trace = yield* backend.captureNext
@@ -65,7 +66,7 @@ const wallPerLayer = (
     const inputs = yield* build(g)
     const plan = yield* backend.allocate(g.build())
     for (const t of inputs) yield* plan.set(t, Generators.values(t.id, Tensor.nelements(t)).map((x) => x * 0.1))
-    for (let i = 0; i < 10; i++) yield* backend.compute(plan)
+    yield* warmUp(backend.compute(plan))
     const walls: Array<number> = []
     for (let r = 0; r < REPS; r++) {
       const t0 = performance.now()

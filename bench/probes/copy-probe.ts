@@ -16,6 +16,7 @@ import * as Quant from "@effect-gpu/core/Quant"
 import * as Generators from "@effect-gpu/testing/Generators"
 import { WebGpu } from "@effect-gpu/webgpu"
 import { Effect } from "effect"
+import { warmUp } from "../case.js"
 
 const args = process.argv.slice(2)
 const sized = args.length >= 2 && /^\d+$/.test(args[0]) && /^\d+$/.test(args[1])
@@ -40,7 +41,7 @@ const median = (xs: Array<number>) => [...xs].sort((a, b) => a - b)[Math.floor(x
 // the GPU time of the dispatch `kernel` picks, and of the plan's other dispatches (the product over the copy)
 const timed = (backend: Backend, plan: Plan, kernel: (k: string) => boolean) =>
   Effect.gen(function*() {
-    for (let i = 0; i < 3; i++) yield* backend.compute(plan)
+    yield* warmUp(backend.compute(plan))
     const us: Array<number> = []
     const rest: Array<number> = []
     let name = ""

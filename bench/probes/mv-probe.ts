@@ -9,6 +9,7 @@ import { Graph, Ops } from "@effect-gpu/core"
 import * as Generators from "@effect-gpu/testing/Generators"
 import { WebGpu } from "@effect-gpu/webgpu"
 import { Effect } from "effect"
+import { warmUp } from "../case.js"
 import { openDawn } from "../dawn.js"
 const K = Number(process.argv[2] ?? 4096)
 const M = Number(process.argv[3] ?? 1024)
@@ -26,9 +27,7 @@ const main = Effect.gen(function*() {
         const plan = yield* backend.allocate(g.build())
         yield* plan.set(a, Generators.values(1, K * M))
         yield* plan.set(b, Generators.values(2, K + 4))
-        // the GPU's clock climbs only under seconds of load
-        const t0 = performance.now()
-        while (performance.now() - t0 < 2000) yield* backend.compute(plan)
+        yield* warmUp(backend.compute(plan), 2000)
         const ts: Array<number> = []
         let kernel = ""
         for (let i = 0; i < 15; i++) {

@@ -10,6 +10,7 @@ import * as Quant from "@effect-gpu/core/Quant"
 import * as Generators from "@effect-gpu/testing/Generators"
 import { WebGpu } from "@effect-gpu/webgpu"
 import { Effect } from "effect"
+import { warmUp } from "../case.js"
 import { parseTile } from "../tilings.js"
 
 const [model = "8b", ...tileArgs] = process.argv.slice(2)
@@ -43,7 +44,7 @@ const probe = (
     const plan = yield* backend.allocate(g.build())
     yield* plan.set(a, weights)
     yield* plan.set(b, activations)
-    for (let i = 0; i < 5; i++) yield* backend.compute(plan)
+    yield* warmUp(backend.compute(plan))
     const us: Array<number> = []
     let kernel = ""
     for (let r = 0; r < 10; r++) {

@@ -13,6 +13,7 @@ import { Graph, Ops, Registry, Scheduler } from "@effect-gpu/core"
 import type { Tensor } from "@effect-gpu/core"
 import { WebGpu } from "@effect-gpu/webgpu"
 import { Effect } from "effect"
+import { warmUp } from "../case.js"
 
 const [H, F, T, L] = (process.argv.slice(2).length === 4 ? process.argv.slice(2) : ["2048", "5632", "128", "8"]).map(
   Number
@@ -50,7 +51,7 @@ const median = (xs: Array<number>) => [...xs].sort((a, b) => a - b)[Math.floor(x
 
 const time = (run: Effect.Effect<void, unknown>) =>
   Effect.gen(function*() {
-    for (let i = 0; i < 5; i++) yield* run
+    yield* warmUp(run)
     const walls: Array<number> = []
     for (let i = 0; i < 20; i++) {
       const t0 = performance.now()

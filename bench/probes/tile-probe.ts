@@ -17,6 +17,7 @@ import { Graph, Ops } from "@effect-gpu/core"
 import * as Generators from "@effect-gpu/testing/Generators"
 import { WebGpu } from "@effect-gpu/webgpu"
 import { Effect } from "effect"
+import { warmUp } from "../case.js"
 import { openDawn } from "../dawn.js"
 import { parseRegs, parseTile } from "../tilings.js"
 
@@ -52,9 +53,7 @@ const main = Effect.gen(function*() {
       yield* plan.set(b, Generators.values(2, n * n, { min: 0.05, max: 0.5 }))
       const wall: Array<number> = []
       const gpuMs: Array<number> = []
-      // two seconds of load first: the H200's SM clock climbs from idle over seconds (RESULTS.md)
-      const warm = performance.now()
-      while (performance.now() - warm < 2000) yield* Effect.zipRight(backend.compute(plan), backend.synchronize)
+      yield* warmUp(Effect.zipRight(backend.compute(plan), backend.synchronize), 2000)
       for (let i = 0; i < 20; i++) {
         const t = performance.now()
         yield* backend.compute(plan)
