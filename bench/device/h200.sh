@@ -1,57 +1,51 @@
 #!/usr/bin/env bash
-# On the GPU machine: what issues 18 and 20 still ask of an H200, each part one device call (a call runs 10
-# minutes at most), each step's files back as one (steps.sh). Through the device tool with carry [".gpu-llm"]
-# and needs_h200 (the most in the first call: an H200 may not come twice in a session):
-#   bash .gpu-llm/run.sh bash .gpu-llm/h200.sh          the model table with this tree's defaults, then Dawn's
-#                                                       bounds checks on (--robustness) at 8B q8_0 against
-#                                                       the default without them, then flash_attn_ext
-#                                                       against the chain, decode and prefill, the clocks
-#                                                       sampled beside (the chain's earlier figures came at
-#                                                       the idle clock: 1.08x prefill, 1.8x decode on an
-#                                                       H100 once warmed, run fs) (~6 minutes)
-#   PART=check bash ...                                  kernel-check's int8 forms at 32 lanes, then row groups
-#                                                       in turn (the default since the session of 2026-12-05
-#                                                       18:12) against a workgroup a group and a lower cap at
-#                                                       8B q8_0 (last run: run fe, on an H100) (~5 minutes)
-#   PART=18 bash ...                                     issue 18's matrix-vector cases of every decode type (the
-#                                                       k-quants' int8 form not yet timed alone; 95-100 s cut
-#                                                       them short in runs fd and ff), then its prompt products
-#                                                       traced dispatch by dispatch, and again in a second
-#                                                       process (q4_0 at 4096 rows ran at 61% of f16 in run
-#                                                       ff, at 80% on an H100; some processes run q4_0's
-#                                                       cases slow throughout: the GPU's clocks sampled
-#                                                       beside both, clocked.sh), then the
-#                                                       same products natively in the same design
-#                                                       (bench/probes/qprefill-anchor.cu) (~6 minutes)
-#   PART=20 bash ...                                     issue 20's last row, 8B q8_0 prefill (0.98x in run fv):
-#                                                       the f16 copies of its weights alone against a plain
-#                                                       f16 copy (traced 9.2 ms of a 56 ms prompt at ~2.5 TB/s
-#                                                       in run dx, where element-wise ops reach 4.1), then the
-#                                                       copy's wider form and the tiles that dequantize as
-#                                                       they stage against the default, prompts only
-#                                                       (~4 minutes)
+# On the GPU machine: what issues 18 and 20 still ask of an H200, in parts, each step's files back as one
+# (steps.sh). Through the device tool with carry [".gpu-llm"] and needs_h200, as
+#   PART="PART..." bash .gpu-llm/run.sh bash .gpu-llm/h200.sh
+# with parts run in turn in one call (a call runs 10 minutes at most; an H200 may not come twice in a
+# session, so put the most in the first):
+#   table (the default, ~6 minutes)  the model table with this tree's defaults; Dawn's bounds checks on
+#                                    (--robustness) at 8B q8_0 against the default without them; flash_attn_ext
+#                                    against the chain, decode and prefill, the clocks sampled beside
+#   check (~5 minutes)               kernel-check's int8 forms at 32 lanes; row groups in turn against a
+#                                    workgroup a group and a lower cap at 8B q8_0 (last run: run fe, an H100)
+#   18 (~4.5 minutes)                issue 18's matrix-vector cases of every decode type (the k-quants' int8
+#                                    form not yet timed alone); its prompt products against f16 activations
+#                                    with the warm-up fixed (82-86% of f16 on an H100, run fr), the clocks
+#                                    sampled beside; the same products natively (bench/probes/qprefill-anchor.cu)
+#   20 (~4 minutes)                  issue 20's last row, 8B q8_0 prefill (0.98x in run fv): the f16 copies of
+#                                    its weights alone against a plain f16 copy (traced 9.2 ms of a 56 ms prompt
+#                                    at ~2.5 TB/s in run dx, where element-wise ops reach 4.1); the copy's wider
+#                                    form and the tiles that dequantize as they stage against the default,
+#                                    prompts only
+# PART="18 20" fits one call.
 cd "$(dirname "$0")/.."
-case "${PART:-}" in
-  20)
-    bash .gpu-llm/steps.sh \
-      "copy:bash .gpu-llm/clocked.sh bash -c 'cd .gpu-llm && timeout 120 node copy.mjs 14336 4096'" \
-      "forms:bash .gpu-llm/forms.sh 8b-q8_0 'llm.mjs --prefill-only' 'llm.mjs --prefill-only --copy-shape 8:wide' \
-        'llm.mjs --prefill-only --q-prefill tiles'"
-    ;;
-  check)
-    bash .gpu-llm/steps.sh "check:cd .gpu-llm && timeout 120 node check.mjs norms inturn plain stack merge" \
-      "groups:bash .gpu-llm/forms.sh 8b-q8_0 'llm.mjs' 'llm.mjs --mv-groups 0' 'llm.mjs --mv-groups 198'"
-    ;;
-  18)
-    bash .gpu-llm/steps.sh \
-      "mv:cd .gpu-llm && timeout 200 node run.mjs --no-peer --own-params --cases mv_q4_0,mv_q8_0,mv_q4_K,mv_q6_K" \
-      "prefill18:bash .gpu-llm/clocked.sh bash -c 'cd .gpu-llm && timeout 100 node run.mjs --no-peer --own-params --profile --cases prefill_f16,prefill_q4_0,prefill_q8_0'" \
-      "again:bash .gpu-llm/clocked.sh bash -c 'cd .gpu-llm && timeout 100 node run.mjs --no-peer --own-params --cases prefill_f16,prefill_q4_0,prefill_q8_0'" \
-      "anchor:nvcc -O3 -arch=sm_90 -o /tmp/qprefill-anchor bench/probes/qprefill-anchor.cu && timeout 60 /tmp/qprefill-anchor"
-    ;;
-  *)
-    bash .gpu-llm/steps.sh "table:bash .gpu-llm/table.sh" \
-      "forms:bash .gpu-llm/forms.sh 8b-q8_0 'llm.mjs' 'llm.mjs --robustness'" \
-      "attention:bash .gpu-llm/clocked.sh bash -c 'cd .gpu-llm && timeout 100 node run.mjs --no-peer --cases flash_attn_decode,attn_chain_decode,flash_attn_prefill,attn_chain_prefill'"
-    ;;
-esac
+for part in ${PART:-table}; do
+  case "$part" in
+    table)
+      bash .gpu-llm/steps.sh "table:bash .gpu-llm/table.sh" \
+        "forms:bash .gpu-llm/forms.sh 8b-q8_0 'llm.mjs' 'llm.mjs --robustness'" \
+        "attention:bash .gpu-llm/clocked.sh bash -c 'cd .gpu-llm && timeout 100 node run.mjs --no-peer --cases flash_attn_decode,attn_chain_decode,flash_attn_prefill,attn_chain_prefill'"
+      ;;
+    check)
+      bash .gpu-llm/steps.sh "check:cd .gpu-llm && timeout 120 node check.mjs norms inturn plain stack merge" \
+        "groups:bash .gpu-llm/forms.sh 8b-q8_0 'llm.mjs' 'llm.mjs --mv-groups 0' 'llm.mjs --mv-groups 198'"
+      ;;
+    18)
+      bash .gpu-llm/steps.sh \
+        "mv:cd .gpu-llm && timeout 200 node run.mjs --no-peer --own-params --cases mv_q4_0,mv_q8_0,mv_q4_K,mv_q6_K" \
+        "prefill18:bash .gpu-llm/clocked.sh bash -c 'cd .gpu-llm && timeout 100 node run.mjs --no-peer --own-params --cases prefill_f16,prefill_q4_0,prefill_q8_0'" \
+        "anchor:nvcc -O3 -arch=sm_90 -o /tmp/qprefill-anchor bench/probes/qprefill-anchor.cu && timeout 60 /tmp/qprefill-anchor"
+      ;;
+    20)
+      bash .gpu-llm/steps.sh \
+        "copy:bash .gpu-llm/clocked.sh bash -c 'cd .gpu-llm && timeout 120 node copy.mjs 14336 4096'" \
+        "copyforms:bash .gpu-llm/forms.sh 8b-q8_0 'llm.mjs --prefill-only' 'llm.mjs --prefill-only --copy-shape 8:wide' \
+          'llm.mjs --prefill-only --q-prefill tiles'"
+      ;;
+    *)
+      echo "h200.sh: no part $part (table, check, 18, 20)" >&2
+      exit 2
+      ;;
+  esac
+done
