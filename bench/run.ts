@@ -15,6 +15,7 @@
  *   pnpm bench --cases matmul,transformer_block --own-params      # weights in buffers of their own
  *   pnpm bench --cases matmul,transformer_block --no-leaf-buffer  # inputs and weights in the compute buffer
  *   pnpm bench --cases flash_attn_prefill --no-peer --fa-prefill one-pass:4:no-prefetch   # a prompt attention form
+ *   pnpm bench --cases flash_attn_decode --no-peer --fa 16:0:4   # a decode attention form (SPLITS:BLOCK:SUBGROUPS...)
  *   pnpm bench --cases prefill_q4_0 --no-peer --q-prefill tiles   # quantized weights dequantized in the tiles (or: copy)
  *   pnpm bench --cases mv_q8_0 --no-peer --qdecode 2:8:s2048   # the int8 decode form's K in splits of 2048 at most
  *

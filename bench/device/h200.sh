@@ -18,7 +18,10 @@
 #                                    at ~2.5 TB/s in run dx, where element-wise ops reach 4.1); the copy's wider
 #                                    form and the tiles that dequantize as they stage against the default,
 #                                    prompts only
-# PART="18 20" fits one call.
+#   attn (~1.5 minutes)              issue 18's decode attention (1.88x the chain in run fv, 2x asked) in other
+#                                    forms at 4096 keys (`--fa SPLITS:BLOCK:SUBGROUPS[:keys|keys1|dims][:HEADS]`),
+#                                    each beside the chain in its process
+# PART="18 20" or "20 attn" fits one call.
 cd "$(dirname "$0")/.."
 for part in ${PART:-table}; do
   case "$part" in
@@ -43,8 +46,13 @@ for part in ${PART:-table}; do
         "copyforms:bash .gpu-llm/forms.sh 8b-q8_0 'llm.mjs --prefill-only' 'llm.mjs --prefill-only --copy-shape 8:wide' \
           'llm.mjs --prefill-only --q-prefill tiles'"
       ;;
+    attn)
+      bash .gpu-llm/steps.sh "decodeforms:cd .gpu-llm && for f in 0:0:0 16:0:4 64:0:4 32:0:8 32:0:2 32:0:4:keys:2 \
+        32:0:4:keys1; do echo \"== \$f\"; timeout 40 node run.mjs --no-peer --cases flash_attn_decode,attn_chain_decode \
+        --fa \$f 2>&1 | grep '_decode '; done"
+      ;;
     *)
-      echo "h200.sh: no part $part (table, check, 18, 20)" >&2
+      echo "h200.sh: no part $part (table, check, 18, 20, attn)" >&2
       exit 2
       ;;
   esac
