@@ -1,11 +1,13 @@
-// What the native anchors (bench/probes/*-anchor.cu) share: a CUDA call checked, and one K step of a
-// warp's fragments and their way out in the backend's f16 tile design (warp matrices, the native
+// What the native anchors (bench/probes/*-anchor.cu) share: a CUDA call checked, their timing, and one K
+// step of a warp's fragments and their way out in the backend's f16 tile design (warp matrices, the native
 // counterpart of WGSL's subgroup matrices). Not project code; each anchor includes it and builds on its own.
 #pragma once
 #include <cuda_fp16.h>
 #include <mma.h>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
+#include <algorithm>
 
 #define CK(x)                                                            \
   do {                                                                   \
@@ -15,6 +17,45 @@
       exit(1);                                                           \
     }                                                                    \
   } while (0)
+
+/**
+ * the median GPU time in ms of 15 runs of f, each after `before` (not timed: an L2 flush, say), following 2 s
+ * of f as load: the SM clock idles low while the host prepares and climbs only under load
+ * (benchmarks/RESULTS.md, runs fq and fr)
+ */
+template <class F, class B>
+double medianMs(F f, B before) {
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  float ms = 0;
+  CK(cudaEventRecord(e0));
+  do {
+    f();
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+  } while (ms < 2000);
+  std::vector<float> times;
+  for (int r = 0; r < 15; r++) {
+    before();
+    CK(cudaEventRecord(e0));
+    f();
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    times.push_back(ms);
+  }
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+template <class F>
+double medianMs(F f) {
+  return medianMs(f, [] {});
+}
 
 /**
  * one K step (BK values) of a warp's FR x FC fragments of 16 x 16 into acc: A's rows from `as` (the

@@ -11,7 +11,8 @@
 //   f16     A in f16
 //   copy    A's blocks dequantized into f16 by a kernel of their own, then the f16 kernel (the default)
 //   staged  the f16 kernel dequantizing A's blocks as it fetches them (`--q-prefill tiles`)
-// Each time is the median of 15, L2 flushed before each, the copy and its product timed together.
+// Each time is the median of 15 after 2 s of load, L2 flushed before each, the copy and its product timed
+// together.
 #include "anchor.cuh"
 #include <cstdio>
 #include <cstdlib>
@@ -153,31 +154,12 @@ static void quantize(Weights w, const std::vector<float>& x, std::vector<uint8_t
   }
 }
 
-struct Timer {
-  cudaEvent_t e0, e1;
-  void* flush;
-  Timer() {
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    CK(cudaMalloc(&flush, 256 << 20));
-  }
-  template <class F>
-  double median(F f) {
-    for (int i = 0; i < 20; i++) f();
-    std::vector<float> times;
-    for (int r = 0; r < 15; r++) {
-      CK(cudaMemsetAsync(flush, r, 256 << 20));
-      CK(cudaEventRecord(e0));
-      f();
-      CK(cudaEventRecord(e1));
-      CK(cudaEventSynchronize(e1));
-      float ms = 0;
-      CK(cudaEventElapsedTime(&ms, e0, e1));
-      times.push_back(ms);
-    }
-    std::sort(times.begin(), times.end());
-    return times[times.size() / 2];
-  }
+// an L2 flush before each timed run: 256 MiB written over
+struct Flush {
+  void* bytes;
+  int round = 0;
+  Flush() { CK(cudaMalloc(&bytes, 256 << 20)); }
+  void operator()() { CK(cudaMemsetAsync(bytes, round++, 256 << 20)); }
 };
 
 // NMSE of 256 sampled results against a double sum over the values as dequantized
@@ -202,7 +184,9 @@ int main() {
   CK(cudaGetDeviceProperties(&p, 0));
   printf("%s, %d SMs, L2 %d MiB; each time the median of 15 with L2 flushed; GPU time\n", p.name,
          p.multiProcessorCount, p.l2CacheSize >> 20);
-  Timer timer;
+  Flush flush;
+  // each timing with L2 flushed before every timed run
+  auto flushed = [&](auto f) { return medianMs(f, flush); };
   const int N = 512, K = 4096;
   for (int M : {4096, 14336}) {
     std::vector<float> x((size_t)M * K), bf((size_t)N * K);
@@ -228,7 +212,7 @@ int main() {
       printf("%5d x %d x %d %-12s %8.3f ms %6.1f TFLOP/s %5.0f%% of f16  NMSE %.1e\n", M, N, K, form, ms,
              flop / (ms * 1e-3) / 1e12, 100 * f16ms / ms, nmse);
     };
-    const double f16ms = timer.median([&] { mm<F16><<<grid, THREADS>>>(dA, dB, dC, M, N, K); });
+    const double f16ms = flushed([&] { mm<F16><<<grid, THREADS>>>(dA, dB, dC, M, N, K); });
     CK(cudaGetLastError());
     report("f16", f16ms, check(dC, af, bf, M, N, K), f16ms);
     for (Weights w : {Q8, Q4}) {
@@ -242,8 +226,8 @@ int main() {
         if (w == Q8) dequantize<Q8><<<(pieces + 255) / 256, 256>>>(dQ, dCopy, M, K);
         else dequantize<Q4><<<(pieces + 255) / 256, 256>>>(dQ, dCopy, M, K);
       };
-      const double copyAlone = timer.median(copy);
-      const double copied = timer.median([&] {
+      const double copyAlone = flushed(copy);
+      const double copied = flushed([&] {
         copy();
         mm<F16><<<grid, THREADS>>>(dCopy, dB, dC, M, N, K);
       });
@@ -253,7 +237,7 @@ int main() {
       report(form, copied, check(dC, back, bf, M, N, K), f16ms);
       printf("%26s the copy alone %.3f ms (%.2f TB/s)\n", "", copyAlone,
              (blocks.size() + (double)M * K * 2) / (copyAlone * 1e-3) / 1e12);
-      const double staged = timer.median([&] {
+      const double staged = flushed([&] {
         if (w == Q8) mm<Q8><<<grid, THREADS>>>(dQ, dB, dC, M, N, K);
         else mm<Q4><<<grid, THREADS>>>(dQ, dB, dC, M, N, K);
       });

@@ -155,31 +155,8 @@ void run(const char* name, int n, const half* dA, const half* dB, float* dC, con
     err += d * d;
     ref2 += ref * ref;
   }
-  // time: a warm-up of 2 s at full clocks, then the median of 15 launches timed one by one
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  float ms = 0;
-  CK(cudaEventRecord(e0));
-  int warm = 0;
-  do {
-    mm<<<grid, THREADS, bytes>>>(dA, dB, dC, n, n, n);
-    warm++;
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-  } while (ms < 2000);
-  std::vector<float> times;
-  for (int r = 0; r < 15; r++) {
-    CK(cudaEventRecord(e0));
-    mm<<<grid, THREADS, bytes>>>(dA, dB, dC, n, n, n);
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    times.push_back(ms);
-  }
-  std::sort(times.begin(), times.end());
-  const double med = times[times.size() / 2];
+  // time: the median of 15 launches timed one by one after 2 s of them at full clocks
+  const double med = medianMs([&] { mm<<<grid, THREADS, bytes>>>(dA, dB, dC, n, n, n); });
   printf("%dx%d:%dx%d %-10s %5d^3  %7.3f ms  %6.1f TFLOP/s  shared %5.1f KiB  %d/SM  NMSE %.1e\n", WR, WC, FR,
          FC, name, n, med, 2.0 * n * n * (double)n / (med * 1e-3) / 1e12, bytes / 1024.0, perSM, err / ref2);
 }
