@@ -44,6 +44,7 @@ __global__ void __launch_bounds__(THREADS) fused(const half* __restrict__ Q, con
   float* ss = Ss + sg * 16 * SS;
   half* ps = Ps + sg * 16 * PS;
   if (t < 2) flags[t] = 0;
+  __syncthreads();
 
   wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> q[D / 16];
   for (int c = 0; c < D / 16; c++) wmma::load_matrix_sync(q[c], Q + ((size_t)h * nQ + i0 + sg * 16) * D + c * 16, D);
@@ -88,6 +89,7 @@ __global__ void __launch_bounds__(THREADS) fused(const half* __restrict__ Q, con
     if (t == 0) flags[1] = 0;
     if (go == 0) {
       if (j0 + KEYS < nKV) fetch(j0 + KEYS);
+      __syncthreads();
       continue;
     }
     for (int e = 0; e < KV_LOADS; e++) {

@@ -476,6 +476,14 @@ describe("mul_mat kernel choice", () => {
       // K, V, S and P rows spread over the banks where their padding fits the workgroup memory, else packed
       assert.strictEqual(kernelFor(prefill, h200)!.variant.spread, true)
       assert.strictEqual(kernelFor(prefill, { ...h200, attentionPrefill: { spread: false } })!.variant.spread, false)
+      // a skipped block waits for the flag's clearing before the next block can set it (no test can time the
+      // race: lavapipe has no subgroup matrices)
+      const wgsl = kernelFor(prefill, h200)!.main
+      const skip = wgsl.slice(
+        wgsl.indexOf("if (go == 0u) {"),
+        wgsl.indexOf("continue;", wgsl.indexOf("if (go == 0u) {"))
+      )
+      assert.match(skip, /workgroupBarrier\(\);\s*$/)
       // the mask's words, as K's and V's, loaded a block ahead unless the prefetch is off
       assert.include(kernelFor(prefill, h200)!.main, "let mk = mkn;")
       assert.notInclude(kernelFor(prefill, { ...h200, attentionPrefill: { prefetch: false } })!.main, "mkn")

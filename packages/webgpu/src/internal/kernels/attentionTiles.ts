@@ -191,6 +191,9 @@ ${
     let go = workgroupUniformLoad(&flags[1]);
     if (lid == 0u) { flags[1] = 0u; }
     if (go == 0u) {${prefetch ? `\n${fetchBoth(`j0 + ${KEYS}u`)}` : ""}
+      // the flag cleared before any invocation sets it for the next block (on the other path the block's
+      // own barriers come between)
+      workgroupBarrier();
       continue;
     }`
   const scores = range(HALF).map((c) =>
