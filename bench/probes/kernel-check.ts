@@ -209,7 +209,8 @@ const program = Effect.gen(function*() {
   }
   // prompt attention on subgroup matrices: the one-pass form (64 or 128 query rows a workgroup; a causal
   // mask whose later blocks it skips; q scaled up so that rows' maxima grow block after block and O is
-  // rescaled; sinks; ALiBi and a soft cap; K and V loaded a block ahead or not), and the two-pass form where
+  // rescaled; a sliding window of 64 keys, whose earlier blocks it skips before blocks its rows see; sinks;
+  // ALiBi and a soft cap; K, V and the mask loaded a block ahead or not), and the two-pass form where
   // the mask's rows do not load 8 f16 at a time (300 keys). Each: D, n_q, keys, subgroups (0: the default),
   // mask, sinks, q's scale, prefetch, ALiBi and soft cap, staged rows spread over the banks (the default) or
   // packed, the kernel expected
@@ -221,6 +222,8 @@ const program = Effect.gen(function*() {
     [128, 64, 296, 0, "random", false, 12, true, false, true, tiles],
     [128, 64, 296, 0, "random", false, 12, true, false, false, tiles],
     [64, 100, 304, 4, "causal", false, 4, false, false, true, tiles],
+    [128, 200, 512, 8, "window", false, 1, true, false, true, tiles],
+    [64, 200, 512, 4, "window", true, 1, false, false, true, tiles],
     [64, 70, 304, 4, "random", true, 2, true, true, true, tiles],
     [64, 100, 300, 0, "random", false, 1, true, false, true, "flash_attn_mma"]
   ] as const
@@ -248,8 +251,14 @@ const program = Effect.gen(function*() {
     const bias = c.capped ? { maxBias: 8, logitSoftcap: 30 } : {}
     const y = yield* g.output(Ops.flashAttnExt(q, k, v, { scale: 1 / Math.sqrt(c.D), mask, sinks, ...bias }))
     // causal: the prompt's rows follow 100 cached positions
+    // window: row i at position keys - n_q + i sees the 64 keys up to it
     const maskValues = c.mask === "causal"
       ? Forward.causalMask(c.nQ, 100, c.keys)
+      : c.mask === "window"
+      ? Float32Array.from({ length: c.keys * c.nQ }, (_, x) => {
+        const at = c.keys - c.nQ + Math.floor(x / c.keys)
+        return x % c.keys <= at && x % c.keys > at - 64 ? 0 : -Infinity
+      })
       : Generators.values(13, c.keys * c.nQ).map((x, j) => j % 7 === 0 ? -Infinity : x)
     const { error, kernels } = yield* against(dev, g, y, [
       [q, Generators.values(10, c.D * c.nQ * 32).map((x) => x * c.qScale)],
