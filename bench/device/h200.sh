@@ -18,11 +18,13 @@
 #                                    at ~2.5 TB/s in run dx, where element-wise ops reach 4.1); the copy's wider
 #                                    form and the tiles that dequantize as they stage against the default,
 #                                    prompts only
-#   attn (~2.5 minutes)              issue 18's decode attention (1.88x the chain in run fv, 2x asked) in other
-#                                    forms at 4096 keys (`--fa SPLITS:BLOCK:SUBGROUPS[:keys|keys1|dims][:HEADS]`),
-#                                    each beside the chain in its process; then prompt attention's design natively
-#                                    (bench/probes/attention-anchor.cu: the one-pass kernel against the chain, both
-#                                    in CUDA warp matrices as WGSL allows them; 1.12x on the H200 in run fv)
+#   attn (~3 minutes)                kernel-check's prompt attention (its sliding-window cases take the skip
+#                                    path the flag's race fix changed); issue 18's decode attention (1.88x the
+#                                    chain in run fv, 2x asked) in other forms at 4096 keys (`--fa
+#                                    SPLITS:BLOCK:SUBGROUPS[:keys|keys1|dims][:HEADS]`), each beside the chain in
+#                                    its process; then prompt attention's design natively
+#                                    (bench/probes/attention-anchor.cu: the one-pass kernel against the chain,
+#                                    both in CUDA warp matrices as WGSL allows them; ours 1.12x in run fv)
 # PART="18 20" or "20 attn" fits one call.
 cd "$(dirname "$0")/.."
 for part in ${PART:-table}; do
@@ -49,10 +51,11 @@ for part in ${PART:-table}; do
           'llm.mjs --prefill-only --q-prefill tiles'"
       ;;
     attn)
-      bash .gpu-llm/steps.sh "decodeforms:cd .gpu-llm && for f in 0:0:0 16:0:4 64:0:4 32:0:8 32:0:2 32:0:4:keys:2 \
+      bash .gpu-llm/steps.sh "checkprefill:cd .gpu-llm && timeout 120 node check.mjs prefill" \
+        "decodeforms:cd .gpu-llm && for f in 0:0:0 16:0:4 64:0:4 32:0:8 32:0:2 32:0:4:keys:2 \
         32:0:4:keys1; do echo \"== \$f\"; timeout 40 node run.mjs --no-peer --cases flash_attn_decode,attn_chain_decode \
         --fa \$f 2>&1 | grep '_decode '; done" \
-        "anchor:nvcc -O3 -arch=sm_90 -o /tmp/attention-anchor bench/probes/attention-anchor.cu && timeout 90 /tmp/attention-anchor"
+        "attnanchor:nvcc -O3 -arch=sm_90 -o /tmp/attention-anchor bench/probes/attention-anchor.cu && timeout 90 /tmp/attention-anchor"
       ;;
     *)
       echo "h200.sh: no part $part (table, check, 18, 20, attn)" >&2
