@@ -58,6 +58,48 @@ double medianMs(F f) {
 }
 
 /**
+ * the NMSE of 256 sampled entries of an M x N product, copied back from dC (`count` floats, entry (m, n) at
+ * at(m, n)), against a double sum over K of a(m, k) b(n, k) on the host
+ */
+template <class A, class B, class At>
+double sampledNmse(const float* dC, size_t count, int M, int N, int K, A a, B b, At at) {
+  std::vector<float> hC(count);
+  CK(cudaMemcpy(hC.data(), dC, count * sizeof(float), cudaMemcpyDeviceToHost));
+  double err = 0, ref2 = 0;
+  srand(7);
+  for (int s = 0; s < 256; s++) {
+    const int m = rand() % M, n = rand() % N;
+    double ref = 0;
+    for (int k = 0; k < K; k++) ref += (double)a(m, k) * b(n, k);
+    const double d = hC[at(m, n)] - ref;
+    err += d * d;
+    ref2 += ref * ref;
+  }
+  return err / ref2;
+}
+
+/**
+ * a thread's place in a BM x BN block of C, computed by WR x WC warps: its warp w (row wr, column wc of
+ * them), its lane, the block's first row m0 and column n0, and its loads in a K step of 32 (four threads a
+ * row): load l at row(l), 8 f16 from column ac
+ */
+template <int WR, int WC, int BM, int BN>
+struct TilePlace {
+  int t, w, lane, wr, wc, ac, m0, n0;
+  __device__ TilePlace()
+      : t(threadIdx.x), w(t / 32), lane(t % 32), wr(w / WC), wc(w % WC), ac((t % 4) * 8), m0(blockIdx.y * BM),
+        n0(blockIdx.x * BN) {}
+  __device__ int row(int l) const { return (t + l * WR * WC * 32) / 4; }
+};
+
+/** a warp's FR x FC accumulators, zeroed */
+template <int FR, int FC>
+__device__ inline void warpZero(nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> (&acc)[FR][FC]) {
+  for (int i = 0; i < FR; i++)
+    for (int j = 0; j < FC; j++) nvcuda::wmma::fill_fragment(acc[i][j], 0.0f);
+}
+
+/**
  * one K step (BK values) of a warp's FR x FC fragments of 16 x 16 into acc: A's rows from `as` (the
  * warp's first row), B's from `bs`, rows LDS halves apart, both K-contiguous
  */

@@ -173,12 +173,11 @@ __global__ void __launch_bounds__(MM_THREADS) product(const half* __restrict__ A
   A += z * sA;
   B += (z / bDiv) * sB;
   C += z * sC;
-  const int t = threadIdx.x, w = t / 32, lane = t % 32, wr = w / WC, wc = w % WC;
-  const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN, ac = (t % 4) * 8;
-  auto at = [&](int l) { return (t + l * MM_THREADS) / 4; };
+  const TilePlace<WR, WC, BM, BN> place;
+  const int w = place.w, lane = place.lane, wr = place.wr, wc = place.wc, ac = place.ac, m0 = place.m0, n0 = place.n0;
+  auto at = [&](int l) { return place.row(l); };
   Acc acc[FR][FC];
-  for (int i = 0; i < FR; i++)
-    for (int j = 0; j < FC; j++) wmma::fill_fragment(acc[i][j], 0.0f);
+  warpZero(acc);
   uint4 ra[AL], rb[BL];
   auto fetch = [&](int k) {
     for (int l = 0; l < AL; l++) ra[l] = *reinterpret_cast<const uint4*>(A + (size_t)(m0 + at(l)) * K + k + ac);

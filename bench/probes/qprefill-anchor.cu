@@ -72,31 +72,28 @@ __global__ void __launch_bounds__(THREADS) mm(const void* __restrict__ Av, const
   __shared__ __align__(128) half As[BM * LDS];
   __shared__ __align__(128) half Bs[BN * LDS];
   __shared__ __align__(128) float Cs[WR * WC * 256];
-  const int t = threadIdx.x, w = t / 32, lane = t % 32, wr = w / WC, wc = w % WC;
-  const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN, KT = K / BK;
-  const int ac = (t % 4) * 8;
-  auto row = [&](int l) { return (t + l * THREADS) / 4; };
+  const TilePlace<WR, WC, BM, BN> at;
+  const int w = at.w, lane = at.lane, wr = at.wr, wc = at.wc, ac = at.ac, m0 = at.m0, n0 = at.n0, KT = K / BK;
   wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[FR][FC];
-  for (int i = 0; i < FR; i++)
-    for (int j = 0; j < FC; j++) wmma::fill_fragment(acc[i][j], 0.0f);
+  warpZero(acc);
   uint4 ra[AL], rb[BL];
   auto fetch = [&](int kt) {
     const int k = kt * BK + ac;
 #pragma unroll
     for (int l = 0; l < AL; l++)
-      ra[l] = W == F16 ? *reinterpret_cast<const uint4*>(static_cast<const half*>(Av) + (size_t)(m0 + row(l)) * K + k)
-                       : fetchBlock(static_cast<const uint8_t*>(Av), W, m0 + row(l), K, k);
+      ra[l] = W == F16 ? *reinterpret_cast<const uint4*>(static_cast<const half*>(Av) + (size_t)(m0 + at.row(l)) * K + k)
+                       : fetchBlock(static_cast<const uint8_t*>(Av), W, m0 + at.row(l), K, k);
 #pragma unroll
-    for (int l = 0; l < BL; l++) rb[l] = *reinterpret_cast<const uint4*>(B + (size_t)(n0 + row(l)) * K + k);
+    for (int l = 0; l < BL; l++) rb[l] = *reinterpret_cast<const uint4*>(B + (size_t)(n0 + at.row(l)) * K + k);
   };
   fetch(0);
   for (int kt = 0; kt < KT; kt++) {
     __syncthreads();
 #pragma unroll
     for (int l = 0; l < AL; l++)
-      *reinterpret_cast<uint4*>(As + row(l) * LDS + ac) = W == F16 ? ra[l] : decodeBlock(ra[l], W);
+      *reinterpret_cast<uint4*>(As + at.row(l) * LDS + ac) = W == F16 ? ra[l] : decodeBlock(ra[l], W);
 #pragma unroll
-    for (int l = 0; l < BL; l++) *reinterpret_cast<uint4*>(Bs + row(l) * LDS + ac) = rb[l];
+    for (int l = 0; l < BL; l++) *reinterpret_cast<uint4*>(Bs + at.row(l) * LDS + ac) = rb[l];
     __syncthreads();
     if (kt + 1 < KT) fetch(kt + 1);
     warpStep<FR, FC, BK, LDS>(acc, As + wr * FR * 16 * LDS, Bs + wc * FC * 16 * LDS);
@@ -162,21 +159,11 @@ struct Flush {
   void operator()() { CK(cudaMemsetAsync(bytes, round++, 256 << 20)); }
 };
 
-// NMSE of 256 sampled results against a double sum over the values as dequantized
+// NMSE of 256 sampled results against a double sum over the values as dequantized (C is N rows of M)
 static double check(const float* dC, const std::vector<float>& a, const std::vector<float>& b, int M, int N, int K) {
-  std::vector<float> hC((size_t)M * N);
-  CK(cudaMemcpy(hC.data(), dC, hC.size() * sizeof(float), cudaMemcpyDeviceToHost));
-  double err = 0, ref2 = 0;
-  srand(7);
-  for (int s = 0; s < 256; s++) {
-    const int m = rand() % M, n = rand() % N;
-    double ref = 0;
-    for (int k = 0; k < K; k++) ref += (double)a[(size_t)m * K + k] * b[(size_t)n * K + k];
-    const double d = hC[(size_t)n * M + m] - ref;
-    err += d * d;
-    ref2 += ref * ref;
-  }
-  return err / ref2;
+  return sampledNmse(
+      dC, (size_t)M * N, M, N, K, [&](int m, int k) { return a[(size_t)m * K + k]; },
+      [&](int n, int k) { return b[(size_t)n * K + k]; }, [&](int m, int n) { return (size_t)n * M + m; });
 }
 
 int main() {
