@@ -58,6 +58,8 @@
  *                                            (default: by the norm reading them, where one does next)
  *   tsx llm.ts run DIR NAME --prefill-subgroups N   prompt attention in one pass: subgroups (16 query rows each) a
  *                                                  workgroup (default: 8 where that gives 256 workgroups, else 4)
+ *   tsx llm.ts run DIR NAME --prefill-splits N   prompt attention in one pass: its keys split over N workgroups a
+ *                                              query block (default: as many as bring its workgroups to 256)
  *   tsx llm.ts run DIR NAME --steps-ahead N   greedy decoding's steps queued past the token awaited (default 1)
  *   tsx llm.ts run DIR NAME --q-prefill tiles|copy   a quantized prompt product's weights dequantized in its
  *                                                 tiles or copied into f16 first (default: the copy from 256 columns)
@@ -116,7 +118,8 @@ const valued = [
   "--mv-groups",
   "--mv-split",
   "--mv-split-below",
-  "--prefill-subgroups"
+  "--prefill-subgroups",
+  "--prefill-splits"
 ]
 const names = rest.filter((n, i) => !n.startsWith("--") && !valued.includes(rest[i - 1]))
 const attentionAt = rest.indexOf("--attention")
@@ -166,8 +169,15 @@ const decodeForms = {
 const quantizedDecode = Object.keys(decodeForms).length > 0 ? { rows: 2, columns: 8, ...decodeForms } : undefined
 const gpuOptions = {
   ...(Object.keys(attentionDecode).length > 0 ? { attentionDecode } : {}),
-  ...(rest.includes("--prefill-subgroups")
-    ? { attentionPrefill: { subgroups: Number(rest[rest.indexOf("--prefill-subgroups") + 1]) } }
+  ...(rest.includes("--prefill-subgroups") || rest.includes("--prefill-splits")
+    ? {
+      attentionPrefill: {
+        ...(rest.includes("--prefill-subgroups")
+          ? { subgroups: Number(rest[rest.indexOf("--prefill-subgroups") + 1]) }
+          : {}),
+        ...(rest.includes("--prefill-splits") ? { splits: Number(rest[rest.indexOf("--prefill-splits") + 1]) } : {})
+      }
+    }
     : {}),
   ...(quantizedDecode !== undefined ? { quantizedDecode } : {}),
   ...(rest.includes("--f32-activations") ? { halfActivations: false } : {}),
@@ -266,8 +276,9 @@ const measure = (name: string) =>
     const best = (xs: ReadonlyArray<number>) => xs.length === 0 ? NaN : Math.max(...xs.slice(1))
     const result = {
       model: name,
-      attention: attention ?? "auto",
+      attention: attention ?? "default",
       prefill_subgroups: gpuOptions.attentionPrefill?.subgroups ?? "auto",
+      prefill_splits: gpuOptions.attentionPrefill?.splits ?? "auto",
       projections: projections ?? "auto",
       q_prefill: gpuOptions.quantizedPrefill ?? "default",
       stores: gpuOptions.storeValuesWithKeys === false

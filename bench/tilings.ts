@@ -65,17 +65,23 @@ export const parseAttention = (s: string) => {
   }
 }
 
-/** flash attention's matrix form for prompts: "one-pass|two-pass[:SUBGROUPS][:no-prefetch]" */
+/**
+ * flash attention's matrix form for prompts: "one-pass|two-pass[:SUBGROUPS][:no-prefetch][:packed][:sSPLITS]"
+ * (SUBGROUPS or SPLITS 0: the default)
+ */
 export const parsePrefillAttention = (s: string) => {
-  const m = /^(one-pass|two-pass)(?::(\d+))?(:no-prefetch)?(:packed)?$/.exec(s)
+  const m = /^(one-pass|two-pass)(?::(\d+))?(:no-prefetch)?(:packed)?(?::s(\d+))?$/.exec(s)
   if (m === null) {
-    throw new Error(`a prompt attention form is one-pass|two-pass[:SUBGROUPS][:no-prefetch][:packed], got ${s}`)
+    throw new Error(
+      `a prompt attention form is one-pass|two-pass[:SUBGROUPS][:no-prefetch][:packed][:sSPLITS], got ${s}`
+    )
   }
   return {
     form: m[1] as "one-pass" | "two-pass",
-    ...(m[2] !== undefined ? { subgroups: Number(m[2]) } : {}),
+    ...(m[2] !== undefined && m[2] !== "0" ? { subgroups: Number(m[2]) } : {}),
     ...(m[3] !== undefined ? { prefetch: false } : {}),
-    ...(m[4] !== undefined ? { spread: false } : {})
+    ...(m[4] !== undefined ? { spread: false } : {}),
+    ...(m[5] !== undefined && m[5] !== "0" ? { splits: Number(m[5]) } : {})
   }
 }
 

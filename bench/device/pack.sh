@@ -59,6 +59,7 @@ bundle bench/llm.ts llm.mjs
 bundle bench/probes/kernel-check.ts check.mjs
 bundle bench/probes/prefill-probe.ts prefill.mjs
 bundle bench/probes/attention-probe.ts attention.mjs
+bundle bench/probes/prompt-attention-probe.ts prompt-attention.mjs
 bundle bench/probes/split-probe.ts split.mjs
 bundle bench/probes/oracle-check.ts oracle.mjs
 bundle bench/probes/mvq-raw.ts mvqraw.mjs

@@ -211,33 +211,49 @@ const program = Effect.gen(function*() {
   // mask whose later blocks it skips; q scaled up so that rows' maxima grow block after block and O is
   // rescaled; a sliding window of 64 keys, whose earlier blocks it skips before blocks its rows see; sinks;
   // ALiBi and a soft cap; K, V and the mask loaded a block ahead or not), and the two-pass form where
-  // the mask's rows do not load 8 f16 at a time (300 keys). Each: D, n_q, keys, subgroups (0: the default),
-  // mask, sinks, q's scale, prefetch, ALiBi and soft cap, staged rows spread over the banks (the default) or
-  // packed, the kernel expected
+  // the mask's rows do not load 8 f16 at a time (300 keys); the keys split over workgroups and merged by a
+  // second dispatch (the default for these few query rows: 2 or 4 splits), unsplit, and in 8 splits of which
+  // the last have no keys. Each: D, n_q, keys, subgroups (0: the default), mask, sinks, q's scale, prefetch,
+  // ALiBi and soft cap, staged rows spread over the banks (the default) or packed, splits (0: the default),
+  // the kernel expected
   const tiles = "flash_attn_tiles"
   const prefillCases = [
-    [128, 100, 304, 4, "random", false, 1, true, false, true, tiles],
-    [64, 200, 512, 8, "causal", true, 1, true, false, true, tiles],
-    [128, 200, 512, 8, "causal", true, 1, true, false, false, tiles],
-    [128, 64, 296, 0, "random", false, 12, true, false, true, tiles],
-    [128, 64, 296, 0, "random", false, 12, true, false, false, tiles],
-    [64, 100, 304, 4, "causal", false, 4, false, false, true, tiles],
-    [128, 200, 512, 8, "window", false, 1, true, false, true, tiles],
-    [64, 200, 512, 4, "window", true, 1, false, false, true, tiles],
-    [64, 70, 304, 4, "random", true, 2, true, true, true, tiles],
-    [64, 100, 300, 0, "random", false, 1, true, false, true, "flash_attn_mma"]
+    [128, 100, 304, 4, "random", false, 1, true, false, true, 1, tiles],
+    [64, 200, 512, 8, "causal", true, 1, true, false, true, 0, tiles],
+    [128, 200, 512, 8, "causal", true, 1, true, false, false, 1, tiles],
+    [128, 64, 296, 0, "random", false, 12, true, false, true, 0, tiles],
+    [128, 64, 296, 0, "random", false, 12, true, false, false, 1, tiles],
+    [64, 100, 304, 4, "causal", false, 4, false, false, true, 0, tiles],
+    [128, 200, 512, 8, "window", false, 1, true, false, true, 0, tiles],
+    [64, 200, 512, 4, "window", true, 1, false, false, true, 1, tiles],
+    [64, 70, 304, 4, "random", true, 2, true, true, true, 8, tiles],
+    [64, 100, 300, 0, "random", false, 1, true, false, true, 0, "flash_attn_mma"]
   ] as const
   for (
-    const [D, nQ, keys, subgroups, maskKind, withSinks, qScale, prefetch, capped, spread, family] of only(
+    const [D, nQ, keys, subgroups, maskKind, withSinks, qScale, prefetch, capped, spread, splits, family] of only(
       "prefill",
       prefillCases
     )
   ) {
-    const c = { D, nQ, keys, subgroups, mask: maskKind, sinks: withSinks, qScale, prefetch, capped, spread, family }
+    const c = {
+      D,
+      nQ,
+      keys,
+      subgroups,
+      mask: maskKind,
+      sinks: withSinks,
+      qScale,
+      prefetch,
+      capped,
+      spread,
+      splits,
+      family
+    }
     const [dev] = yield* WebGpu.make({
       devices: 1,
       attentionPrefill: {
         ...(c.subgroups > 0 ? { subgroups: c.subgroups } : {}),
+        ...(c.splits > 0 ? { splits: c.splits } : {}),
         prefetch: c.prefetch,
         spread: c.spread
       }
@@ -268,7 +284,8 @@ const program = Effect.gen(function*() {
     ])
     const ok = error <= 1e-5 && kernels.startsWith(c.family) &&
       (c.subgroups === 0 || kernels.includes(`subgroups=${c.subgroups}`)) &&
-      (c.family !== tiles || (kernels.includes(`prefetch=${c.prefetch}`) && kernels.includes(`spread=${c.spread}`)))
+      (c.family !== tiles || (kernels.includes(`prefetch=${c.prefetch}`) && kernels.includes(`spread=${c.spread}`))) &&
+      (c.family !== tiles || c.splits === 0 || (c.splits === 1) !== kernels.includes(`splits=${c.splits}`))
     if (!ok) failed++
     console.log(JSON.stringify({ prefillAttention: c, kernels, nmse: error, bound: 1e-5, ok }))
   }

@@ -4,7 +4,7 @@
 import { Fusion, Graph, Ops } from "@effect-gpu/core"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { scratchBytes } from "../src/internal/kernels/attentionDecode.js"
+import { scratchBytes } from "../src/internal/kernels/attention.js"
 import { fusesSwiglu } from "../src/internal/kernels/fusedProducts.js"
 import type { KernelTarget } from "../src/internal/kernels/kernel.js"
 import { mulMat, takesHalfActivations } from "../src/internal/kernels/matmul.js"
@@ -462,17 +462,42 @@ describe("mul_mat kernel choice", () => {
       assert.strictEqual(scratchBytes(short, h200), 0)
       // the subgroup size must be known, else the matrix form takes any rows; without either, the row form
       const { subgroupSize: _, ...sizeUnknown } = h200
-      assert.strictEqual(chosen(decode, sizeUnknown), "flash_attn_tiles")
+      // (a query row's 32 workgroups: its keys split in 4)
+      assert.strictEqual(chosen(decode, sizeUnknown), "flash_attn_tiles flash_attn_merge")
+      assert.strictEqual(kernelFor(decode, sizeUnknown)!.variant.splits, 4)
       assert.strictEqual(chosen(decode, { ...h200, subgroups: false, subgroupMatrix: false }), "flash_attn")
       // prompts: the one-pass form with the two-pass one to fall back on (bindings not aligned for 8-f16
-      // loads), 128 query rows a workgroup where that gives 256 workgroups, else 64; the two-pass form alone
-      // where K, V or the mask's rows do not load 8 f16 at a time
+      // loads), 128 query rows a workgroup where that gives 128 workgroups (one an SM), else 64; the two-pass
+      // form alone where K, V or the mask's rows do not load 8 f16 at a time
       const prefill = yield* attention(512)
       assert.strictEqual(chosen(prefill, h200), "flash_attn_tiles")
       assert.strictEqual(kernelFor(prefill, h200)!.fallback?.variant.family, "flash_attn_mma")
-      assert.strictEqual(kernelFor(prefill, h200)!.variant.subgroups, 4)
-      assert.strictEqual(kernelFor(yield* attention(2048), h200)!.variant.subgroups, 8)
-      assert.strictEqual(kernelFor(prefill, { ...h200, attentionPrefill: { subgroups: 8 } })!.variant.subgroups, 8)
+      assert.strictEqual(kernelFor(prefill, h200)!.variant.subgroups, 8)
+      assert.strictEqual(kernelFor(prefill, h200)!.variant.splits, undefined)
+      assert.strictEqual(scratchBytes(prefill, h200), 0)
+      assert.strictEqual(kernelFor(prefill, { ...h200, attentionPrefill: { subgroups: 4 } })!.variant.subgroups, 4)
+      // few query rows over many keys (64 over 4096: 32 workgroups) split the keys until 128 workgroups (4
+      // splits), merged by a second dispatch; their scratch (max, sum, 128 outputs) per query row, head and
+      // split; none where asked unsplit
+      const few = yield* attention(64)
+      assert.strictEqual(chosen(few, h200), "flash_attn_tiles flash_attn_merge")
+      assert.deepInclude(kernelFor(few, h200)!.variant, { subgroups: 8, splits: 4 })
+      assert.strictEqual(scratchBytes(few, h200), 4 * 64 * 32 * 4 * 130)
+      const unsplit = { ...h200, attentionPrefill: { splits: 1 } }
+      assert.strictEqual(chosen(few, unsplit), "flash_attn_tiles")
+      assert.strictEqual(scratchBytes(few, unsplit), 0)
+      const two = kernelFor(prefill, { ...h200, attentionPrefill: { splits: 2 } })!
+      assert.strictEqual(two.variant.splits, 2)
+      assert.strictEqual(two.next?.variant.splits, 2)
+      // a split walks its own whole blocks of keys and leaves its partials unweighed, the sink to the merge
+      assert.include(two.main, "let j_first = sp * j_per;")
+      assert.include(two.main, "for (var j0 = j_first; j0 < j_end;")
+      assert.notInclude(two.main, "1.0 / l")
+      // too few keys to split (2 blocks): 64 query rows a workgroup, unsplit
+      const brief = yield* attention(64, 64)
+      assert.strictEqual(chosen(brief, h200), "flash_attn_tiles")
+      assert.strictEqual(kernelFor(brief, h200)!.variant.subgroups, 4)
+      assert.strictEqual(scratchBytes(brief, h200), 0)
       // K, V, S and P rows spread over the banks where their padding fits the workgroup memory, else packed
       assert.strictEqual(kernelFor(prefill, h200)!.variant.spread, true)
       assert.strictEqual(kernelFor(prefill, { ...h200, attentionPrefill: { spread: false } })!.variant.spread, false)
@@ -491,7 +516,7 @@ describe("mul_mat kernel choice", () => {
       assert.deepInclude(tight.variant, { family: "flash_attn_tiles", subgroups: 8, spread: false })
       assert.strictEqual(chosen(prefill, { ...h200, attentionPrefill: { form: "two-pass" } }), "flash_attn_mma")
       assert.strictEqual(chosen(yield* attention(512, 300), h200), "flash_attn_mma")
-      assert.strictEqual(scratchBytes(prefill, h200), 0)
+      assert.strictEqual(scratchBytes(yield* attention(512, 300), h200), 0)
       assert.strictEqual(chosen(prefill, { ...h200, subgroupMatrix: false }), "flash_attn")
       // heads past 128 (or memory short of the tiles) take the row form
       assert.strictEqual(chosen(yield* attention(512, 4096, 256), h200), "flash_attn")

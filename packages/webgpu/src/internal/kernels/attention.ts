@@ -10,7 +10,7 @@
 import type * as Tensor from "@effect-gpu/core/Tensor"
 import { fold } from "../wgsl.js"
 import type { AttentionOp } from "./attentionDecode.js"
-import { decodeKernel, decodePlan, queryOf, shared, widens } from "./attentionDecode.js"
+import { decodeKernel, decodePlan, queryOf, scratchBytes as decodeScratch, shared, widens } from "./attentionDecode.js"
 import * as Matrix from "./attentionMatrix.js"
 import * as Tiles from "./attentionTiles.js"
 import type { Kernel, KernelTarget, Operand } from "./kernel.js"
@@ -20,6 +20,17 @@ import { alibiSlope, workgroupReductions } from "./reduce.js"
 
 /** keys per block (one per invocation): 64 on GPUs, 32 where every invocation costs (software adapters) */
 const threadsFor = (target: KernelTarget) => (target.software === true ? 32 : 64)
+
+/**
+ * @internal: the bytes of scratch a flash_attn_ext node's kernel keeps after its result: the decode form's
+ * splits' partials, or the one-pass prompt form's where it splits the keys
+ */
+export const scratchBytes = (node: Tensor.Tensor, target: KernelTarget): number =>
+  decodePlan(node, target) !== undefined
+    ? decodeScratch(node, target)
+    : node.op._tag === "FlashAttnExt" && Matrix.offered(node, target) && Tiles.applies(node, node.op, target)
+    ? Tiles.scratchBytes(node, target)
+    : 0
 
 /** @internal: flash_attn_ext's kernel: the decode form where it applies (falling back where its scratch is missing) */
 export const flashAttnExt = (

@@ -55,9 +55,10 @@ export const fits = (node: Tensor.Tensor, target: KernelTarget): boolean =>
 /**
  * @internal: the entry of both matrix forms, with what each workgroup works out first: its head `h`, batch
  * `b`, first query row `i0` and KV head `g`; the subgroup `sg`, each lane's row `row` and half `hc` of the
- * block's keys (two lanes a row), its query row `i`, and the head's ALiBi `slope`
+ * block's keys (two lanes a row), its query row `i`, and the head's ALiBi `slope`; with `splits`, the
+ * workgroup's split of the keys `sp` first
  */
-export const tileEntry = (rows: number, threads: number): string =>
+export const tileEntry = (rows: number, threads: number, splits = 1): string =>
   `${SUBGROUP_LANES}
 fn slope_of(h: u32) -> f32 {${alibiSlope("h")}
   return slope;
@@ -65,8 +66,16 @@ fn slope_of(h: u32) -> f32 {${alibiSlope("h")}
 ${entry(threads, true)}
   let nq = P.q_ne1;
   let nkv = P.k_ne1;
-  let tiles = (nq + ${rows - 1}u) / ${rows}u;
-  let t = wg_linear(wid, nwg);
+  let tiles = (nq + ${rows - 1}u) / ${rows}u;${
+    splits > 1
+      ? `
+  // the workgroup's split of the keys (sp), then its query tile as without splits
+  let ts = wg_linear(wid, nwg);
+  let sp = ts % ${splits}u;
+  let t = ts / ${splits}u;`
+      : `
+  let t = wg_linear(wid, nwg);`
+  }
   if (t >= tiles * P.q_ne2 * P.q_ne3) { return; }
   let h = (t / tiles) % P.q_ne2;
   let b = t / (tiles * P.q_ne2);
@@ -107,7 +116,8 @@ export const matrixKernel = (
   params: ReadonlyArray<Param>,
   q: Tensor.Tensor,
   rows: number,
-  main: string
+  main: string,
+  splits = 1
 ): Kernel =>
   KernelSpec.make({
     variant,
@@ -117,7 +127,7 @@ export const matrixKernel = (
     diagnosticsOff: ["chromium.subgroup_matrix_uniformity", "subgroup_uniformity"],
     operands,
     params,
-    workgroups: fold(Math.ceil(q.ne[1] / rows) * q.ne[2] * q.ne[3], 65535),
+    workgroups: fold(Math.ceil(q.ne[1] / rows) * q.ne[2] * q.ne[3] * splits, 65535),
     main
   })
 

@@ -12,16 +12,18 @@
  * The two-pass form (attentionMatrix.ts), which never rescales but computes S twice, is the fallback.
  * Where a mask hides a whole block from every row of a workgroup (a causal prompt's later keys), the block
  * is skipped before its K and V are staged. Staged rows are padded so that lanes and matrix loads fall in
- * distinct banks (S_SPREAD). On the H200 it runs 8x faster than the two-pass form
+ * distinct banks (S_SPREAD). A short prompt's keys are split over workgroups (splitsFor), each leaving its
+ * rows' max, sum and unweighed O for the decode form's merge (attentionMerge.ts), which weighs in the sink. On the H200 it runs 8x faster than the two-pass form
  * (benchmarks/RESULTS.md).
  *
  * @internal
  */
 import type { Op } from "@effect-gpu/core/Op"
-import type * as Tensor from "@effect-gpu/core/Tensor"
+import * as Tensor from "@effect-gpu/core/Tensor"
 import { LEFT, matrixKernel, multiplyPV, RESULT, RIGHT_COLUMNS, tileEntry } from "./attentionMatrix.js"
+import { mergeKernel } from "./attentionMerge.js"
 import type { Kernel, KernelTarget, Operand, Param } from "./kernel.js"
-import { range } from "./kernel.js"
+import { range, u32 } from "./kernel.js"
 
 /** keys per block: two fragments of S a subgroup, 16 keys a lane */
 const KEYS = 32
@@ -45,16 +47,58 @@ const sharedBytes = (D: number, Dv: number, subgroups: number, spread: boolean) 
   subgroups * 16 * (spread ? S_SPREAD * 4 + P_SPREAD * 2 : KEYS * (4 + 2)) + subgroups * 16 * 4 + 256
 
 /**
+ * workgroups of 8 subgroups that fill the GPU, one an SM as their registers allow: few query rows over many
+ * keys split the keys until their workgroups reach them (512 queries, 128 workgroups, ran slower in 2
+ * splits: benchmarks/RESULTS.md)
+ */
+const FILL = 128
+/** the fewest blocks of keys a split takes: shorter ones would spend more on their merge than they save */
+const SPLIT_BLOCKS = 4
+/** the most splits of the keys */
+const MAX_SPLITS = 16
+
+/**
+ * @internal: splits of the keys for a workgroup of `subgroups`: the asked number, else the fewest (a power
+ * of two) that bring the workgroups to FILL, each split keeping SPLIT_BLOCKS blocks or more: a workgroup
+ * walks its keys block after block, so a few query rows over a long cache leave most of the GPU idle
+ */
+export const splitsFor = (node: Tensor.Tensor, target: KernelTarget, subgroups: number): number => {
+  const asked = target.attentionPrefill?.splits
+  if (asked !== undefined) return asked
+  const [q, k] = node.src
+  const workgroups = Math.ceil(q.ne[1] / (16 * subgroups)) * q.ne[2] * q.ne[3]
+  const blocks = Math.ceil(k.ne[1] / KEYS)
+  let splits = 1
+  while (workgroups * splits < FILL && blocks >= 2 * splits * SPLIT_BLOCKS && splits < MAX_SPLITS) splits *= 2
+  return splits
+}
+
+/**
  * @internal: subgroups a workgroup of the one-pass form takes: the asked number, else 8 (128 query rows,
- * K and V staged once for more of them: faster on the H200, benchmarks/RESULTS.md) where that still gives
- * the GPU two workgroups an SM, else 4
+ * K and V staged once for more of them: faster on the H200 and the H100, benchmarks/RESULTS.md) where that
+ * still gives the GPU a workgroup an SM, or where splitting the keys does, and its tiles fit; else 4
  */
 export const subgroupsFor = (node: Tensor.Tensor, target: KernelTarget): number => {
   const asked = target.attentionPrefill?.subgroups
   if (asked !== undefined) return asked
-  const [q] = node.src
+  const [q, , v] = node.src
   const heads = q.ne[2] * q.ne[3]
-  return Math.ceil(q.ne[1] / 128) * heads >= 256 ? 8 : 4
+  const fits = sharedBytes(q.ne[0], v.ne[0], 8, false) <= (target.workgroupStorage ?? 16384)
+  return fits && (Math.ceil(q.ne[1] / 128) * heads >= FILL || splitsFor(node, target, 8) > 1) ? 8 : 4
+}
+
+/** the partial results of the one-pass form with its keys in `splits`: one per query row, head and split */
+const partsOf = (node: Tensor.Tensor, splits: number) =>
+  node.src[0].ne[1] * node.src[0].ne[2] * node.src[0].ne[3] * splits
+
+/**
+ * @internal: the bytes of scratch after the result that the one-pass form takes where it splits the keys
+ * (each split's max, sum and unweighed output row: the decode form's layout, which its merge reads); 0
+ * where it does not split
+ */
+export const scratchBytes = (node: Tensor.Tensor, target: KernelTarget): number => {
+  const splits = splitsFor(node, target, subgroupsFor(node, target))
+  return splits > 1 ? 4 * partsOf(node, splits) * (node.src[2].ne[0] + 2) : 0
 }
 
 /** strides past the first a multiple of 16 bytes, the first one element of f16: rows load 8 f16 at a time */
@@ -87,6 +131,8 @@ export const flashAttnTiles = (
   const D = q.ne[0]
   const Dv = v.ne[0]
   const SG = subgroupsFor(node, target)
+  const SPLITS = splitsFor(node, target, SG)
+  const split = SPLITS > 1
   const ROWS = 16 * SG
   const THREADS = 32 * SG
   const HALF = KEYS / 2
@@ -208,7 +254,7 @@ ${
     }`
   ).join("\n")
   const loop = `
-  for (var j0 = 0u; j0 < nkv; j0 += ${KEYS}u) {
+  for (var j0 = j_first; j0 < j_end; j0 += ${KEYS}u) {
 ${mask ? maskLoads : "    workgroupBarrier();"}
 ${prefetch ? "" : fetchBoth("j0")}
 ${stash("Ks", "kr", D, KS)}
@@ -266,11 +312,27 @@ ${rounds("      Ss[(" + region + ") + x] *= Ls[sg * 16u + r];", true)}
 ${multiplyPV(KEYS, Dv, 4, PS, VS)}
     started = true;
   }`
-  const variant = { family: "flash_attn_tiles", D, Dv, mask, sinks, softcap, subgroups: SG, prefetch, spread }
+  const variant = {
+    family: "flash_attn_tiles",
+    D,
+    Dv,
+    mask,
+    sinks,
+    softcap,
+    subgroups: SG,
+    prefetch,
+    spread,
+    ...(split ? { splits: SPLITS } : {})
+  }
+  // split: each split's partials after the result (in elements from its first), merged by a second dispatch
+  const parts = partsOf(node, SPLITS)
+  const d: Operand = { name: "d", tensor: node, extent: Tensor.nbytes(node) + 4 * parts * (Dv + 2) }
+  const splitParams = [u32("nsplit", SPLITS), u32("scratch", Tensor.nelements(node)), u32("parts", parts)]
+  const partial = "((b * nq + ii) * P.q_ne2 + h) * P.nsplit + sp"
   const kernel = matrixKernel(
     variant,
-    operands,
-    params,
+    split ? operands.map((o) => (o.name === "d" ? d : o)) : operands,
+    split ? [...params, ...splitParams] : params,
     q,
     ROWS,
     `
@@ -283,7 +345,16 @@ var<workgroup> Ls: array<f32, ${ROWS}>;
 // workgroup variable the subgroup-matrix loads read garbage on the H200 (a 4-byte variable misaligning the
 // tiles, by the look of it), so every workgroup variable here is a multiple of 256 bytes
 var<workgroup> flags: array<u32, 64>;
-${tileEntry(ROWS, THREADS)}
+${tileEntry(ROWS, THREADS, SPLITS)}
+  // the workgroup's keys: its split's whole blocks
+${
+      split
+        ? `  let j_per = ((nkv + ${SPLITS * KEYS - 1}u) / ${SPLITS * KEYS}u) * ${KEYS}u;
+  let j_first = sp * j_per;
+  let j_end = min(nkv, j_first + j_per);`
+        : `  let j_first = 0u;
+  let j_end = nkv;`
+    }
   // Q as D / 16 left fragments, staged 16 columns at a time through Ps
 ${
       range(D / 16).map((s) =>
@@ -300,25 +371,56 @@ ${
     }
   var zero: ${RESULT};
 ${range(Dv / 16).map((n) => `  var o${n}: ${RESULT};`).join("\n")}
-  var m = ${sinks ? "ld_s(ix_s(h, 0u, 0u, 0u))" : "neg_inf()"};
-  var l = ${sinks ? "1.0" : "0.0"};
+  // (split, the merge weighs in the sink)
+  var m = ${sinks && !split ? "ld_s(ix_s(h, 0u, 0u, 0u))" : "neg_inf()"};
+  var l = ${sinks && !split ? "1.0" : "0.0"};
   var started = false;
   var kr: array<vec4<u32>, ${loadsOf(D)}>;
   var vr: array<vec4<u32>, ${loadsOf(Dv)}>;${mask && prefetch ? `\n  var mkn: array<vec4<u32>, ${maskWords}>;` : ""}
   {
-    let j0 = 0u;
+    let j0 = j_first;
 ${prefetch ? fetchBoth("j0") : ""}${mask && prefetch ? `\n${maskFetch("mkn", "j0")}` : ""}
   }
 ${loop}
-  if (hc == 0u) { Ls[sg * 16u + row] = select(0.0, 1.0 / l, l > 0.0); }
 ${
-      rounds(
-        `      let ii = i0 + sg * 16u + r;
+      split
+        ? `  let base = P.d_o + P.scratch;
+  if (hc == 0u && i < nq) {
+    let ii = i;
+    let pi = ${partial};
+    st_d(base + pi * 2u, m);
+    st_d(base + pi * 2u + 1u, l);
+  }
+${
+          rounds(
+            `      let ii = i0 + sg * 16u + r;
+      if (ii < nq) { st_d(base + P.parts * 2u + (${partial}) * ${Dv}u + n * 16u + e % 16u, Ss[(${region}) + x]); }`,
+            false
+          )
+        }`
+        : `  if (hc == 0u) { Ls[sg * 16u + row] = select(0.0, 1.0 / l, l > 0.0); }
+${
+          rounds(
+            `      let ii = i0 + sg * 16u + r;
       if (ii < nq) { st_d(ix_d(n * 16u + e % 16u, h, ii, b), Ss[(${region}) + x] * Ls[sg * 16u + r]); }`,
-        false
-      )
+            false
+          )
+        }`
     }
-}`
+}`,
+    SPLITS
   )
-  return { ...kernel, vec4: true, wide: true, fallback }
+  const merge = split
+    ? mergeKernel({
+      d,
+      sinks: operands.find((o) => o.name === "s")?.tensor,
+      params: splitParams,
+      Dv,
+      splits: SPLITS,
+      lanes: 32,
+      rows: q.ne[1] * q.ne[2] * q.ne[3],
+      target
+    })
+    : undefined
+  return { ...kernel, vec4: true, wide: true, fallback, ...(merge ? { next: merge } : {}) }
 }

@@ -192,6 +192,11 @@ export interface AttentionPrefill {
    * fall in distinct banks (default: on where the padding fits the workgroup memory)
    */
   readonly spread?: boolean
+  /**
+   * the one-pass form's keys split over this many workgroups a query block, their partial results merged
+   * by a second dispatch (default: as many as bring a short prompt's workgroups to a round of 256)
+   */
+  readonly splits?: number
 }
 
 /** @internal: what the device offers the kernels, which they are chosen and generated for */
