@@ -50,6 +50,12 @@ export interface Caps {
   readonly bufferFromHostPtr: boolean
   /** events order work between backends */
   readonly events: boolean
+  /**
+   * flash_attn_ext over a prompt's many query rows runs as one fused kernel that outruns the unfused chain
+   * (mul_mat, soft_max, mul_mat), as llama.cpp's flash attention `auto` asks of a device; where false, a
+   * model's prompts take the chain
+   */
+  readonly fusedAttention: boolean
 }
 
 /**
@@ -221,7 +227,8 @@ export const make = (options: MakeOptions): Device => {
     allocate: (size, allocOptions) => Effect.zipRight(alive("allocate"), bt.allocate(size, allocOptions))
   })
   const bufferType = guarded(options.bufferType)
-  const caps = options.caps ?? { async: true, hostBuffer: false, bufferFromHostPtr: true, events: true }
+  const caps = options.caps ??
+    { async: true, hostBuffer: false, bufferFromHostPtr: true, events: true, fusedAttention: false }
   const device: Device = {
     [TypeId]: TypeId,
     name,

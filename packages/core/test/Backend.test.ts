@@ -293,6 +293,8 @@ describe("Backend", () => {
       assert.strictEqual(props.type, "CPU")
       assert.strictEqual(props.memory.total, 1 << 30)
       assert.isTrue(props.caps.events && props.caps.async && props.caps.bufferFromHostPtr)
+      // the reference runs attention as any other op: a model's prompts take the chain
+      assert.isFalse(props.caps.fusedAttention)
       const a = yield* Ops.mulMat(
         yield* Graph.make().input("a", "f32", [8, 64]),
         yield* Graph.make().input("b", "f32", [8, 64])

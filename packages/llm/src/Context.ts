@@ -46,7 +46,10 @@ export interface Options {
   readonly file?: string
   /** the cache's type (default f16, or f32 where the device cannot store f16 rows) */
   readonly cacheType?: "f16" | "f32"
-  /** attention's form (Forward.Options.attention; default auto) */
+  /**
+   * attention's form (Forward.Options.attention); default: fused where the device's caps say its fused
+   * attention outruns the chain (Device.Caps.fusedAttention), else auto
+   */
   readonly attention?: Forward.Options["attention"]
   /** q, k and v as one product or three (Forward.Options.projections; default auto) */
   readonly projections?: Forward.Options["projections"]
@@ -168,6 +171,8 @@ export const make = (
     const scope = yield* Effect.scope
     const backend = yield* device.makeBackend()
     const cacheType = options.cacheType ?? ((yield* storesF16(backend)) ? "f16" : "f32")
+    // prompts' attention fused where the device's fused kernel outruns the chain, as llama.cpp's `auto`
+    const attention = options.attention ?? (device.caps.fusedAttention ? "fused" : "auto")
     const cache = yield* KvCache.make(h, device.bufferType, size, cacheType)
     // the next token as a step's argmax leaves it and the step after reads it: a step fed by the one
     // before needs nothing from the host
@@ -191,7 +196,7 @@ export const make = (
           cache: { cache, keys },
           allLogits,
           argmax: read === "next",
-          ...(options.attention !== undefined ? { attention: options.attention } : {}),
+          attention,
           ...(options.projections !== undefined ? { projections: options.projections } : {})
         })
         // the backend's fusions (rms_norm * weight, add + rms_norm, mul_mat + bias, silu * gate): fewer

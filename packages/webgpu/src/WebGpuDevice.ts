@@ -371,6 +371,15 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
     name,
     description: options.description ?? "WebGPU",
     type: "GPU",
+    // prompt attention in one pass on subgroup matrices outran the chain in a model's prompts
+    // (benchmarks/RESULTS.md); the row form without them did not
+    caps: {
+      async: true,
+      hostBuffer: false,
+      bufferFromHostPtr: true,
+      events: true,
+      fusedAttention: ctx.target.subgroupMatrix === true && f16
+    },
     ledger,
     bufferType: privateType,
     otherBufferTypes: [sharedType, mappedType(new Uint8Array(0))],

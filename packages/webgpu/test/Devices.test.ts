@@ -49,6 +49,11 @@ describe.skipIf(!adapterAvailable)("WebGPU devices", () => {
         assert.strictEqual(props.type, "GPU")
         assert.isAbove(props.memory.total, 0)
         assert.isTrue(props.caps.async && props.caps.events && props.caps.bufferFromHostPtr)
+        // prompts' attention fused only where its one-pass kernel runs: subgroup matrices and f16
+        assert.strictEqual(
+          props.caps.fusedAttention,
+          WebGpuDevice.hasSubgroupMatrices(best) && props.description.includes("shader-f16")
+        )
         assert.isTrue(props.description.length > 0)
         const d0 = yield* Registry.deviceByName("WebGPU0")
         const d1 = yield* Registry.deviceByName("WebGPU1")
