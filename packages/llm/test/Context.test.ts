@@ -536,3 +536,31 @@ const suite = (gpu: boolean) =>
 
 suite(false)
 suite(true)
+
+// llama.cpp's flash attention `auto` asks the device; so does a context's default: a device whose caps say its
+// fused attention outruns the chain takes it for a prompt past the chain's 64 tokens, others the chain
+it.scoped(
+  "a prompt of 70 tokens takes fused attention where the device's caps ask for it, else the chain",
+  () =>
+    Effect.gen(function*() {
+      const cpu = Cpu.make()
+      const fused: Device.Device = { ...cpu, caps: { ...cpu.caps, fusedAttention: true } }
+      const m = yield* model()
+      const prompt = Array.from({ length: 70 }, (_, i) => (i * 37) % shape.vocab)
+      const run = (device: Device.Device) =>
+        Effect.gen(function*() {
+          const weights = yield* Weights.load(device, m.file, m.bytes)
+          const context = yield* Context.make(device, m.h, weights, { size: 80 })
+          const trace = yield* context.backend.captureNext
+          const logits = yield* context.evaluate(prompt)
+          return { ops: (yield* trace).entries.map((e) => e.op), logits }
+        })
+      const asked = yield* run(fused)
+      const plain = yield* run(cpu)
+      assert.include(asked.ops, "flash_attn_ext")
+      assert.notInclude(plain.ops, "flash_attn_ext")
+      assert.include(plain.ops, "soft_max")
+      close(asked.logits, plain.logits, "fused attention against the chain")
+    }),
+  120_000
+)
