@@ -4,8 +4,9 @@
 #   PART="PART..." bash .gpu-llm/run.sh bash .gpu-llm/h200.sh
 # with parts run in turn in one call (a call runs 10 minutes at most; an H200 may not come twice in a
 # session, so put the most in the first):
-#   table (the default, ~6 minutes)  the model table with this tree's defaults; Dawn's bounds checks on
-#                                    (--robustness) at 8B q8_0 against the default without them; flash_attn_ext
+#   table (the default, ~6 minutes)  the model table with this tree's defaults (prompts' attention in one pass
+#                                    since 2026-12-06 11:30: 8B q8_0 prefill 0.98x in run fv before it); the
+#                                    chain's prompts against them at 8B q8_0 (--attention chain); flash_attn_ext
 #                                    against the chain, decode and prefill, the clocks sampled beside
 #   check (~5 minutes)               kernel-check's int8 forms at 32 lanes; row groups in turn against a
 #                                    workgroup a group and a lower cap at 8B q8_0 (last run: run fe, an H100)
@@ -18,20 +19,20 @@
 #                                    at ~2.5 TB/s in run dx, where element-wise ops reach 4.1); the copy's wider
 #                                    form and the tiles that dequantize as they stage against the default,
 #                                    prompts only
-#   attn (~3 minutes)                kernel-check's prompt attention (its sliding-window cases take the skip
-#                                    path the flag's race fix changed); issue 18's decode attention (1.88x the
-#                                    chain in run fv, 2x asked) in other forms at 4096 keys (`--fa
+#   attn (~3 minutes)                kernel-check's prompt attention (with key splits; 10 of 10 on an H100, run
+#                                    fy); issue 18's decode attention (1.88x the chain on an H200 in run fv and on
+#                                    an H100 in run fw, 2x asked) in other forms at 4096 keys (`--fa
 #                                    SPLITS:BLOCK:SUBGROUPS[:keys|keys1|dims][:HEADS]`), each beside the chain in
-#                                    its process; then prompt attention's design natively
-#                                    (bench/probes/attention-anchor.cu: the one-pass kernel against the chain,
-#                                    both in CUDA warp matrices as WGSL allows them; ours 1.12x in run fv)
+#                                    its process; prompt attention alone at 512 and 2048 queries
+#                                    (bench/probes/prompt-attention-probe.ts); then prompt attention's design
+#                                    natively (bench/probes/attention-anchor.cu: 1.43x the chain on an H100, run fw)
 # PART="18 20" or "20 attn" fits one call.
 cd "$(dirname "$0")/.."
 for part in ${PART:-table}; do
   case "$part" in
     table)
       bash .gpu-llm/steps.sh "table:bash .gpu-llm/table.sh" \
-        "forms:bash .gpu-llm/forms.sh 8b-q8_0 'llm.mjs' 'llm.mjs --robustness'" \
+        "forms:bash .gpu-llm/forms.sh 8b-q8_0 'llm.mjs --prefill-only' 'llm.mjs --prefill-only --attention chain'" \
         "attention:bash .gpu-llm/clocked.sh bash -c 'cd .gpu-llm && timeout 100 node run.mjs --no-peer --cases flash_attn_decode,attn_chain_decode,flash_attn_prefill,attn_chain_prefill'"
       ;;
     check)
@@ -55,6 +56,7 @@ for part in ${PART:-table}; do
         "decodeforms:cd .gpu-llm && for f in 0:0:0 16:0:4 64:0:4 32:0:8 32:0:2 32:0:4:keys:2 \
         32:0:4:keys1; do echo \"== \$f\"; timeout 40 node run.mjs --no-peer --cases flash_attn_decode,attn_chain_decode \
         --fa \$f 2>&1 | grep '_decode '; done" \
+        "promptattn:cd .gpu-llm && timeout 100 node prompt-attention.mjs 512 2048 --layouts model --chain" \
         "attnanchor:nvcc -O3 -arch=sm_90 -o /tmp/attention-anchor bench/probes/attention-anchor.cu && timeout 90 /tmp/attention-anchor"
       ;;
     *)
