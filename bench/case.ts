@@ -80,3 +80,25 @@ export const warmUp = <E, R>(run: Effect.Effect<unknown, E, R>, ms = 1500) =>
     const start = performance.now()
     while (performance.now() - start < ms) yield* run
   })
+
+/** the middle value of `xs` */
+export const median = (xs: ReadonlyArray<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
+
+/**
+ * `run` warmed up, then traced `reps` times: each kernel's median GPU time in us, keyed by its name and
+ * variant (its bindings left off), in the order the first trace met them
+ */
+export const kernelTimes = <E, R>(backend: Backend.Backend, run: Effect.Effect<unknown, E, R>, reps: number) =>
+  Effect.gen(function*() {
+    yield* warmUp(run)
+    const times = new Map<string, Array<number>>()
+    for (let r = 0; r < reps; r++) {
+      const trace = yield* backend.captureNext
+      yield* run
+      for (const e of (yield* trace).entries) {
+        const key = e.kernel.split("|")[0]
+        times.set(key, [...(times.get(key) ?? []), (e.gpuTimeNs ?? 0) / 1e3])
+      }
+    }
+    return [...times.entries()].map(([kernel, us]) => ({ kernel, us: median(us) }))
+  })

@@ -13,7 +13,7 @@ import { Graph, Ops, Tensor } from "@effect-gpu/core"
 import * as Generators from "@effect-gpu/testing/Generators"
 import { WebGpu } from "@effect-gpu/webgpu"
 import { Effect } from "effect"
-import { warmUp } from "../case.js"
+import { kernelTimes, median, warmUp } from "../case.js"
 import { parseAttention } from "../tilings.js"
 
 const args = process.argv.slice(2)
@@ -22,8 +22,6 @@ const [keysArg, ...formArgs] = args.filter((a) => a !== "--chain")
 const KEYS = Number(keysArg ?? 544)
 const forms = formArgs.length > 0 ? formArgs : ["0:0:0", "0:0:0:dims", "10:0:0", "3:0:0", "0:0:2", "0:0:8"]
 const [H, HKV, REPS, LAYERS] = [32, 8, 20, 32]
-
-const median = (xs: Array<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
 
 const traced = (form: string, D: number) =>
   Effect.gen(function*() {
@@ -40,17 +38,10 @@ const traced = (form: string, D: number) =>
     yield* plan.set(k, Generators.values(2, D * KEYS * HKV))
     yield* plan.set(v, Generators.values(3, D * KEYS * HKV))
     yield* plan.set(mask, new Float32Array(KEYS))
-    yield* warmUp(backend.compute(plan))
-    const times = new Map<string, Array<number>>()
-    for (let r = 0; r < REPS; r++) {
-      const trace = yield* backend.captureNext
-      yield* backend.compute(plan)
-      for (const e of (yield* trace).entries) {
-        const key = e.kernel.split("|")[0]
-        times.set(key, [...(times.get(key) ?? []), (e.gpuTimeNs ?? 0) / 1e3])
-      }
-    }
-    const kernels = [...times.entries()].map(([kernel, us]) => ({ kernel, us: Number(median(us).toFixed(2)) }))
+    const kernels = (yield* kernelTimes(backend, backend.compute(plan), REPS)).map(({ kernel, us }) => ({
+      kernel,
+      us: Number(us.toFixed(2))
+    }))
     console.log(JSON.stringify({ D, keys: KEYS, form, total_us: kernels.reduce((s, k) => s + k.us, 0), kernels }))
   }).pipe(Effect.scoped)
 

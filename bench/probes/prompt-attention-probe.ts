@@ -14,7 +14,7 @@ import { Graph, Ops, Tensor } from "@effect-gpu/core"
 import * as Generators from "@effect-gpu/testing/Generators"
 import { WebGpu } from "@effect-gpu/webgpu"
 import { Effect } from "effect"
-import { warmUp } from "../case.js"
+import { kernelTimes } from "../case.js"
 import { parsePrefillAttention } from "../tilings.js"
 
 const args = process.argv.slice(2)
@@ -27,8 +27,6 @@ const keysAt = args.indexOf("--keys")
 const keysArg = keysAt >= 0 ? Number(args[keysAt + 1]) : undefined
 const sizes = args.filter((a, i) => /^\d+$/.test(a) && (keysAt < 0 || i !== keysAt + 1)).map(Number)
 const [H, HKV, D, REPS] = [32, 8, 128, 20]
-
-const median = (xs: Array<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
 
 /**
  * f16 bits of an n x keys mask: 0 where a query sees a key, -inf elsewhere (causal: the queries the last n
@@ -67,17 +65,10 @@ const timed = (n: number, form: string, layout: "bench" | "model", causal: boole
     yield* plan.set(kIn, Generators.values(2, D * HKV * nkv))
     yield* plan.set(vIn, Generators.values(3, D * HKV * nkv))
     yield* plan.setBytes(mask, maskBits(n, nkv, causal))
-    yield* warmUp(backend.compute(plan))
-    const times = new Map<string, Array<number>>()
-    for (let r = 0; r < REPS; r++) {
-      const trace = yield* backend.captureNext
-      yield* backend.compute(plan)
-      for (const e of (yield* trace).entries) {
-        const key = e.kernel.split("|")[0]
-        times.set(key, [...(times.get(key) ?? []), (e.gpuTimeNs ?? 0) / 1e3])
-      }
-    }
-    const kernels = [...times.entries()].map(([kernel, us]) => ({ kernel, us: Number(median(us).toFixed(1)) }))
+    const kernels = (yield* kernelTimes(backend, backend.compute(plan), REPS)).map(({ kernel, us }) => ({
+      kernel,
+      us: Number(us.toFixed(1))
+    }))
     const total = kernels.reduce((s, k) => s + k.us, 0)
     // causal work counted as the keys each query sees
     const flops = 4 * D * H * n * (causal ? nkv - n + (n + 1) / 2 : nkv)
