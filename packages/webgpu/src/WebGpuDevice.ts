@@ -372,13 +372,13 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
     description: options.description ?? "WebGPU",
     type: "GPU",
     // prompt attention in one pass on subgroup matrices outran the chain in a model's prompts
-    // (benchmarks/RESULTS.md); the row form without them did not
+    // (benchmarks/RESULTS.md); the row form without them, and the two-pass form, did not
     caps: {
       async: true,
       hostBuffer: false,
       bufferFromHostPtr: true,
       events: true,
-      fusedAttention: ctx.target.subgroupMatrix === true && f16
+      fusedAttention: ctx.target.subgroupMatrix === true && f16 && options.attentionPrefill?.form !== "two-pass"
     },
     ledger,
     bufferType: privateType,
