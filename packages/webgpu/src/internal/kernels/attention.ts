@@ -22,15 +22,29 @@ import { alibiSlope, workgroupReductions } from "./reduce.js"
 const threadsFor = (target: KernelTarget) => (target.software === true ? 32 : 64)
 
 /**
+ * which form takes a flash_attn_ext node: the decode form (its plan), the matrix forms (the one-pass one where
+ * it applies, else the two-pass one), or the row form; the kernel and its scratch both ask here
+ */
+const formOf = (node: Tensor.Tensor, op: AttentionOp, target: KernelTarget) => {
+  const plan = decodePlan(node, target)
+  if (plan !== undefined) return { form: "decode" as const, plan }
+  // the matrix forms read q as it is: a rotated q takes the row form
+  if (op._tag !== "FlashAttnExt" || !Matrix.offered(node, target)) return { form: "rows" as const }
+  return { form: Tiles.applies(node, op, target) ? "one-pass" as const : "two-pass" as const }
+}
+
+/**
  * @internal: the bytes of scratch a flash_attn_ext node's kernel keeps after its result: the decode form's
  * splits' partials, or the one-pass prompt form's where it splits the keys
  */
-export const scratchBytes = (node: Tensor.Tensor, target: KernelTarget): number =>
-  decodePlan(node, target) !== undefined
+export const scratchBytes = (node: Tensor.Tensor, target: KernelTarget): number => {
+  const chosen = formOf(node, node.op as AttentionOp, target)
+  return chosen.form === "decode"
     ? decodeScratch(node, target)
-    : node.op._tag === "FlashAttnExt" && Matrix.offered(node, target) && Tiles.applies(node, node.op, target)
+    : chosen.form === "one-pass"
     ? Tiles.scratchBytes(node, target)
     : 0
+}
 
 /** @internal: flash_attn_ext's kernel: the decode form where it applies (falling back where its scratch is missing) */
 export const flashAttnExt = (
@@ -38,11 +52,11 @@ export const flashAttnExt = (
   op: AttentionOp,
   target: KernelTarget
 ): Kernel => {
-  const plan = decodePlan(node, target)
+  const chosen = formOf(node, op, target)
   const rows = rowsKernel(node, op, target)
-  if (plan === undefined) {
-    // the matrix form reads q as it is: a rotated q takes the row form
-    if (op._tag !== "FlashAttnExt" || !Matrix.offered(node, target)) return rows
+  if (chosen.form === "rows") return rows
+  // (a matrix form's op is flash_attn_ext: formOf says so, the tag check lets the compiler see it)
+  if (chosen.form !== "decode" && op._tag === "FlashAttnExt") {
     const { k, mask, params, q, sinks, v } = shared(node, op)
     const operands: Array<Operand> = [{ name: "q", tensor: q }, { name: "k", tensor: k }, { name: "v", tensor: v }, {
       name: "d",
@@ -53,10 +67,12 @@ export const flashAttnExt = (
     // the two-pass form where the one-pass one does not apply or its bindings turn out unaligned, the row
     // form where the two-pass one's tiles do not fit
     const twoPass = Matrix.fits(node, target) ? Matrix.flashAttnMatrix(node, op, operands, params) : rows
-    return Tiles.applies(node, op, target)
+    return chosen.form === "one-pass"
       ? Tiles.flashAttnTiles(node, op, operands, params, target, twoPass)
       : twoPass
   }
+  if (chosen.form !== "decode") return rows
+  const { plan } = chosen
   const scalar = decodeKernel(node, op, { ...plan, across: "dims" }, target, rows, false)
   return widens(node.src[1]) && widens(node.src[2]) ? decodeKernel(node, op, plan, target, scalar, true) : scalar
 }
