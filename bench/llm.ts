@@ -119,7 +119,8 @@ const valued = [
   "--mv-split",
   "--mv-split-below",
   "--prefill-subgroups",
-  "--prefill-splits"
+  "--prefill-splits",
+  "--matrix-order"
 ]
 const names = rest.filter((n, i) => !n.startsWith("--") && !valued.includes(rest[i - 1]))
 const attentionAt = rest.indexOf("--attention")
@@ -210,7 +211,10 @@ const gpuOptions = {
   ...(rest.includes("--toggles")
     ? { toggles: [...WebGpu.defaultToggles, ...rest[rest.indexOf("--toggles") + 1].split(",")] }
     : {}),
-  ...(rest.includes("--robustness") ? { robustness: true } : {})
+  ...(rest.includes("--robustness") ? { robustness: true } : {}),
+  ...(rest.includes("--matrix-order")
+    ? { matrixOrder: rest[rest.indexOf("--matrix-order") + 1] as "rows" | "columns" }
+    : {})
 }
 
 if (command === "models") {
@@ -305,6 +309,7 @@ const measure = (name: string) =>
       mv_groups: gpuOptions.quantizedDecode?.int8Groups ?? "auto",
       norm_once: gpuOptions.quantizedDecode?.normOnce !== false,
       robustness: gpuOptions.robustness === true,
+      matrix_order: gpuOptions.matrixOrder ?? "columns",
       mv_split: gpuOptions.quantizedDecode?.int8Split ?? "none",
       mv_split_below: gpuOptions.quantizedDecode?.int8SplitBelow ?? 1024,
       steps_ahead: rest.includes("--steps-ahead") ? Number(rest[rest.indexOf("--steps-ahead") + 1]) : 1,

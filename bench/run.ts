@@ -37,6 +37,7 @@ import { modelCases } from "./models.js"
 import {
   parseAttention,
   parseDecode,
+  parseOrder,
   parsePrefillAttention,
   parseQuantizedPrefill,
   parseRegs,
@@ -67,6 +68,8 @@ const parsed = (() => {
         peer: { type: "boolean", default: true },
         /** subgroup-matrix tiling of f16 mul_mat, "SRxSC:FRxFC:DEPTH" (subgroups, fragments per subgroup, K step) */
         tile: { type: "string" },
+        /** which result tiles neighbouring workgroups of a subgroup-matrix product take: "rows" or "columns" */
+        "matrix-order": { type: "string" },
         /** square matmul sizes (f32 and f16), comma-separated; default 256..8192 (--quick: 64..256) */
         sizes: { type: "string" },
         /** elements of the add and mul cases */
@@ -431,6 +434,7 @@ const main = Effect.gen(function*() {
   const [device] = yield* WebGpu.make({
     devices: 1,
     ...(args.tile ? { matrixTile: checked(() => parseTile(args.tile!)) } : {}),
+    ...(args["matrix-order"] ? { matrixOrder: checked(() => parseOrder(args["matrix-order"]!)) } : {}),
     ...(args.regs ? { registerTile: checked(() => parseRegs(args.regs!)) } : {}),
     ...(args.qdecode ? { quantizedDecode: checked(() => parseDecode(args.qdecode!)) } : {}),
     ...(args.fa ? { attentionDecode: checked(() => parseAttention(args.fa!)) } : {}),

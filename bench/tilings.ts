@@ -22,6 +22,12 @@ export const parseTile = (s: string) => {
   }
 }
 
+/** "rows" or "columns": which result tiles neighbouring workgroups of a subgroup-matrix product take */
+export const parseOrder = (s: string): "rows" | "columns" => {
+  if (s !== "rows" && s !== "columns") throw new Error(`a matrix order is rows or columns, got ${s}`)
+  return s
+}
+
 /** "MxN:DEPTH[u]": results per thread along m and n, K step, u for the K loop written out */
 export const parseRegs = (s: string) => {
   const m = /^(\d+)x(\d+):(\d+)(u?)$/.exec(s)

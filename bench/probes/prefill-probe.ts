@@ -1,9 +1,11 @@
 /**
  * A prompt's products alone: each weight shape of a model (M rows of K) against N = 512 activations (f32),
  * per weight type and subgroup-matrix tiling (SRxSC:FRxFC:DEPTH[/SPLITS]), traced: GPU time (median of 10) and
- * TFLOP/s. Which tiling (and split of K) fills the GPU where a 128x128 tile gives few workgroups.
+ * TFLOP/s. Which tiling (and split of K) fills the GPU where a 128x128 tile gives few workgroups. A tiling
+ * ending in @rows has neighbouring workgroups take row blocks (the default: column blocks); PROBE_TYPES
+ * (e.g. f16,q8_0) limits the weight types.
  *
- *   tsx prefill-probe.ts [8b|1b] [TILING|auto...]     (bundle it as bench/llm.ts is to run it on the GPU machine)
+ *   tsx prefill-probe.ts [8b|1b] [TILING|auto[@rows]...]     (bundle it as bench/llm.ts is to run it on the GPU machine)
  */
 import { Graph, Ops } from "@effect-gpu/core"
 import * as Quant from "@effect-gpu/core/Quant"
@@ -11,7 +13,7 @@ import * as Generators from "@effect-gpu/testing/Generators"
 import { WebGpu } from "@effect-gpu/webgpu"
 import { Effect } from "effect"
 import { warmUp } from "../case.js"
-import { parseTile } from "../tilings.js"
+import { parseOrder, parseTile } from "../tilings.js"
 
 const [model = "8b", ...tileArgs] = process.argv.slice(2)
 const N = 512
@@ -35,7 +37,12 @@ const probe = (
   activations: Float32Array
 ) =>
   Effect.gen(function*() {
-    const [device] = yield* WebGpu.make({ devices: 1, ...(tiling === "auto" ? {} : { matrixTile: parseTile(tiling) }) })
+    const [tile, order] = tiling.split("@")
+    const [device] = yield* WebGpu.make({
+      devices: 1,
+      ...(tile === "auto" ? {} : { matrixTile: parseTile(tile) }),
+      ...(order !== undefined ? { matrixOrder: parseOrder(order) } : {})
+    })
     const backend = yield* device.makeBackend()
     const g = Graph.make()
     const a = yield* g.param("a", dtype, [K, M])
@@ -79,7 +86,10 @@ Effect.runPromise(
     // one set of values a shape, quantized once a type, for every tiling
     const values = Generators.values(1, K * M)
     const activations = Generators.values(2, K * N)
-    return Effect.forEach(["q4_0", "q8_0", "f16"] as const, (dtype) => {
+    const types = (process.env.PROBE_TYPES?.split(",") ?? ["q4_0", "q8_0", "f16"]) as ReadonlyArray<
+      "q4_0" | "q8_0" | "f16"
+    >
+    return Effect.forEach(types, (dtype) => {
       const weights = dtype === "f16" ? values : Quant.unsafeQuantize(dtype, values)
       return Effect.forEach(tilings, (tiling) => probe(tiling, dtype, M, K, weights, activations), { discard: true })
     }, { discard: true })

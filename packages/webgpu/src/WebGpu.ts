@@ -58,6 +58,8 @@ export interface Options {
   readonly offloadMinBatch?: number | undefined
   /** @internal the subgroup-matrix tiling of f16 mul_mat, for tuning experiments */
   readonly matrixTile?: WebGpuDevice.Options["matrixTile"]
+  /** @internal which result tiles neighbouring workgroups of a subgroup-matrix product take, for tests and tuning */
+  readonly matrixOrder?: WebGpuDevice.Options["matrixOrder"]
   /** @internal the register tiling of the vec4 mul_mat kernel, for tuning experiments */
   readonly registerTile?: WebGpuDevice.Options["registerTile"]
   /** @internal the quantized matrix-vector kernel's rows per lane group and most columns, for tests and tuning */
@@ -205,6 +207,7 @@ const wrapDevice = (
       adapterInfo: adapter.info as WebGpuDevice.AdapterInfo,
       wgslFeatures: gpu.wgslLanguageFeatures,
       matrixTile: options.matrixTile,
+      matrixOrder: options.matrixOrder,
       registerTile: options.registerTile,
       quantizedDecode: options.quantizedDecode,
       attentionDecode: options.attentionDecode,

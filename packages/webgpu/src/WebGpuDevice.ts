@@ -52,6 +52,14 @@ export interface Options {
    */
   readonly matrixTile?: MatrixTile | undefined
   /**
+   * which of a subgroup-matrix product's result tiles neighbouring workgroups take: the column blocks of one
+   * row block of the weights (`columns`, so that its rows are read from memory once), or the row blocks of
+   * one column block (`rows`) (tests and tuning); default: columns
+   *
+   * @internal
+   */
+  readonly matrixOrder?: "rows" | "columns" | undefined
+  /**
    * the register tiling of the vec4 mul_mat kernel (for tuning experiments); default: by product size
    *
    * @internal
@@ -328,6 +336,7 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
     dot4: (options.wgslFeatures ?? wgslFeatures()).has("packed_4x8_integer_dot_product"),
     software: info?.isFallbackAdapter === true,
     ...(options.matrixTile ? { matrixTile: options.matrixTile } : {}),
+    ...(options.matrixOrder ? { matrixOrder: options.matrixOrder } : {}),
     ...(options.registerTile ? { registerTile: options.registerTile } : {}),
     ...(options.quantizedDecode ? { quantizedDecode: options.quantizedDecode } : {}),
     ...(options.attentionDecode ? { attentionDecode: options.attentionDecode } : {}),

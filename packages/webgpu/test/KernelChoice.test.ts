@@ -45,6 +45,39 @@ describe("mul_mat kernel choice", () => {
       assert.strictEqual(chosen({ subgroupMatrix: false, workgroupStorage: 49152 }), "mm4")
     }))
 
+  it.effect("neighbouring workgroups of a subgroup-matrix product take one row block's column blocks, unless asked for rows", () =>
+    Effect.gen(function*() {
+      const target = { ...gpu, workgroupStorage: 49152, workgroupInvocations: 1024 }
+      const product = (dtype: "f16" | "q8_0", M: number, K = 4096) =>
+        Effect.gen(function*() {
+          const g = Graph.make()
+          const a = yield* g.param("a", dtype, [K, M])
+          return yield* g.output(Ops.mulMat(a, yield* g.input("b", "f16", [K, 512])))
+        })
+      /** the subgroup-matrix kernel of a product's chain (after a weight copy where there is one) */
+      const mmsg = (k: ReturnType<typeof mulMat>) => k.variant.family === "mmsg" ? k : k.next!
+      // 14336 rows of 128 x 128 blocks against 512 columns: x counts the 4 column blocks, y the 112 row blocks
+      for (const dtype of ["f16", "q8_0"] as const) {
+        const y = yield* product(dtype, 14336)
+        const columns = mmsg(mulMat(y, target, undefined))
+        assert.deepStrictEqual([...columns.workgroups], [4, 112, 1], dtype)
+        assert.isUndefined(columns.variant.order)
+        assert.include(columns.main, "let m0 = wid.y * 128u;")
+        assert.include(columns.main, "let n0 = wid.x * 128u;")
+        const rows = mmsg(mulMat(y, { ...target, matrixOrder: "rows" }, undefined))
+        assert.deepStrictEqual([...rows.workgroups], [112, 4, 1], dtype)
+        assert.strictEqual(rows.variant.order, "rows")
+        assert.include(rows.main, "let m0 = wid.x * 128u;")
+      }
+      // split K keeps the splits along z, either order; a tiling asked for takes the order asked for
+      const split = yield* product("f16", 4096)
+      assert.deepStrictEqual([...mulMat(split, target, undefined).workgroups], [4, 32, 2])
+      const tile = { sgRows: 2, sgCols: 2, fragRows: 4, fragCols: 4, depth: 32, splits: 1 }
+      const asked = mulMat(split, { ...target, matrixTile: tile, matrixOrder: "rows" }, undefined)
+      assert.deepStrictEqual([...asked.workgroups], [32, 4, 1])
+      assert.strictEqual(asked.variant.order, "rows")
+    }))
+
   it.effect("q8_0 and q4_0 weights past 256 columns on subgroup matrices are copied into f16 first; the copy sits past the split partials", () =>
     Effect.gen(function*() {
       const target = { ...gpu, workgroupStorage: 49152, workgroupInvocations: 1024 }

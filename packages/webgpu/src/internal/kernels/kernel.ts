@@ -113,6 +113,12 @@ export interface MatrixTile {
    * lane loading its row's words alone ran slower; default: on
    */
   readonly laneLoads?: boolean
+  /**
+   * which of the result's tiles neighbouring workgroups take: "columns" (b's column blocks of one row
+   * block of a, so that a's rows are read from memory once while they are in L2), or "rows" (a's row
+   * blocks of one column block); default: columns
+   */
+  readonly order?: "rows" | "columns"
 }
 
 /** @internal: the register tiling of the vec4 mul_mat kernel: results per thread along m and n, and K step */
@@ -225,6 +231,8 @@ export interface KernelTarget {
   readonly subgroupMatrix?: boolean
   /** overrides the subgroup-matrix tiling (benchmarks try several) */
   readonly matrixTile?: MatrixTile
+  /** overrides which of a subgroup-matrix product's tiles neighbouring workgroups take (MatrixTile.order) */
+  readonly matrixOrder?: "rows" | "columns"
   /** overrides the register tiling of the vec4 mul_mat kernel (benchmarks try several) */
   readonly registerTile?: RegisterTile
   /**

@@ -51,6 +51,10 @@ const registersFor = ({ M, N, batches }: Product.Product, software: boolean): Re
 const fits = (t: MatrixTile, target: KernelTarget) =>
   sharedBytes(t) <= (target.workgroupStorage ?? 16384) && invocations(t) <= (target.workgroupInvocations ?? 256)
 
+/** a tiling with the target's workgroup order where one is asked for and the tiling names none */
+const orderedBy = (target: KernelTarget) => (t: MatrixTile | undefined): MatrixTile | undefined =>
+  t !== undefined && target.matrixOrder !== undefined && t.order === undefined ? { ...t, order: target.matrixOrder } : t
+
 /**
  * a product's subgroup-matrix tiling among those `usable`: the one asked for, else the first that fits, or
  * the small one where the first gives few workgroups that splitting K would not multiply by 4 or more (H200:
@@ -58,13 +62,14 @@ const fits = (t: MatrixTile, target: KernelTarget) =>
  * 2048 f16 one 1.3x slower in 2; benchmarks/RESULTS.md)
  */
 const tileFor = (product: Product.Product, target: KernelTarget, usable: (t: MatrixTile) => boolean) => {
+  const ordered = orderedBy(target)
   const ok = (t: MatrixTile) => usable(t) && fits(t, target)
-  if (target.matrixTile !== undefined && ok(target.matrixTile)) return target.matrixTile
+  if (target.matrixTile !== undefined && ok(target.matrixTile)) return ordered(target.matrixTile)
   const first = MATRIX_TILES.find(ok)
   const few = first !== undefined && gridOf(product, first) < SMALL_GRID && splitsOf(product, first) < 4
   // a product of 64 rows or fewer (attention's P V at head size 64) would leave half the tile's rows empty
   const thin = first !== undefined && 2 * product.M <= first.sgCols * first.fragCols * 16
-  return (few || thin) && ok(SMALL_TILE) ? SMALL_TILE : first
+  return ordered((few || thin) && ok(SMALL_TILE) ? SMALL_TILE : first)
 }
 
 /** the quantized matrix-vector kernel's shape on a target */
@@ -87,7 +92,7 @@ const matrixTiling = (product: Product.Product, a: Tensor.Tensor, b: Tensor.Tens
   if ((b.dtype !== "f32" && b.dtype !== "f16") || b.nb[0] !== DType.typeSize(b.dtype)) return undefined
   if (product.quantized) return decodes(product, target) ? undefined : tileFor(product, target, stagesBlocks)
   if (a.dtype !== "f16" || a.nb[0] !== 2) return undefined
-  return target.matrixTile !== undefined ? target.matrixTile : tileFor(product, target, () => true)
+  return target.matrixTile !== undefined ? orderedBy(target)(target.matrixTile) : tileFor(product, target, () => true)
 }
 
 /**

@@ -113,13 +113,13 @@ export const eightAligned = aligned(8)
 
 /**
  * @internal: WGSL: the batch (b2, b3) from `batch` (the batch's index), the first result row and column
- * (m0, n0) of a block, and M, N, K
+ * (m0, n0) of a block, and M, N, K; `columnsFirst`: workgroup x counts column blocks (b's), y row blocks
  */
-export const origin = (rows: number, cols: number, batch = "wid.z"): string =>
+export const origin = (rows: number, cols: number, batch = "wid.z", columnsFirst = false): string =>
   `  let b2 = ${batch} % P.d_ne2;
   let b3 = ${batch} / P.d_ne2;
-  let m0 = wid.x * ${rows}u;
-  let n0 = wid.y * ${cols}u;
+  let m0 = ${columnsFirst ? "wid.y" : "wid.x"} * ${rows}u;
+  let n0 = ${columnsFirst ? "wid.x" : "wid.y"} * ${cols}u;
   let M = P.d_ne0;
   let N = P.d_ne1;
   let K = P.a_ne0;`

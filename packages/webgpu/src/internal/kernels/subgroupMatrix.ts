@@ -145,6 +145,8 @@ const tiling = (
   const TN = SR * FR * 16
   const TM = SC * FC * 16
   const LS = pad(TK)
+  const columnsFirst = tile.order !== "rows"
+  const [rowBlocks, colBlocks] = [Math.ceil(product.M / TM), Math.ceil(product.N / TN)]
   // loads per thread per K step, of one tile of `rows` rows
   const loads = (rows: number) => Math.ceil((rows * TK) / w / threads)
   const guard = (rows: number) => (rows * TK) / w % threads !== 0
@@ -381,7 +383,8 @@ ${steps}
         ? {}
         : { dtype: quantized, prefetch: shared ? "lanes" : raw ? "words" : "values" }),
       ...(splits > 1 ? { splits } : {}),
-      ...(direct ? { direct } : {})
+      ...(direct ? { direct } : {}),
+      ...(columnsFirst ? {} : { order: "rows" })
     },
     enables: ["f16", "subgroups", "chromium_experimental_subgroup_matrix"],
     // Tint wants subgroup-matrix arguments provably uniform; per-subgroup offsets (lid / 32) are uniform
@@ -389,7 +392,9 @@ ${steps}
     diagnosticsOff: ["chromium.subgroup_matrix_uniformity"],
     operands: split ? split.operands : product.operands,
     params: split ? [...product.params, ...split.params] : product.params,
-    workgroups: [Math.ceil(product.M / TM), Math.ceil(product.N / TN), product.batches * splits],
+    workgroups: columnsFirst
+      ? [colBlocks, rowBlocks, product.batches * splits]
+      : [rowBlocks, colBlocks, product.batches * splits],
     main: `
 ${quantized === undefined ? "" : pieces(quantized)}${shared ? `\n${HALF_QUANTS}` : ""}
 var<workgroup> Xs: array<${vt}, ${(TN * LS) / sw}>;
@@ -407,11 +412,11 @@ ${
         ? `  // split-K: workgroup z covers batch z / splits, and K steps [kb, ke) of it; its partial sums go to
   // the scratch after the result, split by split
   let sp = wid.z % ${splits}u;
-${origin(TM, TN, `(wid.z / ${splits}u)`)}
+${origin(TM, TN, `(wid.z / ${splits}u)`, columnsFirst)}
   let kb = sp * P.per;
   let ke = min(K, kb + P.per);
   let part = P.d_o + P.scratch + (sp * P.d_ne2 * P.d_ne3 + wid.z / ${splits}u) * M * N;`
-        : `${origin(TM, TN)}
+        : `${origin(TM, TN, "wid.z", columnsFirst)}
   let kb = 0u;
   let ke = K;`
     }
