@@ -5,9 +5,11 @@
 # with parts run in turn in one call (a call runs 10 minutes at most; an H200 may not come twice in a
 # session, so put the most in the first):
 #   table (the default, ~6 minutes)  the model table with this tree's defaults (prompts' attention in one pass
-#                                    since 2026-12-06 11:30: 8B q8_0 prefill 0.98x in run fv before it); the
-#                                    chain's prompts against them at 8B q8_0 (--attention chain); flash_attn_ext
-#                                    against the chain, decode and prefill, the clocks sampled beside
+#                                    since 2026-12-06 11:30, products' workgroups a weight row block's column
+#                                    blocks side by side since 13:15: 8B q8_0 prefill 0.98x in run fv before
+#                                    both); the chain's prompts and the old order against them at 8B q8_0
+#                                    (--attention chain, --matrix-order rows); flash_attn_ext against the
+#                                    chain, decode and prefill, the clocks sampled beside
 #   check (~5 minutes)               kernel-check's int8 forms at 32 lanes; row groups in turn against a
 #                                    workgroup a group and a lower cap at 8B q8_0 (last run: run fe, an H100)
 #   18 (~4.5 minutes)                issue 18's matrix-vector cases of every decode type (the k-quants' int8
@@ -32,7 +34,8 @@ for part in ${PART:-table}; do
   case "$part" in
     table)
       bash .gpu-llm/steps.sh "table:bash .gpu-llm/table.sh" \
-        "forms:bash .gpu-llm/forms.sh 8b-q8_0 'llm.mjs --prefill-only' 'llm.mjs --prefill-only --attention chain'" \
+        "forms:bash .gpu-llm/forms.sh 8b-q8_0 'llm.mjs --prefill-only' 'llm.mjs --prefill-only --attention chain' \
+          'llm.mjs --prefill-only --matrix-order rows'" \
         "attention:bash .gpu-llm/clocked.sh bash -c 'cd .gpu-llm && timeout 100 node run.mjs --no-peer --cases flash_attn_decode,attn_chain_decode,flash_attn_prefill,attn_chain_prefill'"
       ;;
     check)
