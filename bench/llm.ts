@@ -212,6 +212,7 @@ const gpuOptions = {
     ? { toggles: [...WebGpu.defaultToggles, ...rest[rest.indexOf("--toggles") + 1].split(",")] }
     : {}),
   ...(rest.includes("--robustness") ? { robustness: true } : {}),
+  ...(rest.includes("--no-fill-tiles") ? { fillTiles: false } : {}),
   ...(rest.includes("--matrix-order")
     ? { matrixOrder: rest[rest.indexOf("--matrix-order") + 1] as "rows" | "columns" }
     : {})
@@ -310,6 +311,7 @@ const measure = (name: string) =>
       norm_once: gpuOptions.quantizedDecode?.normOnce !== false,
       robustness: gpuOptions.robustness === true,
       matrix_order: gpuOptions.matrixOrder ?? "columns",
+      fill_tiles: gpuOptions.fillTiles !== false,
       mv_split: gpuOptions.quantizedDecode?.int8Split ?? "none",
       mv_split_below: gpuOptions.quantizedDecode?.int8SplitBelow ?? 1024,
       steps_ahead: rest.includes("--steps-ahead") ? Number(rest[rest.indexOf("--steps-ahead") + 1]) : 1,

@@ -8,7 +8,8 @@
  *   tsx kernel-check.ts [SECTION...]   (bundle it as bench/llm.ts is to run it on the GPU machine)
  *
  * SECTION: products, split, batched, attention, prefill, stack, plain, inturn, stores, norms, merge, mvsplit,
- * perm, sums (default: all)
+ * perm, sums (default: all). KC_TILE=SRxSC:FRxFC:DEPTH forces a subgroup-matrix tiling on the products'
+ * f16 and copied forms (a tiling not yet among the defaults).
  */
 import { Graph, Ops } from "@effect-gpu/core"
 import type { Quantized } from "@effect-gpu/core/DType"
@@ -54,16 +55,17 @@ const only = <A>(section: string, items: ReadonlyArray<A>): ReadonlyArray<A> =>
   sections.length === 0 || sections.includes(section) ? items : []
 
 const program = Effect.gen(function*() {
-  const [gpu] = yield* WebGpu.make({ devices: 1 })
+  const forced = process.env.KC_TILE !== undefined ? { matrixTile: parseTile(process.env.KC_TILE) } : {}
+  const [gpu] = yield* WebGpu.make({ devices: 1, ...forced })
   // quantized weights past 256 columns: copied into f16 first (q8_0's default) and dequantized by the tiles
   // as they stage (the others'), each forced
-  const [copyGpu] = yield* WebGpu.make({ devices: 1, quantizedPrefill: "copy" })
-  const [wideCopyGpu] = yield* WebGpu.make({ devices: 1, quantizedPrefill: "copy", copyLoads: "vec4" })
-  const [wordsCopyGpu] = yield* WebGpu.make({ devices: 1, quantizedPrefill: "copy", copyLoads: "words" })
+  const [copyGpu] = yield* WebGpu.make({ devices: 1, quantizedPrefill: "copy", ...forced })
+  const [wideCopyGpu] = yield* WebGpu.make({ devices: 1, quantizedPrefill: "copy", copyLoads: "vec4", ...forced })
+  const [wordsCopyGpu] = yield* WebGpu.make({ devices: 1, quantizedPrefill: "copy", copyLoads: "words", ...forced })
   const [tilesGpu] = yield* WebGpu.make({ devices: 1, quantizedPrefill: "tiles" })
   const [mergingGpu] = yield* WebGpu.make({ devices: 1, mergesInProducts: true })
   // subgroup-matrix products whose neighbouring workgroups take a's row blocks (the default: b's columns)
-  const [rowsGpu] = yield* WebGpu.make({ devices: 1, matrixOrder: "rows" })
+  const [rowsGpu] = yield* WebGpu.make({ devices: 1, matrixOrder: "rows", ...forced })
   let failed = 0
   for (const [at, bt, K, M, N, bound] of only("products", cases)) {
     const forms = at !== "f16" && N >= 256 ? ["copy", "copy-vec4", "copy-words", "tiles"] as const : [undefined]

@@ -60,6 +60,8 @@ export interface Options {
   readonly matrixTile?: WebGpuDevice.Options["matrixTile"]
   /** @internal which result tiles neighbouring workgroups of a subgroup-matrix product take, for tests and tuning */
   readonly matrixOrder?: WebGpuDevice.Options["matrixOrder"]
+  /** @internal 96 x 128 tiles where they fill fewer waves of workgroups, for tests and tuning */
+  readonly fillTiles?: WebGpuDevice.Options["fillTiles"]
   /** @internal the register tiling of the vec4 mul_mat kernel, for tuning experiments */
   readonly registerTile?: WebGpuDevice.Options["registerTile"]
   /** @internal the quantized matrix-vector kernel's rows per lane group and most columns, for tests and tuning */
@@ -208,6 +210,7 @@ const wrapDevice = (
       wgslFeatures: gpu.wgslLanguageFeatures,
       matrixTile: options.matrixTile,
       matrixOrder: options.matrixOrder,
+      fillTiles: options.fillTiles,
       registerTile: options.registerTile,
       quantizedDecode: options.quantizedDecode,
       attentionDecode: options.attentionDecode,

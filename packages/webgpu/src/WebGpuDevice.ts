@@ -60,6 +60,13 @@ export interface Options {
    */
   readonly matrixOrder?: "rows" | "columns" | undefined
   /**
+   * f16 products whose 128 x 128 grid leaves the last wave of workgroups part empty take 96 x 128 tiles
+   * where those fill fewer waves (tests and tuning); default: on (benchmarks/RESULTS.md, choices)
+   *
+   * @internal
+   */
+  readonly fillTiles?: boolean | undefined
+  /**
    * the register tiling of the vec4 mul_mat kernel (for tuning experiments); default: by product size
    *
    * @internal
@@ -337,6 +344,7 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
     software: info?.isFallbackAdapter === true,
     ...(options.matrixTile ? { matrixTile: options.matrixTile } : {}),
     ...(options.matrixOrder ? { matrixOrder: options.matrixOrder } : {}),
+    ...(options.fillTiles !== undefined ? { fillTiles: options.fillTiles } : {}),
     ...(options.registerTile ? { registerTile: options.registerTile } : {}),
     ...(options.quantizedDecode ? { quantizedDecode: options.quantizedDecode } : {}),
     ...(options.attentionDecode ? { attentionDecode: options.attentionDecode } : {}),

@@ -78,6 +78,38 @@ describe("mul_mat kernel choice", () => {
       assert.strictEqual(asked.variant.order, "rows")
     }))
 
+  it.effect("f16 products whose last wave of 128 x 128 blocks is part empty take 96 x 128 blocks that fill it", () =>
+    Effect.gen(function*() {
+      const target = { ...gpu, workgroupStorage: 49152, workgroupInvocations: 1024 }
+      const tiling = (dtype: "f16" | "q8_0", M: number, K = 4096) =>
+        Effect.gen(function*() {
+          const g = Graph.make()
+          const a = yield* g.param("a", dtype, [K, M])
+          const y = yield* g.output(Ops.mulMat(a, yield* g.input("b", "f16", [K, 512])))
+          const k = mulMat(y, target, undefined)
+          // (a quantized product's tiles are those of the f16 product over its weights' copy)
+          const v = (k.variant.family === "mmsg" ? k : k.next!).variant
+          return `${v.fragments}${v.splits === undefined ? "" : `/${v.splits}`} ${
+            (k.variant.family === "mmsg" ? k : k.next!).workgroups.join("x")
+          }`
+        })
+      // an 8B model's q/k/v (192 blocks of 128 x 128, 256 of 96 x 128), its copy's product alike
+      assert.strictEqual(yield* tiling("f16", 6144), "4x3 4x64x1")
+      assert.strictEqual(yield* tiling("q8_0", 6144), "4x3 4x64x1")
+      // rows not whole blocks of 96 (gate and up, 28672; 14336), and split products, keep 128 x 128
+      assert.strictEqual(yield* tiling("f16", 28672), "4x4 4x224x1")
+      assert.strictEqual(yield* tiling("f16", 14336), "4x4 4x112x1")
+      assert.strictEqual(yield* tiling("f16", 4096), "4x4/2 4x32x2")
+      // 96 x 128 would take more waves: 128 x 128 (7680 rows: 240 blocks in one wave, 320 of 96 in two)
+      assert.strictEqual(yield* tiling("f16", 7680), "4x4 4x60x1")
+      // off where asked
+      const g = Graph.make()
+      const y = yield* g.output(
+        Ops.mulMat(yield* g.param("a", "f16", [4096, 6144]), yield* g.input("b", "f16", [4096, 512]))
+      )
+      assert.strictEqual(mulMat(y, { ...target, fillTiles: false }, undefined).variant.fragments, "4x4")
+    }))
+
   it.effect("q8_0 and q4_0 weights past 256 columns on subgroup matrices are copied into f16 first; the copy sits past the split partials", () =>
     Effect.gen(function*() {
       const target = { ...gpu, workgroupStorage: 49152, workgroupInvocations: 1024 }

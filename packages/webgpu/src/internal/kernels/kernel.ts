@@ -233,6 +233,11 @@ export interface KernelTarget {
   readonly matrixTile?: MatrixTile
   /** overrides which of a subgroup-matrix product's tiles neighbouring workgroups take (MatrixTile.order) */
   readonly matrixOrder?: "rows" | "columns"
+  /**
+   * f16 products whose 128 x 128 grid leaves the last wave of workgroups part empty take 96 x 128 tiles
+   * where those fill fewer waves (FILL_TILE); default: on
+   */
+  readonly fillTiles?: boolean
   /** overrides the register tiling of the vec4 mul_mat kernel (benchmarks try several) */
   readonly registerTile?: RegisterTile
   /**

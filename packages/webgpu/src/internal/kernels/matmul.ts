@@ -18,6 +18,8 @@ import * as Product from "./product.js"
 import * as Quantized from "./quantized.js"
 import * as Decode from "./quantizedMatVec.js"
 import {
+  FILL_TILE,
+  fillsBetter,
   gridOf,
   invocations,
   MATRIX_TILES,
@@ -69,7 +71,9 @@ const tileFor = (product: Product.Product, target: KernelTarget, usable: (t: Mat
   const few = first !== undefined && gridOf(product, first) < SMALL_GRID && splitsOf(product, first) < 4
   // a product of 64 rows or fewer (attention's P V at head size 64) would leave half the tile's rows empty
   const thin = first !== undefined && 2 * product.M <= first.sgCols * first.fragCols * 16
-  return ordered((few || thin) && ok(SMALL_TILE) ? SMALL_TILE : first)
+  if ((few || thin) && ok(SMALL_TILE)) return ordered(SMALL_TILE)
+  const fill = target.fillTiles !== false && first !== undefined && ok(FILL_TILE) && fillsBetter(product, first)
+  return ordered(fill ? FILL_TILE : first)
 }
 
 /** the quantized matrix-vector kernel's shape on a target */

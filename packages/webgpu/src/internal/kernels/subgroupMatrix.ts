@@ -89,6 +89,13 @@ export const SMALL_TILE: MatrixTile = { sgRows: 2, sgCols: 1, fragRows: 2, fragC
 export const SMALL_GRID = 128
 
 /**
+ * @internal: 96 weight rows x 128 columns per workgroup (2x2 subgroups of 4x3 fragments): for an unsplit f16
+ * product whose rows are whole blocks of it and whose 128 x 128 grid would leave its last wave part empty
+ * (an 8B model's q/k/v, 192 workgroups: 256 of these fill one wave of SPLIT_FILL)
+ */
+export const FILL_TILE: MatrixTile = { sgRows: 2, sgCols: 2, fragRows: 4, fragCols: 3, depth: 32 }
+
+/**
  * @internal: workgroups a product's grid should reach: a grid of fewer blocks splits their K ranges over
  * several workgroups each (split-K), up to MAX_SPLITS, each at least MIN_STEPS K steps long. Set for the
  * H200 (132 SMs, two of these workgroups resident on each): a block's workgroup alone on its SM left its
@@ -111,6 +118,19 @@ export const splitsOf = (product: Product, t: MatrixTile): number => {
     Math.min(MAX_SPLITS, Math.floor(SPLIT_FILL / gridOf(product, t)), Math.floor(steps / MIN_STEPS))
   const want = Math.max(1, Math.min(asked, steps))
   return Math.ceil(steps / Math.ceil(steps / want))
+}
+
+/**
+ * @internal: whether FILL_TILE does a product's work in fewer workgroup-waves than `t` (waves of SPLIT_FILL
+ * workgroups, each weighed by its tile's results): for unsplit products with whole blocks of it
+ */
+export const fillsBetter = (product: Product, t: MatrixTile): boolean => {
+  const f = FILL_TILE
+  const rows = f.sgCols * f.fragCols * 16
+  if (product.M % rows !== 0 || splitsOf(product, t) > 1 || splitsOf(product, f) > 1) return false
+  const cost = (m: MatrixTile) =>
+    Math.ceil(gridOf(product, m) / SPLIT_FILL) * (m.sgCols * m.fragCols * 16) * (m.sgRows * m.fragRows * 16)
+  return cost(f) < cost(t)
 }
 
 /** @internal: bytes of partial sums a split-K product keeps after its result (none where K is not split) */
