@@ -19,6 +19,17 @@ const f16Product = Effect.gen(function*() {
 
 const gpu: KernelTarget = { f16: true, maxWorkgroups: 65535, subgroups: true, subgroupMatrix: true }
 
+/** a prompt's product: weights of M rows of K against 512 f16 columns */
+const promptProduct = (dtype: "f16" | "q8_0", M: number, K = 4096) =>
+  Effect.gen(function*() {
+    const g = Graph.make()
+    const a = yield* g.param("a", dtype, [K, M])
+    return yield* g.output(Ops.mulMat(a, yield* g.input("b", "f16", [K, 512])))
+  })
+
+/** the subgroup-matrix kernel of a product's chain (after a weight copy where there is one) */
+const matrixKernel = (k: ReturnType<typeof mulMat>) => k.variant.family === "mmsg" ? k : k.next!
+
 describe("mul_mat kernel choice", () => {
   it.effect("the subgroup-matrix tiling is the first that fits the workgroup memory and invocations", () =>
     Effect.gen(function*() {
@@ -48,29 +59,21 @@ describe("mul_mat kernel choice", () => {
   it.effect("neighbouring workgroups of a subgroup-matrix product take one row block's column blocks, unless asked for rows", () =>
     Effect.gen(function*() {
       const target = { ...gpu, workgroupStorage: 49152, workgroupInvocations: 1024 }
-      const product = (dtype: "f16" | "q8_0", M: number, K = 4096) =>
-        Effect.gen(function*() {
-          const g = Graph.make()
-          const a = yield* g.param("a", dtype, [K, M])
-          return yield* g.output(Ops.mulMat(a, yield* g.input("b", "f16", [K, 512])))
-        })
-      /** the subgroup-matrix kernel of a product's chain (after a weight copy where there is one) */
-      const mmsg = (k: ReturnType<typeof mulMat>) => k.variant.family === "mmsg" ? k : k.next!
       // 14336 rows of 128 x 128 blocks against 512 columns: x counts the 4 column blocks, y the 112 row blocks
       for (const dtype of ["f16", "q8_0"] as const) {
-        const y = yield* product(dtype, 14336)
-        const columns = mmsg(mulMat(y, target, undefined))
+        const y = yield* promptProduct(dtype, 14336)
+        const columns = matrixKernel(mulMat(y, target, undefined))
         assert.deepStrictEqual([...columns.workgroups], [4, 112, 1], dtype)
         assert.isUndefined(columns.variant.order)
         assert.include(columns.main, "let m0 = wid.y * 128u;")
         assert.include(columns.main, "let n0 = wid.x * 128u;")
-        const rows = mmsg(mulMat(y, { ...target, matrixOrder: "rows" }, undefined))
+        const rows = matrixKernel(mulMat(y, { ...target, matrixOrder: "rows" }, undefined))
         assert.deepStrictEqual([...rows.workgroups], [112, 4, 1], dtype)
         assert.strictEqual(rows.variant.order, "rows")
         assert.include(rows.main, "let m0 = wid.x * 128u;")
       }
       // split K keeps the splits along z, either order; a tiling asked for takes the order asked for
-      const split = yield* product("f16", 4096)
+      const split = yield* promptProduct("f16", 4096)
       assert.deepStrictEqual([...mulMat(split, target, undefined).workgroups], [4, 32, 2])
       const tile = { sgRows: 2, sgCols: 2, fragRows: 4, fragCols: 4, depth: 32, splits: 1 }
       const asked = mulMat(split, { ...target, matrixTile: tile, matrixOrder: "rows" }, undefined)
@@ -81,16 +84,12 @@ describe("mul_mat kernel choice", () => {
   it.effect("f16 products whose last wave of 128 x 128 blocks is part empty take 96 x 128 blocks that fill it", () =>
     Effect.gen(function*() {
       const target = { ...gpu, workgroupStorage: 49152, workgroupInvocations: 1024 }
-      const tiling = (dtype: "f16" | "q8_0", M: number, K = 4096) =>
-        Effect.gen(function*() {
-          const g = Graph.make()
-          const a = yield* g.param("a", dtype, [K, M])
-          const y = yield* g.output(Ops.mulMat(a, yield* g.input("b", "f16", [K, 512])))
-          const k = mulMat(y, target, undefined)
+      const tiling = (dtype: "f16" | "q8_0", M: number) =>
+        Effect.map(promptProduct(dtype, M), (y) => {
           // (a quantized product's tiles are those of the f16 product over its weights' copy)
-          const v = (k.variant.family === "mmsg" ? k : k.next!).variant
-          return `${v.fragments}${v.splits === undefined ? "" : `/${v.splits}`} ${
-            (k.variant.family === "mmsg" ? k : k.next!).workgroups.join("x")
+          const k = matrixKernel(mulMat(y, target, undefined))
+          return `${k.variant.fragments}${k.variant.splits === undefined ? "" : `/${k.variant.splits}`} ${
+            k.workgroups.join("x")
           }`
         })
       // an 8B model's q/k/v (192 blocks of 128 x 128, 256 of 96 x 128), its copy's product alike
@@ -103,10 +102,7 @@ describe("mul_mat kernel choice", () => {
       // 96 x 128 would take more waves: 128 x 128 (7680 rows: 240 blocks in one wave, 320 of 96 in two)
       assert.strictEqual(yield* tiling("f16", 7680), "4x4 4x60x1")
       // off where asked
-      const g = Graph.make()
-      const y = yield* g.output(
-        Ops.mulMat(yield* g.param("a", "f16", [4096, 6144]), yield* g.input("b", "f16", [4096, 512]))
-      )
+      const y = yield* promptProduct("f16", 6144)
       assert.strictEqual(mulMat(y, { ...target, fillTiles: false }, undefined).variant.fragments, "4x4")
     }))
 
