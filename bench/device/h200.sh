@@ -4,12 +4,13 @@
 #   PART="PART..." bash .gpu-llm/run.sh bash .gpu-llm/h200.sh
 # with parts run in turn in one call (a call runs 10 minutes at most; an H200 may not come twice in a
 # session, so put the most in the first):
-#   table (the default, ~6 minutes)  the model table with this tree's defaults (prompts' attention in one pass
+#   table (the default, ~7 minutes)  the model table with this tree's defaults (prompts' attention in one pass
 #                                    since 2026-12-06 11:30, products' workgroups a weight row block's column
-#                                    blocks side by side since 13:15: 8B q8_0 prefill 0.98x in run fv before
-#                                    both); the chain's prompts and the old order against them at 8B q8_0
-#                                    (--attention chain, --matrix-order rows); flash_attn_ext against the
-#                                    chain, decode and prefill, the clocks sampled beside
+#                                    blocks side by side since 13:15, 96 x 128 tiles for q/k/v since 13:55:
+#                                    8B q8_0 prefill 0.98x in run fv before them); the chain's prompts, the
+#                                    old order and 128 x 128 q/k/v against them at 8B q8_0 (--attention chain,
+#                                    --matrix-order rows, --no-fill-tiles); flash_attn_ext against the chain,
+#                                    decode and prefill, the clocks sampled beside
 #   check (~5 minutes)               kernel-check's int8 forms at 32 lanes; row groups in turn against a
 #                                    workgroup a group and a lower cap at 8B q8_0 (last run: run fe, an H100)
 #   18 (~4.5 minutes)                issue 18's matrix-vector cases of every decode type (the k-quants' int8
@@ -35,7 +36,7 @@ for part in ${PART:-table}; do
     table)
       bash .gpu-llm/steps.sh "table:bash .gpu-llm/table.sh" \
         "forms:bash .gpu-llm/forms.sh 8b-q8_0 'llm.mjs --prefill-only' 'llm.mjs --prefill-only --attention chain' \
-          'llm.mjs --prefill-only --matrix-order rows'" \
+          'llm.mjs --prefill-only --matrix-order rows' 'llm.mjs --prefill-only --no-fill-tiles'" \
         "attention:bash .gpu-llm/clocked.sh bash -c 'cd .gpu-llm && timeout 100 node run.mjs --no-peer --cases flash_attn_decode,attn_chain_decode,flash_attn_prefill,attn_chain_prefill'"
       ;;
     check)
