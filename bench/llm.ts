@@ -120,7 +120,8 @@ const valued = [
   "--mv-split-below",
   "--prefill-subgroups",
   "--prefill-splits",
-  "--matrix-order"
+  "--matrix-order",
+  "--register-order"
 ]
 const names = rest.filter((n, i) => !n.startsWith("--") && !valued.includes(rest[i - 1]))
 const attentionAt = rest.indexOf("--attention")
@@ -213,6 +214,10 @@ const gpuOptions = {
     : {}),
   ...(rest.includes("--robustness") ? { robustness: true } : {}),
   ...(rest.includes("--no-fill-tiles") ? { fillTiles: false } : {}),
+  ...(rest.includes("--no-subgroup-matrices") ? { subgroupMatrices: false } : {}),
+  ...(rest.includes("--register-order")
+    ? { registerOrder: rest[rest.indexOf("--register-order") + 1] as "rows" | "columns" }
+    : {}),
   ...(rest.includes("--matrix-order")
     ? { matrixOrder: rest[rest.indexOf("--matrix-order") + 1] as "rows" | "columns" }
     : {})
@@ -312,6 +317,8 @@ const measure = (name: string) =>
       robustness: gpuOptions.robustness === true,
       matrix_order: gpuOptions.matrixOrder ?? "columns",
       fill_tiles: gpuOptions.fillTiles !== false,
+      subgroup_matrices: gpuOptions.subgroupMatrices !== false,
+      register_order: gpuOptions.registerOrder ?? "rows",
       mv_split: gpuOptions.quantizedDecode?.int8Split ?? "none",
       mv_split_below: gpuOptions.quantizedDecode?.int8SplitBelow ?? 1024,
       steps_ahead: rest.includes("--steps-ahead") ? Number(rest[rest.indexOf("--steps-ahead") + 1]) : 1,

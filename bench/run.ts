@@ -70,6 +70,8 @@ const parsed = (() => {
         tile: { type: "string" },
         /** which result tiles neighbouring workgroups of a subgroup-matrix product take: "rows" or "columns" */
         "matrix-order": { type: "string" },
+        /** the same for the register-tiled (vec4) kernel */
+        "register-order": { type: "string" },
         /** square matmul sizes (f32 and f16), comma-separated; default 256..8192 (--quick: 64..256) */
         sizes: { type: "string" },
         /** elements of the add and mul cases */
@@ -435,6 +437,7 @@ const main = Effect.gen(function*() {
     devices: 1,
     ...(args.tile ? { matrixTile: checked(() => parseTile(args.tile!)) } : {}),
     ...(args["matrix-order"] ? { matrixOrder: checked(() => parseOrder(args["matrix-order"]!)) } : {}),
+    ...(args["register-order"] ? { registerOrder: checked(() => parseOrder(args["register-order"]!)) } : {}),
     ...(args.regs ? { registerTile: checked(() => parseRegs(args.regs!)) } : {}),
     ...(args.qdecode ? { quantizedDecode: checked(() => parseDecode(args.qdecode!)) } : {}),
     ...(args.fa ? { attentionDecode: checked(() => parseAttention(args.fa!)) } : {}),

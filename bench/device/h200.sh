@@ -29,6 +29,10 @@
 #                                    its process; prompt attention alone at 512 and 2048 queries
 #                                    (bench/probes/prompt-attention-probe.ts); then prompt attention's design
 #                                    natively (bench/probes/attention-anchor.cu: 1.43x the chain on an H100, run fw)
+#   browser (~3 minutes)             prompts as an adapter without subgroup matrices runs them (a browser's:
+#                                    --no-subgroup-matrices, register tiles), register tiles' workgroups a
+#                                    weight row block's column blocks side by side against the default order
+#                                    (--register-order columns, not yet timed), 1B f16 and q8_0; any card
 # PART="18 20" or "20 attn" fits one call.
 cd "$(dirname "$0")/.."
 for part in ${PART:-table}; do
@@ -63,8 +67,12 @@ for part in ${PART:-table}; do
         "promptattn:cd .gpu-llm && timeout 100 node prompt-attention.mjs 512 2048 --layouts model --chain" \
         "attnanchor:nvcc -O3 -arch=sm_90 -o /tmp/attention-anchor bench/probes/attention-anchor.cu && timeout 90 /tmp/attention-anchor"
       ;;
+    browser)
+      bash .gpu-llm/steps.sh "browser:bash .gpu-llm/forms.sh '1b-f16 1b-q8_0' \
+        'llm.mjs --prefill-only --no-subgroup-matrices' 'llm.mjs --prefill-only --no-subgroup-matrices --register-order columns'"
+      ;;
     *)
-      echo "h200.sh: no part $part (table, check, 18, 20, attn)" >&2
+      echo "h200.sh: no part $part (table, check, 18, 20, attn, browser)" >&2
       exit 2
       ;;
   esac

@@ -62,6 +62,10 @@ export interface Options {
   readonly matrixOrder?: WebGpuDevice.Options["matrixOrder"]
   /** @internal 96 x 128 tiles where they fill fewer waves of workgroups, for tests and tuning */
   readonly fillTiles?: WebGpuDevice.Options["fillTiles"]
+  /** @internal which blocks neighbouring workgroups of a register-tiled product take, for tests and tuning */
+  readonly registerOrder?: WebGpuDevice.Options["registerOrder"]
+  /** @internal false leaves the adapter's subgroup matrices unused (as a browser's adapter), for tests and tuning */
+  readonly subgroupMatrices?: WebGpuDevice.Options["subgroupMatrices"]
   /** @internal the register tiling of the vec4 mul_mat kernel, for tuning experiments */
   readonly registerTile?: WebGpuDevice.Options["registerTile"]
   /** @internal the quantized matrix-vector kernel's rows per lane group and most columns, for tests and tuning */
@@ -211,6 +215,8 @@ const wrapDevice = (
       matrixTile: options.matrixTile,
       matrixOrder: options.matrixOrder,
       fillTiles: options.fillTiles,
+      registerOrder: options.registerOrder,
+      subgroupMatrices: options.subgroupMatrices,
       registerTile: options.registerTile,
       quantizedDecode: options.quantizedDecode,
       attentionDecode: options.attentionDecode,

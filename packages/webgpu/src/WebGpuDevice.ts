@@ -67,6 +67,20 @@ export interface Options {
    */
   readonly fillTiles?: boolean | undefined
   /**
+   * which of a register-tiled product's blocks neighbouring workgroups take, as `matrixOrder` (tests and
+   * tuning); default: rows
+   *
+   * @internal
+   */
+  readonly registerOrder?: "rows" | "columns" | undefined
+  /**
+   * false: the kernels leave the adapter's subgroup matrices unused, as on an adapter without them (a
+   * browser's, measured on a GPU that has them) (tests and tuning); default: used where offered
+   *
+   * @internal
+   */
+  readonly subgroupMatrices?: boolean | undefined
+  /**
    * the register tiling of the vec4 mul_mat kernel (for tuning experiments); default: by product size
    *
    * @internal
@@ -339,12 +353,13 @@ export const make = (gpu: GPUDevice, options: Options): Device.Device => {
         info.subgroupMinSize === info.subgroupMaxSize
       ? { subgroupSize: info.subgroupMinSize }
       : {}),
-    subgroupMatrix: hasMatrices(gpu, info),
+    subgroupMatrix: options.subgroupMatrices !== false && hasMatrices(gpu, info),
     dot4: (options.wgslFeatures ?? wgslFeatures()).has("packed_4x8_integer_dot_product"),
     software: info?.isFallbackAdapter === true,
     ...(options.matrixTile ? { matrixTile: options.matrixTile } : {}),
     ...(options.matrixOrder ? { matrixOrder: options.matrixOrder } : {}),
     ...(options.fillTiles !== undefined ? { fillTiles: options.fillTiles } : {}),
+    ...(options.registerOrder ? { registerOrder: options.registerOrder } : {}),
     ...(options.registerTile ? { registerTile: options.registerTile } : {}),
     ...(options.quantizedDecode ? { quantizedDecode: options.quantizedDecode } : {}),
     ...(options.attentionDecode ? { attentionDecode: options.attentionDecode } : {}),

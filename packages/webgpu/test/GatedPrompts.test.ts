@@ -4,7 +4,8 @@
  * tiles pair each gate row with its up row and store silu(gate) * up. Each form the adapter at hand runs is
  * forced and matched against the CPU's unfused graph: register tiles, the scalar tiles (K not a multiple of
  * 4, activations off 16-byte boundaries, quantized weights dequantized as they are staged), and an f16 copy
- * of quantized weights first; edges, batches of activations over one stack. The subgroup-matrix form is
+ * of quantized weights first; edges, batches of activations over one stack; register tiles whose
+ * neighbouring workgroups take one row block's column blocks. The subgroup-matrix form is
  * checked on a GPU that has them (bench/probes/kernel-check.ts, section `gated`).
  */
 import { DType, Tensor } from "@effect-gpu/core"
@@ -60,6 +61,7 @@ describe.skipIf(!adapterAvailable)("WebGPU gated prompt products", () => {
         const [d] = yield* WebGpu.make({ devices: 1 })
         const [copying] = yield* WebGpu.make({ devices: 1, quantizedPrefill: "copy" })
         const [apart] = yield* WebGpu.make({ devices: 1, gatedPrompts: false })
+        const [columns] = yield* WebGpu.make({ devices: 1, registerOrder: "columns" })
         if (d.description.includes("subgroup-matrix")) {
           console.log(`${d.description} has subgroup matrices: their gated form is checked by kernel-check`)
           return
@@ -81,16 +83,28 @@ describe.skipIf(!adapterAvailable)("WebGPU gated prompt products", () => {
             "mm4",
             false
           ],
-          [{ dtype: "f32", F: 40, K: 72, N: 20, batches: 1, shifted: false }, apart, ["mul_mat", "glu"], "mm4", false]
+          [{ dtype: "f32", F: 40, K: 72, N: 20, batches: 1, shifted: false }, apart, ["mul_mat", "glu"], "mm4", false],
+          // neighbouring workgroups taking one row block's column blocks (registerOrder), whole and at edges
+          [
+            { dtype: "f32", F: 128, K: 64, N: 256, batches: 1, shifted: false },
+            columns,
+            ["mul_mat_swiglu"],
+            "mm4",
+            true
+          ],
+          [{ dtype: "f16", F: 40, K: 72, N: 20, batches: 2, shifted: false }, columns, ["mul_mat_swiglu"], "mm4", false]
         ]
         for (const [[c, device, ops, family, whole], i] of cases.map((x, i) => [x, i] as const)) {
-          const what = `${JSON.stringify(c)}${device === copying ? " copied" : device === apart ? " apart" : ""}`
+          const what = `${JSON.stringify(c)}${
+            device === copying ? " copied" : device === apart ? " apart" : device === columns ? " columns first" : ""
+          }`
           const { cpu, entries, gpu } = yield* gatedOnBoth(device, c, 30 + i)
           assert.deepStrictEqual(entries.map((e) => e.op), ops, what)
           const product = entries.find((e) => e.variant?.family === family)
           assert.isDefined(product, `${what}: ${entries.map((e) => e.kernel).join(", ")}`)
           assert.strictEqual(product!.variant?.gated === true, device !== apart, `${what}: ${product!.kernel}`)
           if (family === "mm4") assert.strictEqual(product!.variant?.whole, whole, `${what}: ${product!.kernel}`)
+          assert.strictEqual(product!.variant?.order, device === columns ? "columns" : undefined, what)
           if (device === copying) assert.strictEqual(entries[0].variant?.family, "half_copy", what)
           // the CPU multiplies quantized weights against activations rounded to q8_0 blocks, as ggml's does
           assert.isBelow(nmse(gpu, cpu), DType.isQuantized(c.dtype) ? 1e-4 : 1e-6, what)

@@ -81,6 +81,31 @@ describe("mul_mat kernel choice", () => {
       assert.strictEqual(asked.variant.order, "rows")
     }))
 
+  it.effect("register-tiled products take one row block's column blocks side by side where asked", () =>
+    Effect.gen(function*() {
+      const plain = { ...gpu, subgroupMatrix: false }
+      const y = yield* promptProduct("f16", 14336)
+      // 128 x 128 blocks (8 x 8 a thread): 112 row blocks, 4 column blocks
+      const rows = mulMat(y, plain, undefined)
+      assert.deepStrictEqual([rows.variant.family, rows.variant.order, [...rows.workgroups]], ["mm4", undefined, [
+        112,
+        4,
+        1
+      ]])
+      assert.include(rows.main, "let m0 = wid.x * 128u;")
+      const columns = mulMat(y, { ...plain, registerOrder: "columns" }, undefined)
+      assert.deepStrictEqual([columns.variant.order, [...columns.workgroups]], ["columns", [4, 112, 1]])
+      assert.include(columns.main, "let m0 = wid.y * 128u;")
+      assert.include(columns.main, "let n0 = wid.x * 128u;")
+      // a tile asked for with an order of its own keeps it
+      const asked = mulMat(y, {
+        ...plain,
+        registerOrder: "columns",
+        registerTile: { m: 8, n: 8, depth: 8, order: "rows" }
+      }, undefined)
+      assert.deepStrictEqual([...asked.workgroups], [112, 4, 1])
+    }))
+
   it.effect("f16 products whose last wave of 128 x 128 blocks is part empty take 96 x 128 blocks that fill it", () =>
     Effect.gen(function*() {
       const target = { ...gpu, workgroupStorage: 49152, workgroupInvocations: 1024 }

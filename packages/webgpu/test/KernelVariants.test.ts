@@ -202,6 +202,12 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
     { registerTile: { m: 4, n: 8, depth: 16 } },
     { registerTile: { m: 8, n: 4, depth: 16 } },
     { registerTile: { m: 8, n: 8, depth: 16, unroll: true } },
+    // neighbouring workgroups taking one row block's column blocks (register tiles) or one column block's
+    // row blocks (subgroup matrices): the orders not taken by default
+    { registerTile: { m: 8, n: 8, depth: 8, order: "columns" }, matrixOrder: "rows" },
+    { registerTile: { m: 4, n: 8, depth: 16, order: "columns" } },
+    // an adapter's subgroup matrices left unused (as a browser's adapter without them): f16 on register tiles
+    { subgroupMatrices: false, registerOrder: "columns" },
     {
       registerTile: { m: 8, n: 8, depth: 8 },
       matrixTile: { sgRows: 2, sgCols: 4, fragRows: 4, fragCols: 2, depth: 32 }
@@ -241,11 +247,16 @@ describe.skipIf(!adapterAvailable)("WebGPU kernel variants", () => {
             const v = entry.variant
             if (dtype === "f32") {
               assert.deepInclude(v, { family: "mm4", whole: loads === "whole" }, entry.kernel)
+              assert.strictEqual(v?.order, options.registerTile?.order ?? options.registerOrder, entry.kernel)
             }
             if (dtype === "f16") {
               assert.strictEqual(v?.family === "mmsg", WebGpuDevice.hasSubgroupMatrices(d), entry.kernel)
+              if (options.subgroupMatrices === false) {
+                assert.isFalse(WebGpuDevice.hasSubgroupMatrices(d))
+              }
               if (WebGpuDevice.hasSubgroupMatrices(d)) {
                 assert.strictEqual(v?.whole, loads === "whole", entry.kernel)
+                assert.strictEqual(v?.order, options.matrixOrder === "rows" ? "rows" : undefined, entry.kernel)
               }
             }
             assert.isBelow(nmse(gpu, cpu), 5e-4, `${dtype} ${K}x${M}x${N}`)

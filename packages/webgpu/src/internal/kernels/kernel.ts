@@ -128,6 +128,8 @@ export interface RegisterTile {
   readonly depth: number
   /** the K loop written out step by step */
   readonly unroll?: boolean
+  /** which of the result's blocks neighbouring workgroups take, as MatrixTile.order; default: rows */
+  readonly order?: "rows" | "columns"
 }
 
 /** @internal: the shape of the quantized matrix-vector kernel: rows per group of 32 lanes, most columns */
@@ -240,6 +242,8 @@ export interface KernelTarget {
   readonly fillTiles?: boolean
   /** overrides the register tiling of the vec4 mul_mat kernel (benchmarks try several) */
   readonly registerTile?: RegisterTile
+  /** overrides which of a register-tiled product's blocks neighbouring workgroups take (RegisterTile.order) */
+  readonly registerOrder?: "rows" | "columns"
   /**
    * a decoding step's keys and values stored into their caches by the q/k/v stack that computes them (the
    * int8 form, f16 weights by subgroups), not by a dispatch of their own; default: on

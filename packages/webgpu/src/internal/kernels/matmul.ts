@@ -49,6 +49,14 @@ const registersFor = ({ M, N, batches }: Product.Product, software: boolean): Re
   return { m: 4, n: 4, depth: 16 }
 }
 
+/** the register tile a product takes: the one asked for, else by size; in the order asked for, if any */
+const registersOf = (product: Product.Product, target: KernelTarget): RegisterTile => {
+  const tile = target.registerTile ?? registersFor(product, target.software === true)
+  return target.registerOrder !== undefined && tile.order === undefined
+    ? { ...tile, order: target.registerOrder }
+    : tile
+}
+
 /** whether a subgroup-matrix tiling fits the device's workgroup memory and invocations */
 const fits = (t: MatrixTile, target: KernelTarget) =>
   sharedBytes(t) <= (target.workgroupStorage ?? 16384) && invocations(t) <= (target.workgroupInvocations ?? 256)
@@ -202,7 +210,7 @@ const plainProduct = (product: Product.Product, a: Tensor.Tensor, b: Tensor.Tens
   // of its 41 ms in the f32 register-tiled kernel; benchmarks/RESULTS.md)
   if (matrixTile !== undefined) return subgroupMatrix(product, a, b, matrixTile)
   return Product.fourAligned(product, a, b)
-    ? registerTiled(product, target.registerTile ?? registersFor(product, target.software === true))
+    ? registerTiled(product, registersOf(product, target))
     : tiled(product)
 }
 
@@ -279,7 +287,7 @@ export const mulMat = (
 const gatedForm = (product: Product.Product, a: Tensor.Tensor, b: Tensor.Tensor, target: KernelTarget) => {
   if (target.gatedPrompts === false || matrixTiling(product, a, b, target) !== undefined) return undefined
   if (product.quantized || !Product.fourAligned(product, a, b)) return tiled(product, true)
-  const registers = target.registerTile ?? registersFor(product, target.software === true)
+  const registers = registersOf(product, target)
   return registers.m === 8 ? registerTiled(product, registers, true) : undefined
 }
 

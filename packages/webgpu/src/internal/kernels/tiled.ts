@@ -109,6 +109,8 @@ export const registerTiled = (product: Product, tile: RegisterTile, gated = fals
   const BM = 16 * TM
   const BN = 16 * TN
   const [m4, n4] = [TM / 4, TN / 4]
+  const columnsFirst = tile.order === "columns"
+  const blocks = [Math.ceil(product.M / BM), Math.ceil(product.N / BN)]
   // vec4 loads of one tile per thread per K step
   const loads = (rows: number) => (rows * BK) / 4 / 256
   // the prefetch registers are plain variables, not an array, which the H200 ran faster
@@ -186,19 +188,20 @@ export const registerTiled = (product: Product, tile: RegisterTile, gated = fals
       unroll: tile.unroll === true,
       bias: product.bias,
       whole,
-      ...(gated ? { gated } : {})
+      ...(gated ? { gated } : {}),
+      ...(columnsFirst ? { order: "columns" } : {})
     },
     vec4: true,
     fallback: tiled(product, gated),
     operands: product.operands,
     params: product.params,
-    workgroups: [Math.ceil(product.M / BM), Math.ceil(product.N / BN), product.batches],
+    workgroups: columnsFirst ? [blocks[1], blocks[0], product.batches] : [blocks[0], blocks[1], product.batches],
     main: `
 var<workgroup> As: array<array<vec4<f32>, ${BM / 4 + 1}>, ${BK}>;
 var<workgroup> Bs: array<array<vec4<f32>, ${BN / 4 + 1}>, ${BK}>;
 @compute @workgroup_size(16, 16)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-${origin(BM, BN)}
+${origin(BM, BN, "wid.z", columnsFirst)}
   let ab = ix_a(0u, 0u, b2 / P.r2, b3 / P.r3);
   let bb = ix_b(0u, 0u, b2, b3);
   // subgroups 2 (m) x 4 (n), each 8 x 4 threads
