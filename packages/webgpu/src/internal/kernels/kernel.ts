@@ -202,7 +202,8 @@ export interface AttentionPrefill {
   readonly spread?: boolean
   /**
    * the one-pass form's keys split over this many workgroups a query block, their partial results merged
-   * by a second dispatch (default: as many as bring a short prompt's workgroups to a round of 256)
+   * by a second dispatch (default: as many as bring a short prompt's workgroups to one an SM: FILL in
+   * attentionTiles.ts)
    */
   readonly splits?: number
 }

@@ -49,21 +49,17 @@ const registersFor = ({ M, N, batches }: Product.Product, software: boolean): Re
   return { m: 4, n: 4, depth: 16 }
 }
 
+/** a tile in the workgroup order asked for, where it names none of its own */
+const inOrder = <T extends { readonly order?: "rows" | "columns" }>(tile: T, order: T["order"]): T =>
+  order !== undefined && tile.order === undefined ? { ...tile, order } : tile
+
 /** the register tile a product takes: the one asked for, else by size; in the order asked for, if any */
-const registersOf = (product: Product.Product, target: KernelTarget): RegisterTile => {
-  const tile = target.registerTile ?? registersFor(product, target.software === true)
-  return target.registerOrder !== undefined && tile.order === undefined
-    ? { ...tile, order: target.registerOrder }
-    : tile
-}
+const registersOf = (product: Product.Product, target: KernelTarget): RegisterTile =>
+  inOrder(target.registerTile ?? registersFor(product, target.software === true), target.registerOrder)
 
 /** whether a subgroup-matrix tiling fits the device's workgroup memory and invocations */
 const fits = (t: MatrixTile, target: KernelTarget) =>
   sharedBytes(t) <= (target.workgroupStorage ?? 16384) && invocations(t) <= (target.workgroupInvocations ?? 256)
-
-/** a tiling with the target's workgroup order where one is asked for and the tiling names none */
-const orderedBy = (target: KernelTarget) => (t: MatrixTile | undefined): MatrixTile | undefined =>
-  t !== undefined && target.matrixOrder !== undefined && t.order === undefined ? { ...t, order: target.matrixOrder } : t
 
 /**
  * a product's subgroup-matrix tiling among those `usable`: the one asked for, else the first that fits, or
@@ -72,16 +68,21 @@ const orderedBy = (target: KernelTarget) => (t: MatrixTile | undefined): MatrixT
  * 2048 f16 one 1.3x slower in 2; benchmarks/RESULTS.md)
  */
 const tileFor = (product: Product.Product, target: KernelTarget, usable: (t: MatrixTile) => boolean) => {
-  const ordered = orderedBy(target)
+  const tile = pickTile(product, target, usable)
+  return tile === undefined ? undefined : inOrder(tile, target.matrixOrder)
+}
+
+/** tileFor's choice, in no order of its own */
+const pickTile = (product: Product.Product, target: KernelTarget, usable: (t: MatrixTile) => boolean) => {
   const ok = (t: MatrixTile) => usable(t) && fits(t, target)
-  if (target.matrixTile !== undefined && ok(target.matrixTile)) return ordered(target.matrixTile)
+  if (target.matrixTile !== undefined && ok(target.matrixTile)) return target.matrixTile
   const first = MATRIX_TILES.find(ok)
   const few = first !== undefined && gridOf(product, first) < SMALL_GRID && splitsOf(product, first) < 4
   // a product of 64 rows or fewer (attention's P V at head size 64) would leave half the tile's rows empty
   const thin = first !== undefined && 2 * product.M <= first.sgCols * first.fragCols * 16
-  if ((few || thin) && ok(SMALL_TILE)) return ordered(SMALL_TILE)
+  if ((few || thin) && ok(SMALL_TILE)) return SMALL_TILE
   const fill = target.fillTiles !== false && first !== undefined && ok(FILL_TILE) && fillsBetter(product, first)
-  return ordered(fill ? FILL_TILE : first)
+  return fill ? FILL_TILE : first
 }
 
 /** the quantized matrix-vector kernel's shape on a target */
@@ -104,7 +105,9 @@ const matrixTiling = (product: Product.Product, a: Tensor.Tensor, b: Tensor.Tens
   if ((b.dtype !== "f32" && b.dtype !== "f16") || b.nb[0] !== DType.typeSize(b.dtype)) return undefined
   if (product.quantized) return decodes(product, target) ? undefined : tileFor(product, target, stagesBlocks)
   if (a.dtype !== "f16" || a.nb[0] !== 2) return undefined
-  return target.matrixTile !== undefined ? orderedBy(target)(target.matrixTile) : tileFor(product, target, () => true)
+  return target.matrixTile !== undefined
+    ? inOrder(target.matrixTile, target.matrixOrder)
+    : tileFor(product, target, () => true)
 }
 
 /**
