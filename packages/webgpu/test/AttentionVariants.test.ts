@@ -246,7 +246,10 @@ describe.skipIf(!adapterAvailable)("WebGPU attention kernel variants", () => {
             assert.strictEqual(entries[0].variant?.wide, form.wide, entries[0].kernel)
             assert.strictEqual(entries[0].variant?.across, form.across, entries[0].kernel)
             assert.strictEqual(entries[0].variant?.mask, form.maskHeads === 1 ? "shared" : "per-head")
-            assert.strictEqual(entries[0].variant?.heads, "heads" in form ? form.heads : 2, entries[0].kernel)
+            // unforced, a software adapter's workgroups take every head of a KV head (2); a GPU's take one
+            // where more would leave it short of workgroups, as these few rows would
+            const heads = "heads" in form ? form.heads : WebGpuDevice.isSoftware(d) ? 2 : 1
+            assert.strictEqual(entries[0].variant?.heads, heads, entries[0].kernel)
             if ("subgroups" in form) {
               assert.strictEqual(entries[0].variant?.subgroups, form.subgroups, entries[0].kernel)
             }

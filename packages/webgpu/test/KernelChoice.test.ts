@@ -350,6 +350,26 @@ describe("mul_mat kernel choice", () => {
       }
     }))
 
+  it.effect("results smaller than one 16 x 16 f32 matrix are not stored straight from subgroup matrices", () =>
+    Effect.gen(function*() {
+      // Dawn sizes a binding a subgroup matrix is stored into for a whole matrix (1024 bytes): [M, N, direct]
+      const table: ReadonlyArray<readonly [number, number, boolean]> = [
+        [24, 9, false],
+        [16, 15, false],
+        [16, 16, true],
+        [2048, 512, true]
+      ]
+      for (const [M, N, direct] of table) {
+        const g = Graph.make()
+        const a = yield* g.param("a", "f16", [256, M])
+        const y = yield* g.output(Ops.mulMat(a, yield* g.input("b", "f16", [256, N])))
+        const k = mulMat(y, { ...gpu, workgroupStorage: 49152, workgroupInvocations: 1024 }, undefined)
+        assert.strictEqual(k.variant.family, "mmsg", `${M} x ${N}`)
+        assert.strictEqual(k.variant.direct, direct ? true : undefined, `${M} x ${N}`)
+        assert.strictEqual(k.main.includes("smst_d("), direct, `${M} x ${N}`)
+      }
+    }))
+
   it.effect("f32 loads go unchecked only where M, N and K are whole blocks of the register tile", () =>
     Effect.gen(function*() {
       const loads = (K: number, M: number, N: number) =>

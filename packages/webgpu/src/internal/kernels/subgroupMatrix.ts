@@ -16,6 +16,9 @@ import { HALF_QUANTS, pieces } from "./quantizedMatVec.js"
 /** elements between rows of a shared-memory tile: the depth plus 8 f16 of padding against bank conflicts */
 const pad = (depth: number) => depth + 8
 
+/** bytes of one 16 x 16 f32 result matrix, the least a binding takes a subgroup matrix's store into */
+const MATRIX_BYTES = 16 * 16 * 4
+
 /** @internal: invocations of a tiling's workgroup: one subgroup of 32 per 16x16-fragment block */
 export const invocations = (t: MatrixTile): number => 32 * t.sgRows * t.sgCols
 
@@ -322,8 +325,13 @@ ${
   // its registers, rows a result row apart, without the two barriers a fragment of the path through
   // workgroup memory, which edges and the bias keep (a 1B prompt's GPU time 11.76 -> 11.66 ms on the H200)
   const resultNode = product.operands.find((o) => o.name === "d")!.tensor
-  // (a product with a bias is never split: splitsOf)
-  const direct = product.epilogue === "" && Tensor.isContiguous(resultNode)
+  const split = splits > 1 ? splitK(product, TK, splits) : undefined
+  // Dawn sizes a binding that a subgroup matrix is stored into for one whole matrix, whatever the offset, so
+  // a smaller result (one a 16 x 16 block would overrun: its edges are stored through workgroup memory
+  // anyway) keeps that path; a product with a bias is never split (splitsOf)
+  const resultOperand = (split ? split.operands : product.operands).find((o) => o.name === "d")!
+  const direct = product.epilogue === "" && Tensor.isContiguous(resultNode) &&
+    (resultOperand.extent ?? Tensor.nbytes(resultNode)) >= MATRIX_BYTES
   const directStore = range(FR).flatMap((i) =>
     range(FC).map((j) => {
       const [m, nn] = [`m0 + sc * ${FC * 16}u + ${j * 16}u`, `n0 + sr * ${FR * 16}u + ${i * 16}u`]
@@ -388,7 +396,6 @@ ${loadW()}
 ${steps}
     workgroupBarrier();
   }`
-  const split = splits > 1 ? splitK(product, TK, splits) : undefined
   const kernel = KernelSpec.make({
     variant: {
       family: "mmsg",
