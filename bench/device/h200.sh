@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine: what issues 18 and 20 still ask of an H200, in parts, each step's files back as one
-# (steps.sh). Through the device tool with carry [".gpu-llm"] and needs_h200, as
+# (steps.sh). Through the device tool with carry [".gpu-llm"], asking for the nvidia-h200 kind (an H100 may
+# come: branch on `nvidia-smi --query-gpu=name`; needs_h200 is for work that cannot fit an H100), as
 #   PART="PART..." bash .gpu-llm/run.sh bash .gpu-llm/h200.sh
 # with parts run in turn in one call (a call runs 10 minutes at most; an H200 may not come twice in a
 # session, so put the most in the first):
@@ -29,10 +30,11 @@
 #                                    its process; prompt attention alone at 512 and 2048 queries
 #                                    (bench/probes/prompt-attention-probe.ts); then prompt attention's design
 #                                    natively (bench/probes/attention-anchor.cu: 1.43x the chain on an H100, run fw)
-#   browser (~3 minutes)             prompts as an adapter without subgroup matrices runs them (a browser's:
-#                                    --no-subgroup-matrices, register tiles), register tiles' workgroups a
-#                                    weight row block's column blocks side by side against the default order
-#                                    (--register-order columns, not yet timed), 1B f16 and q8_0; any card
+#   browser (~1 minute)              prompts as an adapter without subgroup matrices runs them (a browser's:
+#                                    --no-subgroup-matrices, register tiles): 1B q8_0 and q4_0 weights copied
+#                                    into f16 first against the scalar tiles that dequantize as they load
+#                                    (not yet timed; the two register-tile orders timed alike in run gg); any
+#                                    card
 # PART="18 20" or "20 attn" fits one call.
 cd "$(dirname "$0")/.."
 for part in ${PART:-table}; do
@@ -68,8 +70,9 @@ for part in ${PART:-table}; do
         "attnanchor:nvcc -O3 -arch=sm_90 -o /tmp/attention-anchor bench/probes/attention-anchor.cu && timeout 90 /tmp/attention-anchor"
       ;;
     browser)
-      bash .gpu-llm/steps.sh "browser:bash .gpu-llm/forms.sh '1b-f16 1b-q8_0' \
-        'llm.mjs --prefill-only --no-subgroup-matrices' 'llm.mjs --prefill-only --no-subgroup-matrices --register-order columns'"
+      bash .gpu-llm/steps.sh "browser:bash .gpu-llm/forms.sh '1b-q8_0 1b-q4_0' \
+        'llm.mjs --prefill-only --no-subgroup-matrices --q-prefill tiles' \
+        'llm.mjs --prefill-only --no-subgroup-matrices --q-prefill copy'"
       ;;
     *)
       echo "h200.sh: no part $part (table, check, 18, 20, attn, browser)" >&2
