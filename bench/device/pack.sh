@@ -22,14 +22,8 @@ root=$(git rev-parse --show-toplevel)
 cd "$root"
 out=.gpu-llm
 grep -qx '/.gpu-llm/' .git/info/exclude 2>/dev/null || echo '/.gpu-llm/' >> .git/info/exclude
-mkdir -p $out/debs
-[ -s $out/node.xz ] || xz -T0 -6 -c "$(readlink -f "$(command -v node)")" > $out/node.xz
-if ! ls $out/debs/libvulkan1_*.deb >/dev/null 2>&1; then
-  mkdir -p /tmp/amd64-lists/partial
-  o='-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64-lists'
-  apt-get $o update >/dev/null
-  (cd $out/debs && apt-get $o download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2 2>/dev/null)
-fi
+source bench/device/base.sh
+pack_base $out
 if [ ! -s $out/webgpu.tar.xz ]; then
   webgpu=$(readlink -f bench/node_modules/webgpu)
   tar --exclude='dist/darwin-*' --exclude='dist/win32-*' --exclude='dist/linux-arm64' -C "$(dirname "$webgpu")" \

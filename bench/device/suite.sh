@@ -26,14 +26,8 @@ if [ "${1:-pack}" = "run" ]; then
   exit $status
 fi
 grep -qx '/.gpu-suite/' .git/info/exclude 2>/dev/null || echo '/.gpu-suite/' >> .git/info/exclude
-mkdir -p $out/debs
-[ -s $out/node.xz ] || xz -T0 -6 -c "$(readlink -f "$(command -v node)")" > $out/node.xz
-if ! ls $out/debs/libvulkan1_*.deb >/dev/null 2>&1; then
-  mkdir -p /tmp/amd64-lists/partial
-  o='-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64-lists'
-  apt-get $o update >/dev/null
-  (cd $out/debs && apt-get $o download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2 2>/dev/null)
-fi
+source bench/device/base.sh
+pack_base $out
 mapfile -t dirs < <(find ./node_modules ./packages/*/node_modules -maxdepth 0 -type d | sort)
 left_out=(typescript prettier @effect+docgen eslint @typescript-eslint @tensorflow playwright-core @dprint @babel
   @vue @effect+cluster)
