@@ -110,7 +110,8 @@ export interface Options {
   /**
    * how a quantized product past the matrix-vector kernel's columns reads its weights: dequantized into
    * its tiles as they are staged, or copied into f16 first (tests and tuning); default: the copy from
-   * 256 columns on subgroup matrices
+   * 256 columns on GPUs with shader-f16 (on subgroup matrices or register tiles), the tiles on software
+   * adapters
    *
    * @internal
    */

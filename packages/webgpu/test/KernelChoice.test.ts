@@ -131,7 +131,7 @@ describe("mul_mat kernel choice", () => {
       assert.strictEqual(mulMat(y, { ...target, fillTiles: false }, undefined).variant.fragments, "4x4")
     }))
 
-  it.effect("q8_0 and q4_0 weights past 256 columns on subgroup matrices are copied into f16 first; the copy sits past the split partials", () =>
+  it.effect("q8_0 and q4_0 weights past 256 columns are copied into f16 first on GPUs; the copy sits past the split partials", () =>
     Effect.gen(function*() {
       const target = { ...gpu, workgroupStorage: 49152, workgroupInvocations: 1024 }
       const product = (dtype: "q8_0" | "q4_0", M: number, N: number) =>
@@ -186,6 +186,15 @@ describe("mul_mat kernel choice", () => {
       // a vocabulary's head under every position (1 GB of f16) is not copied
       const head = yield* product("q8_0", 128256, 512)
       assert.notStrictEqual(mulMat(head, target, undefined).variant.family, "half_copy")
+      // without subgroup matrices (a browser's adapter) a GPU copies too, then runs its f16 register tiles; a
+      // software adapter keeps the tiles that dequantize as they load, and so does a GPU without shader-f16
+      const tiles = { ...target, subgroupMatrix: false }
+      for (const dtype of ["q8_0", "q4_0"] as const) {
+        const q = yield* product(dtype, 2048, 512)
+        assert.strictEqual(families(mulMat(q, tiles, undefined)), "half_copy + mm4", dtype)
+        assert.strictEqual(families(mulMat(q, { ...tiles, software: true }, undefined)), "mm", dtype)
+        assert.strictEqual(families(mulMat(q, { ...tiles, f16: false }, undefined)), "mm", dtype)
+      }
     }))
 
   it.effect("a prompt's gated FFN fuses into one gated product on register tiles, not on subgroup matrices", () =>

@@ -129,6 +129,13 @@ export const COPY_COLUMNS = 256
 const COPY_TYPES: ReadonlySet<DType.DType> = new Set(["q8_0", "q4_0"])
 
 /**
+ * a GPU without subgroup matrices (a browser's adapter) copies too: its f16 register tiles outrun the scalar
+ * tiles that dequantize as they load (benchmarks/RESULTS.md, the session of 2026-12-06 14:42); a software
+ * adapter keeps the tiles, where every pass over the weights costs
+ */
+const copiesForTiles = (target: KernelTarget) => target.software !== true
+
+/**
  * the largest copy made by default (bytes of f16): a layer's weights (an 8B model's FFN matrices, 117 MB)
  * but not a large vocabulary's head under every prompt position (1 GB at 128256 x 4096)
  */
@@ -159,7 +166,8 @@ const weightCopy = (node: Tensor.Tensor, target: KernelTarget) => {
   const asked = target.quantizedPrefill
   const wanted = asked === "copy" ||
     (asked === undefined && COPY_TYPES.has(a.dtype) && product.N >= COPY_COLUMNS &&
-      Tensor.nbytes(copy) <= COPY_BYTES && matrixTiling(product, a, b, target) !== undefined)
+      Tensor.nbytes(copy) <= COPY_BYTES &&
+      (matrixTiling(product, a, b, target) !== undefined || copiesForTiles(target)))
   if (!wanted) return undefined
   const half: Product.Product = {
     ...product,
