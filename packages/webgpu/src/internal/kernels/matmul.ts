@@ -119,11 +119,11 @@ export const takesHalfActivations = (target: KernelTarget) => (node: Tensor.Tens
   matrixTiling(Product.of(node, undefined), node.src[0], node.src[1], target) !== undefined
 
 /**
- * @internal: a quantized product on subgroup matrices of this many columns or more copies its weights into
- * f16 first and multiplies the copy as f16 weights, where its type is among COPY_TYPES: the tiles that
- * dequantize as they stage lost more to their decoding than the copy's pass over the weights costs in a
- * model's prompts, q8_0's since the copy came, q4_0's since the copy staged its runs (benchmarks/RESULTS.md,
- * quantized weights)
+ * @internal: a quantized product of this many columns or more copies its weights into f16 first and
+ * multiplies the copy as f16 weights (on subgroup matrices, or a GPU's register tiles: copiesForTiles),
+ * where its type is among COPY_TYPES: the subgroup-matrix tiles that dequantize as they stage lost more to
+ * their decoding than the copy's pass over the weights costs in a model's prompts, q8_0's since the copy
+ * came, q4_0's since the copy staged its runs (benchmarks/RESULTS.md, quantized weights)
  */
 export const COPY_COLUMNS = 256
 const COPY_TYPES: ReadonlySet<DType.DType> = new Set(["q8_0", "q4_0"])
