@@ -5,6 +5,9 @@
 #   PART="PART..." bash .gpu-llm/run.sh bash .gpu-llm/h200.sh
 # with parts run in turn in one call (a call runs 10 minutes at most; an H200 may not come twice in a
 # session, so put the most in the first):
+#   close (~8 minutes)               what closing issues 20 and 18 still waits for, the most first: table.sh alone
+#                                    (~4 minutes), then issue 18's prompt products against f16 activations, flash
+#                                    attention against the chain and the matrix-vector cases of every decode type
 #   table (the default, ~7 minutes)  the model table with this tree's defaults (prompts' attention in one pass
 #                                    since 2026-12-06 11:30, products' workgroups a weight row block's column
 #                                    blocks side by side since 13:15, 96 x 128 tiles for q/k/v since 13:55:
@@ -39,6 +42,12 @@
 cd "$(dirname "$0")/.."
 for part in ${PART:-table}; do
   case "$part" in
+    close)
+      bash .gpu-llm/steps.sh "table:bash .gpu-llm/table.sh" \
+        "prefill18:bash .gpu-llm/clocked.sh bash -c 'cd .gpu-llm && timeout 100 node run.mjs --no-peer --own-params --cases prefill_f16,prefill_q4_0,prefill_q8_0'" \
+        "attention:bash .gpu-llm/clocked.sh bash -c 'cd .gpu-llm && timeout 80 node run.mjs --no-peer --cases flash_attn_decode,attn_chain_decode,flash_attn_prefill,attn_chain_prefill'" \
+        "mv:cd .gpu-llm && timeout 120 node run.mjs --no-peer --own-params --cases mv_q4_0,mv_q8_0,mv_q4_K,mv_q6_K"
+      ;;
     table)
       bash .gpu-llm/steps.sh "table:bash .gpu-llm/table.sh" \
         "forms:bash .gpu-llm/forms.sh 8b-q8_0 'llm.mjs --prefill-only' 'llm.mjs --prefill-only --attention chain' \
@@ -75,7 +84,7 @@ for part in ${PART:-table}; do
         'llm.mjs --prefill-only --no-subgroup-matrices --q-prefill copy'"
       ;;
     *)
-      echo "h200.sh: no part $part (table, check, 18, 20, attn, browser)" >&2
+      echo "h200.sh: no part $part (close, table, check, 18, 20, attn, browser)" >&2
       exit 2
       ;;
   esac
