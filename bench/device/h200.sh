@@ -7,7 +7,8 @@
 # session, so put the most in the first):
 #   close (~8 minutes)               what closing issues 20 and 18 still waits for, the most first: table.sh alone
 #                                    (~4 minutes), then issue 18's prompt products against f16 activations, flash
-#                                    attention against the chain and the matrix-vector cases of every decode type
+#                                    attention against the chain and the matrix-vector cases of every decode type;
+#                                    on an H200 only (other cards return at once; ANY_CARD=1 runs it anyway)
 #   table (the default, ~7 minutes)  the model table with this tree's defaults (prompts' attention in one pass
 #                                    since 2026-12-06 11:30, products' workgroups a weight row block's column
 #                                    blocks side by side since 13:15, 96 x 128 tiles for q/k/v since 13:55:
@@ -43,6 +44,11 @@ cd "$(dirname "$0")/.."
 for part in ${PART:-table}; do
   case "$part" in
     close)
+      card=$(nvidia-smi --query-gpu=name --format=csv,noheader)
+      if [[ $card != *H200* && -z ${ANY_CARD:-} ]]; then
+        echo "h200.sh: close is for an H200, this is $card (ANY_CARD=1 runs it anyway)" | tee "$OUT/card.txt"
+        continue
+      fi
       bash .gpu-llm/steps.sh "table:bash .gpu-llm/table.sh" \
         "prefill18:bash .gpu-llm/clocked.sh bash -c 'cd .gpu-llm && timeout 100 node run.mjs --no-peer --own-params --cases prefill_f16,prefill_q4_0,prefill_q8_0'" \
         "attention:bash .gpu-llm/clocked.sh bash -c 'cd .gpu-llm && timeout 80 node run.mjs --no-peer --cases flash_attn_decode,attn_chain_decode,flash_attn_prefill,attn_chain_prefill'" \
