@@ -433,7 +433,7 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
           ) {
             // a GPU's memory read by another device comes through the host anyway: read in the source
             // backend's turn (after the work that writes it), written in ours once the bytes come. The read
-            // orders the copy, so no event waits for the source's queue first (~1 ms a wait on the H200)
+            // orders the copy, so no event waits for the source's queue first (a wait costs a round trip)
             const bytes = yield* from.getAsync(src)
             return yield* detach(copy, () =>
               Effect.flatMap(
@@ -459,8 +459,8 @@ export const make = (options: MakeOptions): Effect.Effect<Backend, never, Scope.
         Effect.asVoid,
         hotSpan("Backend.synchronize")
       ),
-      // Effect.fn: a span and the caller's site in failures' traces, ~11 us a call (bench/probes/effect-cost.ts),
-      // nothing against an allocation
+      // Effect.fn: a span and the caller's site in failures' traces, twice useSpan's cost and nothing against
+      // an allocation (benchmarks/RESULTS.md, choices: Effect)
       allocate: Effect.fn("Backend.allocate", { attributes: { device: device.name } })(
         function*(graph: Graph.Graph | Graph.Builder, allocOptions?: AllocateOptions) {
           yield* alive("allocate")

@@ -288,7 +288,7 @@ export const make = (
         parts.reduce((at, p) => (all.set(p, at), at + p.length), 0)
         return all
       }).pipe(
-        // a span a token without a stack trace: capturing one cost ~50 us of a step's host time (CI machine)
+        // a span a token without a stack trace: capturing one costs a visible share of a step's host time
         Effect.withSpan("Context.evaluate", { attributes: { tokens: tokens.length }, captureStackTrace: false })
       )
 

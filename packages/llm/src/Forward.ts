@@ -62,7 +62,7 @@ export interface Options {
   /**
    * attention as one flash_attn_ext, or as the chain llama.cpp runs without flash attention (K·Q,
    * soft_max, V·P); `auto` (the default) takes the chain for batches of 64 tokens or more over a cache,
-   * where it runs faster on the GPU (RESULTS.md, run bn)
+   * where it runs faster on the GPU (benchmarks/RESULTS.md, run bp)
    */
   readonly attention?: "fused" | "chain" | "auto"
   /**
@@ -97,8 +97,7 @@ export const causalMask = (n: number, start: number, keys: number): Float32Array
 
 /**
  * The causal mask's bytes in the mask tensor's type (f16: -inf is 0xfc00), built without a conversion: a
- * 512-token prompt's mask over 768 keys took ~20 ms as values converted to f16, against ~1.4 ms so (CI
- * machine).
+ * prompt's mask converted value by value to f16 cost many times the host time.
  *
  * @since 0.1.0
  * @category constructors

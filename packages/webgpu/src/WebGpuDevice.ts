@@ -119,8 +119,8 @@ export interface Options {
   /**
    * how the f16 copy of q4_0 / q8_0 weights stages a run of blocks: a word a load, a thread's loads all
    * issued before its stores into workgroup memory (`ahead`), each awaited before the next in the thread's
-   * loop (`words`), or 16 bytes a load issued so (`vec4`) (tests and tuning); default: ahead (8B prompts
-   * 1.5-2.3% faster than `words` on an H100, benchmarks/RESULTS.md)
+   * loop (`words`), or 16 bytes a load issued so (`vec4`) (tests and tuning); default: ahead (faster
+   * prompts, benchmarks/RESULTS.md, choices)
    *
    * @internal
    */
@@ -156,8 +156,8 @@ export interface Options {
   readonly normReduce?: "tree" | "subgroups" | undefined
   /**
    * a prompt's activations written in f16 where every product reading them runs on subgroup matrices
-   * (which round them to f16 anyway): half the bytes for the products to load; default: on (1B prompts 2-15%
-   * faster on the H200, benchmarks/RESULTS.md); `false` keeps them f32
+   * (which round them to f16 anyway): half the bytes for the products to load; default: on (faster prompts,
+   * benchmarks/RESULTS.md, choices); `false` keeps them f32
    *
    * @internal
    */

@@ -29,15 +29,15 @@ export interface Context {
   /** how fast the device works through dispatch cost, learned from finished command buffers */
   readonly pace: Pace
   /**
-   * readback staging buffers not in use: a token's logits are read every step, and a new mapped buffer
-   * cost 0.14-0.28 ms on the H200 (benchmarks/RESULTS.md, "where a decoding step goes"). They are the
-   * device's own (freed with it), so `live` leaves them out
+   * readback staging buffers not in use: a token's logits are read every step, and creating a mapped
+   * buffer each time would add to every step. They are the device's own (freed with it), so `live` leaves
+   * them out
    */
   readonly readbacks: Array<GPUBuffer>
   /**
    * queue submissions so far, and the last one seen finished (a completion or a map of a buffer it wrote):
    * the queue runs in order, so a synchronize with nothing after that one returns without a round trip
-   * (a decoding step's logits read already waited for the step: ~0.17 ms a token on the H200)
+   * (a decoding step's logits read already waited for the step)
    */
   readonly queue: { submitted: number; done: number }
 }
@@ -186,7 +186,7 @@ export const layout = (ctx: Context, access: string) => {
       binding: access.length,
       visibility: GPUShaderStage.COMPUTE,
       // each dispatch's bind group names its own slot of the parameter buffer: a dynamic offset would do
-      // the same per setBindGroup, and costs lavapipe ~100 us per dispatch
+      // the same per setBindGroup, and costs lavapipe dearly per dispatch
       buffer: { type: "uniform" }
     })
     const group = ctx.device.createBindGroupLayout({ entries })

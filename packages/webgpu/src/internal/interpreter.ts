@@ -39,8 +39,8 @@ interface Preparing {
 }
 
 /**
- * dispatches encoded ahead between two looks at the event loop: encoding a 1B model's 179 took 1.2 ms in
- * one go on the H200's host, and the step's own logits waited behind it
+ * dispatches encoded ahead between two looks at the event loop: encoding a whole step in one go kept the
+ * step's own logits waiting behind it
  */
 const PIECE = 16
 
@@ -304,7 +304,7 @@ export const make = (ctx: Context, options?: Options): Interpreter => {
     let cost = 0
     // the first command buffers short, then twice as long each: the GPU starts after FIRST_CHUNK dispatches
     // are encoded instead of chunkLimit, and the encoding of each stays ahead of the GPU's work on the one
-    // before (a decoding step's first 128 took 0.7-1.0 ms to encode and submit on the H200)
+    // before (otherwise the GPU idles while a step's first hundred dispatches are encoded)
     let limit = Math.min(FIRST_CHUNK, chunkLimit)
     for (let k = 0; k < n; k++) {
       cost += program.dispatches[k].cost

@@ -28,7 +28,7 @@ export interface DecodePlan {
   /**
    * the scores' lanes: across the keys (a key a lane, q from workgroup memory: two subgroup reductions a
    * head and block of 32 keys), or across the head dimension (a subgroup sum a score, K and V rows loaded
-   * together): 4096 keys took 32 against 52 us traced on the H200 (benchmarks/RESULTS.md)
+   * together): the keys form is faster at long caches (benchmarks/RESULTS.md, choices: attention)
    */
   readonly across: "keys" | "dims"
   /** lanes of a subgroup, subgroups per workgroup */
@@ -41,7 +41,7 @@ export interface DecodePlan {
   /**
    * the keys form's lanes a key's score: with 4, each of a subgroup's passes scores W / 4 keys, 4 lanes
    * reading consecutive 8 bytes of a K row and adding by shuffles, so that a load touches W / 4 rows, not W
-   * (640 keys at D 128 17.6 -> 14.9 us traced on the H200, benchmarks/RESULTS.md); 1, a key a lane
+   * (faster: benchmarks/RESULTS.md, choices: attention); 1, a key a lane
    */
   readonly keyLanes: number
   /**
@@ -97,16 +97,16 @@ export const decodePlan = (node: Tensor.Tensor, target: KernelTarget): DecodePla
   const workgroups = (heads: number) => q.ne[1] * q.ne[3] * k.ne[2] * (group / heads) * splitsFor(heads)
   // the most heads that still give FILL workgroups (K and V rows read once for them), else one: a
   // workgroup's chain of loads and reductions, not the bytes, sets decode attention's time, and four
-  // heads a workgroup left an 8B model's 8 KV heads over 544 keys 40 workgroups (decode 231 -> 252 tok/s
-  // at one head, benchmarks/RESULTS.md)
+  // heads a workgroup left an 8B model's 8 KV heads over a short cache far too few workgroups
+  // (benchmarks/RESULTS.md, choices: attention)
   const fill = target.software === true ? 1 : FILL
   const chosen = [...fits].reverse().find((d) => workgroups(d) >= fill) ?? fits[0]
   const heads = force?.heads !== undefined && fits.includes(force.heads) ? force.heads : chosen
   // 4 lanes a key where each takes whole vec4s of the row and a subgroup's keys make whole passes
   const groups = q.ne[0] % 16 === 0 && lanes % 4 === 0 ? 4 : 1
   const keyLanes = force?.keyLanes === 1 || force?.keyLanes === groups ? force.keyLanes : groups
-  // V rows ahead where a lane's share of a block's rows stays within 32 vec4 registers (8B q8_0 decode on
-  // an H100 1.5-2.5% faster with them, benchmarks/RESULTS.md)
+  // V rows ahead where a lane's share of a block's rows stays within 32 vec4 registers (faster decoding,
+  // benchmarks/RESULTS.md, choices: attention)
   const valuesAhead = force?.valuesAhead ?? lanes * Math.ceil(v.ne[0] / (4 * lanes)) <= 32
   return { across, lanes, subgroups, heads, block, splits: splitsFor(heads), keyLanes, valuesAhead }
 }

@@ -45,8 +45,8 @@ export interface MergeArgs {
 
 /**
  * @internal: the merge kernel: up to a subgroup's lanes of splits, a subgroup a head and a lane a split's
- * max and sum (subgroup reductions, no barriers; an 8B decode 237 -> 242 tok/s over the workgroup form,
- * benchmarks/RESULTS.md), each lane then weighing the splits' rows for its values; more splits, a workgroup
+ * max and sum (subgroup reductions, no barriers; faster than the workgroup form, benchmarks/RESULTS.md,
+ * choices: attention), each lane then weighing the splits' rows for its values; more splits, a workgroup
  * of 64 reducing the maxima and sums through workgroup memory
  */
 export const mergeKernel = (args: MergeArgs): Kernel => {

@@ -56,8 +56,8 @@ const rowsOfFours = (node: Tensor.Tensor): boolean =>
  * The grid template four values a thread, where every operand's rows are runs of fours (`rowsOfFours`; its
  * offsets checked when bound, else `fallback` runs): the body reads i0 (a multiple of four), i1, i2, i3
  * through the ld4_/st4_ accessors. Views such as a prompt's gate and up halves of one product or a permute
- * that keeps dimension 0: the one-value form's index arithmetic and scalar f16 loads ran a traced 8B
- * prompt's glu at about 1 TB/s (benchmarks/RESULTS.md)
+ * that keeps dimension 0: the one-value form's index arithmetic and scalar f16 loads ran a prompt's glu
+ * far below bandwidth (benchmarks/RESULTS.md, choices)
  */
 const elementwise4 = (
   variant: Variant,

@@ -36,7 +36,7 @@ const INT8_ROWS = 2
 /**
  * the most workgroups of the int8 form on GPUs, each taking row groups in turn beyond (three a
  * multiprocessor on an H200 or H100): b is rounded once a workgroup, not once a group, and no last wave
- * runs part full (8B q8_0 decode +2% on an H100, benchmarks/RESULTS.md)
+ * runs part full (benchmarks/RESULTS.md, choices: matrix-vector)
  */
 const IN_TURN = 396
 

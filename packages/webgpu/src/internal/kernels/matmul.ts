@@ -217,8 +217,8 @@ export const scratchBytes = (node: Tensor.Tensor, target: KernelTarget): number 
 /** the kernel of an f16 or f32 product past the matrix-vector kernel's columns */
 const plainProduct = (product: Product.Product, a: Tensor.Tensor, b: Tensor.Tensor, target: KernelTarget) => {
   const matrixTile = matrixTiling(product, a, b, target)
-  // f16 weights on subgroup matrices, against f16 or f32 b (a prompt's activations: a 1B f16 prompt spent 38
-  // of its 41 ms in the f32 register-tiled kernel; benchmarks/RESULTS.md)
+  // f16 weights on subgroup matrices, against f16 or f32 b (a prompt's activations, which the f32
+  // register-tiled kernel multiplied at a fraction of the rate; benchmarks/RESULTS.md, history)
   if (matrixTile !== undefined) return subgroupMatrix(product, a, b, matrixTile)
   return Product.fourAligned(product, a, b)
     ? registerTiled(product, registersOf(product, target))
@@ -240,7 +240,7 @@ export const mulMat = (
     const decode = decodeShape(target)
     const storage = target.workgroupStorage ?? 16384
     if (decodes(product, target)) {
-      // a's rows staged only when asked: on the H200 it ran slower than reading blocks in place (run bd)
+      // a's rows staged only when asked: it ran slower than reading blocks in place (benchmarks/RESULTS.md)
       const staged = decode.staged === true
         ? Decode.stagedChunks(a, product.N, decode.rows, storage)
         : undefined
@@ -279,7 +279,7 @@ export const mulMat = (
     return chain(Quantized.halfCopy(copied.source, copied.copy, target))
   }
   if (product.N <= 8) {
-    // vec4 loads pay once every thread has a vec4 of K to load (on lavapipe, K = 256 ran 6% slower)
+    // vec4 loads pay once every thread has a vec4 of K to load (benchmarks/RESULTS.md, choices)
     const vec = matVec(product, target, Product.fourAligned(product, a, b) && product.K >= 4 * WG)
     // f16 weights 16 bytes a load by subgroups, falling back to that where offsets do not allow it
     return halfApplies(product, [a], b, target)

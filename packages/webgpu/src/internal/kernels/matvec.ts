@@ -217,7 +217,7 @@ export const halfApplies = (
  * @internal: matrix-vector over f16 weights by subgroups (decode of f16 models): each subgroup owns
  * HALF_ROWS rows (one where that gives few workgroups), each lane loads HALF_LOADS 16-byte chunks (8 values) of each row before it multiplies
  * them with b, and the row's sums meet in one subgroup reduction: no workgroup memory and no barrier.
- * The vec4 form (a workgroup of 256 a row, 8 bytes a load) read a 1B model's f16 rows at 0.9-1.8 TB/s.
+ * It replaced the vec4 form (a workgroup of 256 a row, 8 bytes a load) for f16 (benchmarks/RESULTS.md, choices).
  * Forms as the vec4 one's (a gated pair, a stack of parts); `fallback` runs where an operand's offset does
  * not allow 16-byte bindings.
  */

@@ -22,8 +22,8 @@ const MOST_WEIGHTS = 2048
 const MOST_SPLITS = 8
 /**
  * the longest attention output merged in its product by default: a 1B model's (32 heads of 64); at an 8B
- * model's 4096 each workgroup's reads of the splits' rows cost more than the merge's dispatch (decode 289
- * -> 284 tok/s, benchmarks/RESULTS.md), where at 2048 they gained (915 -> 925)
+ * model's 4096 each workgroup's reads of the splits' rows cost more than the merge's dispatch, where at
+ * 2048 they gained (benchmarks/RESULTS.md, tried and not taken: decode attention)
  */
 const DEFAULT_MOST = 2048
 

@@ -15,8 +15,8 @@ import { f32 } from "./kernel.js"
 import type { MadeB } from "./product.js"
 
 /**
- * the longest row whose norm the products take by default: an 8B model's hidden size (its q4_0 decode 288
- * -> 294 tok/s with the norms in its products, benchmarks/RESULTS.md); longer rows not yet measured
+ * the longest row whose norm the products take by default: an 8B model's hidden size (faster decoding,
+ * benchmarks/RESULTS.md, choices: matrix-vector); longer rows not yet measured
  */
 const DEFAULT_MOST = 4096
 

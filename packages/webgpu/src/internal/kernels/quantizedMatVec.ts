@@ -217,8 +217,8 @@ export const quantizedMatVec = (
   const rowsPerGroup = GROUPS * rps
   const groups = Math.ceil(M / rowsPerGroup)
   const subgroups = target.subgroups === true && target.subgroupSize === LANES
-  // written out only in the staged form: the H200 ran the in-place form's loops faster (38 against 51 us
-  // for 14336x4096 q4_0, runs ba and bc)
+  // written out only in the staged form: the in-place form's loops ran faster as loops
+  // (benchmarks/RESULTS.md, tried and not taken)
   const out = staged && target.software !== true
   // the staged form: a's bytes of the chunk for the workgroup's rows, loaded 16 bytes at a time by all
   // lanes together (whole-word block reads from global memory cost a load per 4 bytes), decoded from there

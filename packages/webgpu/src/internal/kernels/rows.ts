@@ -28,8 +28,8 @@ import { alibiSlope, headLog2, workgroupReductions } from "./reduce.js"
 
 /**
  * Threads per row-workgroup for `rows` rows of `n`: on GPUs WG, or where the rows are too few to fill the
- * GPU (a decoding step's norms) up to a thread per 4 elements, as many as a workgroup may have (an 8B
- * model's 4096-wide norms at 1024 threads: decode 231 -> 246 tok/s on the H200, benchmarks/RESULTS.md); on
+ * GPU (a decoding step's norms) up to a thread per 4 elements, as many as a workgroup may have (faster
+ * decoding, benchmarks/RESULTS.md, choices: the model's graph); on
  * a software adapter, where every invocation costs, a power of two giving each thread about 16 elements (at
  * least 8 threads), so a row of 32 does not run 256 invocations (benchmarks/RESULTS.md, lavapipe).
  */
@@ -225,8 +225,8 @@ const SUBGROUP_ROW = 32
 /**
  * A row per subgroup, in registers (R elements a lane): the GPU form (writesOut) where the device's
  * subgroups have one size and rows are short. A workgroup per row of attention's scores (512 at a prompt)
- * gave each of its 256 threads two elements and two barriers: that row kernel took 70 us a layer on the
- * H200 for 32 MB in and out.
+ * gave each of its 256 threads two elements and two barriers, far below bandwidth (benchmarks/RESULTS.md,
+ * choices: attention).
  */
 const subgroupRows = (n: number, target: KernelTarget) => {
   const S = target.subgroupSize

@@ -85,9 +85,9 @@ const ROW_LANES = 8
 export const SMALL_TILE: MatrixTile = { sgRows: 2, sgCols: 1, fragRows: 2, fragCols: 4, depth: 32 }
 
 /**
- * @internal: workgroups of the preferred tiling below which a product takes SMALL_TILE: on the H200 a 1B
- * model's prompt products (64-96 workgroups of 128 x 128) ran up to 21% faster so, an 8B model's quantized
- * ones (128 and more) up to 1.7x slower (benchmarks/RESULTS.md)
+ * @internal: workgroups of the preferred tiling below which a product takes SMALL_TILE: a 1B model's
+ * prompt products ran faster so, an 8B model's, with more workgroups, slower (benchmarks/RESULTS.md,
+ * choices: products)
  */
 export const SMALL_GRID = 128
 
@@ -323,7 +323,7 @@ ${
   }).join("\n")
   // a block inside the result (or its split's partials), without a bias: each fragment stored straight from
   // its registers, rows a result row apart, without the two barriers a fragment of the path through
-  // workgroup memory, which edges and the bias keep (a 1B prompt's GPU time 11.76 -> 11.66 ms on the H200)
+  // workgroup memory, which edges and the bias keep (benchmarks/RESULTS.md, choices: products)
   const resultNode = product.operands.find((o) => o.name === "d")!.tensor
   const split = splits > 1 ? splitK(product, TK, splits) : undefined
   // Dawn sizes a binding that a subgroup matrix is stored into for one whole matrix, whatever the offset, so
