@@ -7,7 +7,9 @@
 # session, so put the most in the first):
 #   close (~8 minutes)               what closing issues 20 and 18 still waits for, the most first: table.sh alone
 #                                    (~4 minutes), then issue 18's prompt products against f16 activations, flash
-#                                    attention against the chain and the matrix-vector cases of every decode type;
+#                                    attention against the chain and the matrix-vector cases of every decode type,
+#                                    last the prompt-product and prompt-attention anchors natively (run on H100s
+#                                    so far; each step's file is kept if the call's limit cuts a later one);
 #                                    on an H200 only (other cards return at once; ANY_CARD=1 runs it anyway)
 #   table (the default, ~7 minutes)  the model table with this tree's defaults (prompts' attention in one pass
 #                                    since 2026-12-06 11:30, products' workgroups a weight row block's column
@@ -52,7 +54,9 @@ for part in ${PART:-table}; do
       bash .gpu-llm/steps.sh "table:bash .gpu-llm/table.sh" \
         "prefill18:bash .gpu-llm/clocked.sh bash -c 'cd .gpu-llm && timeout 100 node run.mjs --no-peer --own-params --cases prefill_f16,prefill_q4_0,prefill_q8_0'" \
         "attention:bash .gpu-llm/clocked.sh bash -c 'cd .gpu-llm && timeout 80 node run.mjs --no-peer --cases flash_attn_decode,attn_chain_decode,flash_attn_prefill,attn_chain_prefill'" \
-        "mv:cd .gpu-llm && timeout 120 node run.mjs --no-peer --own-params --cases mv_q4_0,mv_q8_0,mv_q4_K,mv_q6_K"
+        "mv:cd .gpu-llm && timeout 120 node run.mjs --no-peer --own-params --cases mv_q4_0,mv_q8_0,mv_q4_K,mv_q6_K" \
+        "qanchor:nvcc -O3 -arch=sm_90 -o /tmp/qprefill-anchor bench/probes/qprefill-anchor.cu && timeout 50 /tmp/qprefill-anchor" \
+        "attnanchor:nvcc -O3 -arch=sm_90 -o /tmp/attention-anchor bench/probes/attention-anchor.cu && timeout 50 /tmp/attention-anchor"
       ;;
     table)
       bash .gpu-llm/steps.sh "table:bash .gpu-llm/table.sh" \
