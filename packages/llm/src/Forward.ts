@@ -97,7 +97,7 @@ export const causalMask = (n: number, start: number, keys: number): Float32Array
 
 /**
  * The causal mask's bytes in the mask tensor's type (f16: -inf is 0xfc00), built without a conversion: a
- * prompt's mask converted value by value to f16 cost many times the host time.
+ * prompt's mask converted value by value to f16 cost many times the host time of writing its bits.
  *
  * @since 0.1.0
  * @category constructors

@@ -217,7 +217,7 @@ export const quantizedMatVec = (
   const rowsPerGroup = GROUPS * rps
   const groups = Math.ceil(M / rowsPerGroup)
   const subgroups = target.subgroups === true && target.subgroupSize === LANES
-  // written out only in the staged form: the in-place form's loops ran faster as loops
+  // written out only in the staged form: the in-place form ran faster with its loops left as loops
   // (benchmarks/RESULTS.md, tried and not taken)
   const out = staged && target.software !== true
   // the staged form: a's bytes of the chunk for the workgroup's rows, loaded 16 bytes at a time by all
