@@ -5,7 +5,7 @@
 #   PART="PART..." bash .gpu-llm/run.sh bash .gpu-llm/h200.sh
 # with parts run in turn in one call (a call runs 10 minutes at most; an H200 may not come twice in a
 # session, so put the most in the first):
-#   close (~8 minutes)               what closing issues 20 and 18 still waits for, the most first: table.sh alone
+#   close (~10 minutes)              what closing issues 20 and 18 still waits for, the most first: table.sh alone
 #                                    (~4 minutes), then issue 18's prompt products against f16 activations, flash
 #                                    attention against the chain and the matrix-vector cases of every decode type,
 #                                    last the prompt-product and prompt-attention anchors natively (run on H100s
