@@ -36,6 +36,9 @@
 #                                    its process; prompt attention alone at 512 and 2048 queries
 #                                    (bench/probes/prompt-attention-probe.ts); then prompt attention's design
 #                                    natively (bench/probes/attention-anchor.cu: 1.43x the chain on an H100, run fw)
+#   verify (~4 minutes)              this tree's correctness on the card: kernel-check's every section (the kernels
+#                                    lavapipe lacks, against the CPU) and the 20 oracle models against llama.cpp's
+#                                    answers (an H200 last ran them with the tree of 2026-12-05, runs ea, ei); any card
 #   browser (~1 minute)              prompts as an adapter without subgroup matrices runs them (a browser's:
 #                                    --no-subgroup-matrices, register tiles): 1B q8_0 and q4_0 weights copied
 #                                    into f16 first against the scalar tiles that dequantize as they load
@@ -88,13 +91,17 @@ for part in ${PART:-table}; do
         "promptattn:cd .gpu-llm && timeout 100 node prompt-attention.mjs 512 2048 --layouts model --chain" \
         "attnanchor:nvcc -O3 -arch=sm_90 -o /tmp/attention-anchor bench/probes/attention-anchor.cu && timeout 90 /tmp/attention-anchor"
       ;;
+    verify)
+      bash .gpu-llm/steps.sh "check:cd .gpu-llm && timeout 300 node check.mjs" \
+        "oracle:timeout 200 node .gpu-llm/oracle.mjs packages/llm/test/oracle/llama.cpp.json"
+      ;;
     browser)
       bash .gpu-llm/steps.sh "browser:bash .gpu-llm/forms.sh '1b-q8_0 1b-q4_0' \
         'llm.mjs --prefill-only --no-subgroup-matrices --q-prefill tiles' \
         'llm.mjs --prefill-only --no-subgroup-matrices --q-prefill copy'"
       ;;
     *)
-      echo "h200.sh: no part $part (close, table, check, 18, 20, attn, browser)" >&2
+      echo "h200.sh: no part $part (close, table, check, 18, 20, attn, verify, browser)" >&2
       exit 2
       ;;
   esac
