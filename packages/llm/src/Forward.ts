@@ -62,7 +62,7 @@ export interface Options {
   /**
    * attention as one flash_attn_ext, or as the chain llama.cpp runs without flash attention (K·Q,
    * soft_max, V·P); `auto` (the default) takes the chain for batches of 64 tokens or more over a cache,
-   * where it runs faster on the GPU (benchmarks/RESULTS.md, run bp)
+   * where it runs faster on a GPU without the one-pass kernel (benchmarks/RESULTS.md, choices: attention)
    */
   readonly attention?: "fused" | "chain" | "auto"
   /**

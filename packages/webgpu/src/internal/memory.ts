@@ -1,7 +1,7 @@
 /**
  * Native buffers and the byte operations on them. WebGPU wants 4-byte aligned copies, so unaligned
  * edges are read, patched on the host and written back. Device-to-device copies run a copy kernel
- * (copyBufferToBuffer measured 5x slower on NVIDIA).
+ * (on NVIDIA it outran copyBufferToBuffer: benchmarks/RESULTS.md, tried and not taken).
  *
  * @internal
  */

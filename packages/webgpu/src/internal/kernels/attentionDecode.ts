@@ -81,8 +81,8 @@ export const decodePlan = (node: Tensor.Tensor, target: KernelTarget): DecodePla
   const subgroups = force?.subgroups ?? (target.software === true ? 2 : 4)
   const block = force?.block ?? Math.max(1, Math.min(8, Math.floor(LANE_VALUES / perLane)))
   const most = target.software === true ? 8 : 64
-  // keys across lanes on GPUs where K's and V's rows load four at a time (lavapipe ran a 64-key step 3x
-  // slower so: every invocation costs there)
+  // keys across lanes on GPUs where K's and V's rows load four at a time (not on lavapipe, where every
+  // invocation costs: benchmarks/RESULTS.md, lavapipe)
   const across = force?.across ??
     (target.software !== true && widens(k) && widens(v) && q.ne[0] % 4 === 0 ? "keys" : "dims")
   // a block of keys per subgroup a split

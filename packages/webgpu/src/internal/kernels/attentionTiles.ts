@@ -14,7 +14,7 @@
  * is skipped before its K and V are staged. Staged rows are padded so that lanes and matrix loads fall in
  * distinct banks (S_SPREAD). A short prompt's keys are split over workgroups (splitsFor), each leaving its
  * rows' max, sum and unweighed O for the decode form's merge (attentionMerge.ts), which weighs in the sink.
- * On the H200 it runs 8x faster than the two-pass form (benchmarks/RESULTS.md).
+ * It outruns the two-pass form on GPUs (benchmarks/RESULTS.md, issue 18's history).
  *
  * @internal
  */

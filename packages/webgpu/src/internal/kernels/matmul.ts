@@ -38,7 +38,7 @@ import { registerTiled, tiled } from "./tiled.js"
  * The register tile by how many workgroups it gives: 8x8 per thread (128x128 per workgroup) once there
  * are enough of those to fill the device twice, smaller tiles for smaller products. On a software adapter
  * the biggest tile wherever the result has 128 rows and columns, 8x4 elsewhere: its few cores need few
- * workgroups, and fewer invocations doing more each ran lavapipe's products 1.8-2.5x faster.
+ * workgroups, and fewer invocations doing more each run faster there
  * (benchmarks/RESULTS.md: mul_mat f32 on the H200, and lavapipe)
  */
 const registersFor = ({ M, N, batches }: Product.Product, software: boolean): RegisterTile => {
@@ -63,9 +63,8 @@ const fits = (t: MatrixTile, target: KernelTarget) =>
 
 /**
  * a product's subgroup-matrix tiling among those `usable`: the one asked for, else the first that fits, or
- * the small one where the first gives few workgroups that splitting K would not multiply by 4 or more (H200:
- * a 2048 x 2048 product against 512 columns ran 1.3x faster in 4 splits than in small tiles, a 3072 x
- * 2048 f16 one 1.3x slower in 2; benchmarks/RESULTS.md)
+ * the small one where the first gives few workgroups that splitting K would not multiply by 4 or more (four
+ * splits outran small tiles, two did not: benchmarks/RESULTS.md, choices: products)
  */
 const tileFor = (product: Product.Product, target: KernelTarget, usable: (t: MatrixTile) => boolean) => {
   const tile = pickTile(product, target, usable)

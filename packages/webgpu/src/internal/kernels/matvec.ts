@@ -12,11 +12,11 @@ import { stackRow, stackRows, stackWeights } from "./product.js"
 
 /**
  * elements of a row per thread at least, in the scalar form: 16 keeps a row's threads reading 64
- * contiguous bytes per step (whole memory sectors on GPUs) while lavapipe, where every invocation costs,
- * ran 256-wide products 2.5-3x faster than with 4 (benchmarks/RESULTS.md, lavapipe)
+ * contiguous bytes per step (whole memory sectors on GPUs), and lavapipe, where every invocation costs,
+ * wants few threads doing more each (benchmarks/RESULTS.md, lavapipe)
  */
 const MV_PER_THREAD = 16
-/** the same on a software adapter: 64 ran lavapipe's 256-wide products 1.1-1.9x faster than 16 */
+/** the same on a software adapter: more elements a thread again (benchmarks/RESULTS.md, lavapipe) */
 const MV_PER_THREAD_SOFTWARE = 64
 
 /** vec4 loads of a's row each thread issues before using them */

@@ -124,8 +124,8 @@ const eachCached = (
 
 /**
  * Threads per row of `n` for the vec4 row kernels of software adapters: about VEC_ROW vec4s each (at
- * least 8 threads); on lavapipe a soft_max of 4096-wide rows ran 2.5-3x faster so than with 256 threads
- * loading scalars (benchmarks/RESULTS.md, lavapipe)
+ * least 8 threads): lavapipe, where every invocation costs, runs wide rows faster so than with 256
+ * threads loading scalars (benchmarks/RESULTS.md, lavapipe)
  */
 const VEC_ROW = 16
 const vecRowThreads = (n: number) => threadsFor(n / 4 / VEC_ROW)

@@ -383,7 +383,7 @@ ${
     range(FC).map((j) => `  var ${frag(i, j)}: subgroup_matrix_result<f32, 16, 16>;`)
   )
   // stage, barrier, issue the next step's loads, multiply, barrier (the staging waits on every subgroup's
-  // products; a second buffer staged under the products ran 1.3-1.7x slower on the H200)
+  // products; a second buffer staged under them ran slower: benchmarks/RESULTS.md, tried and not taken)
   const loop = `  for (var k0 = kb; k0 < ke; k0 += ${TK}u) {
 ${stash("x", TN)}
 ${stashW()}
