@@ -259,7 +259,7 @@ const measure = (name: string) =>
     const loadS = (performance.now() - loadStart) / 1000
     const prompt = tokens(PROMPT, model.hyperparameters.vocab, 7)
     // prompts for a second after the first (plans and pipelines): the GPU's clock climbs over the first few
-    // (run cg kept 7255, 7619, 27691 tok/s for 1B f16 after a first that compiled), then three timed
+    // (RESULTS.md's setup says how long), then three timed
     const prefill: Array<number> = []
     let warmStart = Infinity
     for (let run = 0; run < 4 || performance.now() - warmStart < 1000; run++) {

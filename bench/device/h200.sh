@@ -8,42 +8,34 @@
 #   close (~10 minutes)              what closing issues 20 and 18 still waits for, the most first: table.sh alone
 #                                    (~4 minutes), then issue 18's prompt products against f16 activations, flash
 #                                    attention against the chain and the matrix-vector cases of every decode type,
-#                                    last the prompt-product and prompt-attention anchors natively (run on H100s
-#                                    so far; each step's file is kept if the call's limit cuts a later one);
-#                                    on an H200 only (other cards return at once; ANY_CARD=1 runs it anyway)
-#   table (the default, ~7 minutes)  the model table with this tree's defaults (prompts' attention in one pass
-#                                    since 2026-12-06 11:30, products' workgroups a weight row block's column
-#                                    blocks side by side since 13:15, 96 x 128 tiles for q/k/v since 13:55:
-#                                    8B q8_0 prefill 0.98x in run fv before them); the chain's prompts, the
-#                                    old order and 128 x 128 q/k/v against them at 8B q8_0 (--attention chain,
-#                                    --matrix-order rows, --no-fill-tiles); flash_attn_ext against the chain,
-#                                    decode and prefill, the clocks sampled beside
+#                                    last the prompt-product and prompt-attention anchors natively (each step's
+#                                    file is kept if the call's limit cuts a later one); on an H200 only (other
+#                                    cards return at once; ANY_CARD=1 runs it anyway)
+#   table (the default, ~7 minutes)  the model table with this tree's defaults; at 8B q8_0 the prompt's forms
+#                                    these defaults replaced (--attention chain, --matrix-order rows,
+#                                    --no-fill-tiles); flash_attn_ext against the chain, decode and prefill, the
+#                                    clocks sampled beside
 #   check (~5 minutes)               kernel-check's int8 forms at 32 lanes; row groups in turn against a
-#                                    workgroup a group and a lower cap at 8B q8_0 (last run: run fe, an H100)
-#   18 (~4.5 minutes)                issue 18's matrix-vector cases of every decode type (the k-quants' int8
-#                                    form not yet timed alone); its prompt products against f16 activations
-#                                    with the warm-up fixed (82-86% of f16 on an H100, run fr), the clocks
-#                                    sampled beside; the same products natively (bench/probes/qprefill-anchor.cu)
-#   20 (~4 minutes)                  issue 20's last row, 8B q8_0 prefill (0.98x in run fv): the f16 copies of
-#                                    its weights alone against a plain f16 copy (traced 9.2 ms of a 56 ms prompt
-#                                    at ~2.5 TB/s in run dx, where element-wise ops reach 4.1); the copy's wider
-#                                    form and the tiles that dequantize as they stage against the default,
-#                                    prompts only
-#   attn (~3 minutes)                kernel-check's prompt attention (with key splits; 10 of 10 on an H100, run
-#                                    fy); issue 18's decode attention (1.88x the chain on an H200 in run fv and on
-#                                    an H100 in run fw, 2x asked) in other forms at 4096 keys (`--fa
-#                                    SPLITS:BLOCK:SUBGROUPS[:keys|keys1|dims][:HEADS]`), each beside the chain in
-#                                    its process; prompt attention alone at 512 and 2048 queries
-#                                    (bench/probes/prompt-attention-probe.ts); then prompt attention's design
-#                                    natively (bench/probes/attention-anchor.cu: 1.43x the chain on an H100, run fw)
-#   verify (~4 minutes)              this tree's correctness on the card: kernel-check's every section (the kernels
-#                                    lavapipe lacks, against the CPU) and the 20 oracle models against llama.cpp's
-#                                    answers (an H200 last ran them with the tree of 2026-12-05, runs ea, ei); any card
+#                                    workgroup a group and a lower cap at 8B q8_0
+#   18 (~4.5 minutes)                issue 18's matrix-vector cases of every decode type; its prompt products
+#                                    against f16 activations, the clocks sampled beside; the same products
+#                                    natively (bench/probes/qprefill-anchor.cu)
+#   20 (~4 minutes)                  issue 20's 8B q8_0 prompt: the f16 copies of its weights alone against a
+#                                    plain f16 copy; the copy's wider form and the tiles that dequantize as they
+#                                    stage against the default, prompts only
+#   attn (~3 minutes)                kernel-check's prompt attention (with key splits); decode attention in
+#                                    other forms at 4096 keys (`--fa SPLITS:BLOCK:SUBGROUPS[:keys|keys1|dims]
+#                                    [:HEADS]`), each beside the chain in its process; prompt attention alone at
+#                                    512 and 2048 queries (bench/probes/prompt-attention-probe.ts); then prompt
+#                                    attention's design natively (bench/probes/attention-anchor.cu)
+#   verify (~4 minutes)              this tree's correctness on the card: kernel-check's every section (the
+#                                    kernels lavapipe lacks, against the CPU) and the 20 oracle models against
+#                                    llama.cpp's answers; any card
 #   browser (~1 minute)              prompts as an adapter without subgroup matrices runs them (a browser's:
 #                                    --no-subgroup-matrices, register tiles): 1B q8_0 and q4_0 weights copied
-#                                    into f16 first against the scalar tiles that dequantize as they load
-#                                    (not yet timed; the two register-tile orders timed alike in run gg); any
+#                                    into f16 first against the scalar tiles that dequantize as they load; any
 #                                    card
+# Figures from these parts, and what each decided: benchmarks/RESULTS.md.
 # PART="18 20" or "20 attn" fits one call.
 cd "$(dirname "$0")/.."
 for part in ${PART:-table}; do
