@@ -6,11 +6,11 @@
  *   pnpm generate --model m.gguf --prompt-tokens 1,2,3 --greedy --max-tokens 16 --json
  */
 import type { Device } from "@effect-gpu/core"
-import { Registry } from "@effect-gpu/core"
+import { Cpu, Registry } from "@effect-gpu/core"
 import { Fixture, Llm } from "@effect-gpu/llm"
 import { WebGpu } from "@effect-gpu/webgpu"
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
-import { Console, Effect, Layer, Stream } from "effect"
+import { ConfigError, Console, Effect, Stream } from "effect"
 import { type Args, parse, usage, UsageError } from "./args.js"
 
 const write = (stream: NodeJS.WriteStream, text: string) => Effect.sync(() => stream.write(text))
@@ -46,9 +46,13 @@ const bar = (p: { readonly bytes: number; readonly total: number }) =>
     } MB${p.bytes === p.total ? "\n" : ""}`
   )
 
-const program = Effect.gen(function*() {
-  const args = yield* parse(process.argv.slice(2))
-  if (args.help) return yield* Console.log(usage)
+/**
+ * the devices a run needs: `--device cpu` the CPU alone, so that no GPU is started for it (nor its
+ * driver's warnings printed); else WebGPU's where there is an adapter, and the CPU
+ */
+const devicesFor = (args: Args) => args.device === "cpu" ? Cpu.layer() : WebGpu.layerOrCpu()
+
+const generate = Effect.fn("generate")(function*(args: Args) {
   const device = yield* pick(args)
   const options = {
     device,
@@ -126,6 +130,13 @@ const program = Effect.gen(function*() {
   }
 })
 
+// the arguments first: help and bad flags answer before any device starts
+const program = Effect.gen(function*() {
+  const args = yield* parse(process.argv.slice(2))
+  if (args.help) return yield* Console.log(usage)
+  return yield* generate(args).pipe(Effect.scoped, Effect.provide(devicesFor(args)))
+})
+
 program.pipe(
   Effect.catchTag(
     "UsageError",
@@ -136,7 +147,11 @@ program.pipe(
     ModelError: (e) => Effect.zipRight(Console.error(e.message), Effect.sync(() => process.exitCode = 1)),
     AllocationError: (e) => Effect.zipRight(Console.error(e.message), Effect.sync(() => process.exitCode = 1))
   }),
-  Effect.scoped,
-  Effect.provide(Layer.merge(WebGpu.layerOrCpu(), NodeContext.layer)),
+  // a setting that cannot be read (EFFECT_GPU_WEBGPU_DEVICES=two): on stderr, so that --json's stdout stays clean
+  Effect.catchIf(
+    ConfigError.isConfigError,
+    (e) => Effect.zipRight(Console.error(String(e)), Effect.sync(() => process.exitCode = 1))
+  ),
+  Effect.provide(NodeContext.layer),
   NodeRuntime.runMain
 )

@@ -8,11 +8,11 @@ import { fileURLToPath } from "node:url"
 
 const main = fileURLToPath(new URL("../src/main.ts", import.meta.url))
 const tsx = fileURLToPath(new URL("../../../node_modules/.bin/tsx", import.meta.url))
-const run = (args: ReadonlyArray<string>) =>
+const run = (args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
   spawnSync(tsx, [main, ...args], {
     encoding: "utf8",
     timeout: 120_000,
-    env: { ...process.env, XDG_RUNTIME_DIR: "/tmp" }
+    env: { ...process.env, XDG_RUNTIME_DIR: "/tmp", ...env }
   })
 
 const folder = mkdtempSync(join(tmpdir(), "generate-"))
@@ -74,5 +74,27 @@ describe("pnpm generate", () => {
     assert.strictEqual(missing.status, 1)
     assert.include(missing.stderr, "cannot be opened")
     assert.notInclude(missing.stderr, "    at ")
+  }, 120_000)
+
+  it("starts WebGPU only where the run may use it: not for --help, bad flags or --device cpu", () => {
+    // a WebGPU setting that fails WebGPU's start: a run that starts it fails on it
+    const broken = { EFFECT_GPU_WEBGPU_DEVICES: "two" }
+    const best = run(["--model", model, "--prompt-tokens", "1,2", "--max-tokens", "1"], broken)
+    assert.strictEqual(best.status, 1)
+    assert.include(best.stderr, "EFFECT_GPU_WEBGPU_DEVICES")
+    assert.strictEqual(best.stdout, "")
+    const help = run(["--help"], broken)
+    assert.strictEqual(help.status, 0, help.stderr)
+    assert.include(help.stdout, "--device cpu|webgpu")
+    const bad = run(["--device", "tpu"], broken)
+    assert.strictEqual(bad.status, 2)
+    assert.include(bad.stderr, "--device takes cpu or webgpu, not tpu")
+    assert.notInclude(bad.stderr, "EFFECT_GPU_WEBGPU_DEVICES")
+    const cpu = run(
+      ["--model", model, "--prompt-tokens", "1,2", "--max-tokens", "2", "--device", "cpu", "--json"],
+      broken
+    )
+    assert.strictEqual(cpu.status, 0, cpu.stderr)
+    assert.strictEqual((JSON.parse(cpu.stdout) as { tokens: Array<number> }).tokens.length, 2)
   }, 120_000)
 })
