@@ -27,12 +27,15 @@ const pick = (args: Args) =>
     return found
   })
 
-/** a bar on stderr while the weights load, redrawn each percent */
+/**
+ * a bar on stderr while the weights load, redrawn each percent on a terminal; elsewhere (a log, a pipe)
+ * only its last state, not a hundred redraws
+ */
 const progress = (args: Args) => {
   let shown = -1
   return (p: { readonly bytes: number; readonly total: number }) => {
     const percent = Math.floor((p.bytes / p.total) * 100)
-    if (args.json || percent === shown) return Effect.void
+    if (args.json || percent === shown || (!process.stderr.isTTY && p.bytes < p.total)) return Effect.void
     shown = percent
     return bar(p)
   }

@@ -65,7 +65,9 @@ describe("pnpm generate", () => {
     const out = run(["--model", model, "--prompt", "the rain", "--max-tokens", "4", "--device", "cpu", "--seed", "1"])
     assert.strictEqual(out.status, 0, out.stderr)
     assert.isTrue(out.stdout.startsWith("the rain"), out.stdout)
-    assert.include(out.stderr, "loading [")
+    // not a terminal: the bar's last state alone, not its redraws
+    assert.strictEqual(out.stderr.split("loading [").length - 1, 1, out.stderr)
+    assert.include(out.stderr, "loading [##############################]")
     assert.match(out.stderr, /prompt: \d+ tokens, [\d.]+ tok\/s; generated: \d+ tokens, [\d.]+ tok\/s/)
     const bad = run(["--max-tokens", "zero"])
     assert.strictEqual(bad.status, 2)
