@@ -39,7 +39,10 @@ export const open = (
     const file = yield* fs.open(path, { flag: "r" }).pipe(
       Effect.mapError((e) => fail(`cannot be opened: ${e.message}`))
     )
-    const size = Number((yield* file.stat.pipe(Effect.mapError((e) => fail(e.message)))).size)
+    const info = yield* file.stat.pipe(Effect.mapError((e) => fail(e.message)))
+    // a folder opens for reading on some systems and fails only at the first read, with the system's code
+    if (info.type !== "File") return yield* fail(`is a ${info.type.toLowerCase()}, not a file`)
+    const size = Number(info.size)
     // one reader at a time: a read is a seek and a read
     const lock = yield* Effect.makeSemaphore(1)
     const read = (offset: number, length: number) =>

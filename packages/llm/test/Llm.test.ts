@@ -104,7 +104,8 @@ describe("Llm", () => {
         const [name, problem] of [
           ["missing.gguf", "cannot be opened"],
           ["cut.gguf", "truncated"],
-          ["text.gguf", "not a GGUF file"]
+          ["text.gguf", "not a GGUF file"],
+          [".", "is a directory, not a file"]
         ]
       ) {
         const exit = yield* Effect.exit(Llm.load(join(folder, name)))
