@@ -1,8 +1,9 @@
 /**
  * Tokens as server-sent events: POST /generate with {"prompt": "..."} or {"tokens": [ids]} and sampling
  * options answers `text/event-stream`, one `token` event per token ({"token", "text"}) and a `done` event
- * ({"tokens", "text"}); GET /health names the model and its device. A body that is not valid gets 400
- * saying what and where, one over BODY_LIMIT bytes 413. Generations run one at a time in the order they
+ * ({"tokens", "text"}); GET /health names the model and its device. A body that is not valid, or a prompt
+ * the model refuses (no tokens, ids outside its vocabulary, longer than its context), gets 400 saying what
+ * and where, before it waits its turn; a body over BODY_LIMIT bytes 413. Generations run one at a time in the order they
  * came (the model's queue); a client that disconnects stops its generation at the next token.
  */
 import { Llm } from "@effect-gpu/llm"
@@ -80,9 +81,11 @@ export const router = HttpRouter.empty.pipe(
       const request = yield* body
       const model = yield* Llm.Llm
       const { prompt, tokens, ...options } = request
+      // checked here, so that a prompt the model refuses is a 400, not an error event after a 200
+      const ids = yield* model.prompt(tokens ?? prompt ?? "")
       const generated: Array<number> = []
       let text = ""
-      const events = model.generate(tokens ?? prompt ?? "", options).pipe(
+      const events = model.generate(ids, options).pipe(
         Stream.map((g) => {
           generated.push(g.token)
           text += g.text
@@ -99,6 +102,7 @@ export const router = HttpRouter.empty.pipe(
       Effect.catchTags({
         TooLarge: (e) => Effect.succeed(error(413, `the body is over ${e.limit} bytes`)),
         ParseError: (e) => Effect.succeed(error(400, describe(e))),
+        ModelError: (e) => Effect.succeed(error(400, e.problem)),
         RequestError: (e) => Effect.succeed(error(400, `unreadable body: ${e.message}`))
       })
     )

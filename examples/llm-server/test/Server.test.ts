@@ -70,7 +70,11 @@ describe("llm-server", () => {
           [{ prompt: "a", tokens: [1] }, "either prompt"],
           [{ prompt: "a", topP: 2 }, "topP"],
           [{ tokens: [1, -2] }, "tokens"],
-          [{ prompt: "a", maxTokens: 0 }, "maxTokens"]
+          [{ prompt: "a", maxTokens: 0 }, "maxTokens"],
+          // the model's own checks, before the request waits its turn
+          [{ tokens: [1, 300] }, "token 300 is outside the vocabulary of 300"],
+          [{ tokens: [] }, "the prompt has no tokens"],
+          [{ tokens: Array.from({ length: 1025 }, () => 1) }, "1025 tokens do not fit the context of 1024"]
         ] as const
       ) {
         const { status, text } = yield* post(body)

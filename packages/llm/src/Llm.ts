@@ -48,20 +48,29 @@ export interface LoadOptions extends Context.Options {
 }
 
 /**
+ * How a text prompt becomes tokens.
+ *
  * @since 0.1.0
  * @category models
  */
-export interface GenerateOptions extends Sampler.Options {
+export interface PromptOptions {
+  /** for a text prompt: add BOS as the model asks (default true) */
+  readonly addSpecial?: boolean
+  /** for a text prompt: read special tokens' text as those tokens (default true) */
+  readonly parseSpecial?: boolean
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface GenerateOptions extends Sampler.Options, PromptOptions {
   /** tokens to generate at most (default 128) */
   readonly maxTokens?: number
   /** texts that end the generation; the text stops before them */
   readonly stop?: ReadonlyArray<string>
   /** go on past end-of-generation tokens (benchmarks) */
   readonly ignoreEndOfGeneration?: boolean
-  /** for a text prompt: add BOS as the model asks (default true) */
-  readonly addSpecial?: boolean
-  /** for a text prompt: read special tokens' text as those tokens (default true) */
-  readonly parseSpecial?: boolean
 }
 
 /**
@@ -102,8 +111,18 @@ export interface Model {
   /** the model's weights in bytes */
   readonly bytes: number
   /**
+   * The tokens `generate` runs for `prompt` (text, or token ids used as they are), checked without waiting
+   * for the model: fails with ModelError where there are none, one is outside the vocabulary, or they do
+   * not fit the context. A server can answer a bad prompt before its stream starts.
+   */
+  readonly prompt: (
+    prompt: string | ReadonlyArray<number>,
+    options?: PromptOptions
+  ) => Effect.Effect<ReadonlyArray<number>, ModelError>
+  /**
    * Tokens after `prompt` (text, or token ids used as they are). Pulling the stream computes; stopping
-   * it (interruption, `Stream.take`) stops at the next token.
+   * it (interruption, `Stream.take`) stops at the next token. A prompt that `prompt` refuses fails the
+   * stream at once, before it waits for the generation or evaluation in progress.
    */
   readonly generate: (
     prompt: string | ReadonlyArray<number>,
@@ -160,6 +179,25 @@ export const make = (
     // the tokens whose keys and values the context holds
     let cached: Array<number> = []
 
+    const promptTokens: Model["prompt"] = (prompt, promptOptions = {}) =>
+      Effect.suspend(() => {
+        const tokens = typeof prompt === "string"
+          ? tokenizer.tokenize(prompt, {
+            addSpecial: promptOptions.addSpecial ?? true,
+            parseSpecial: promptOptions.parseSpecial ?? true
+          })
+          : [...prompt]
+        const bad = tokens.find((t) => !Number.isSafeInteger(t) || t < 0 || t >= h.vocab)
+        const problem = tokens.length === 0
+          ? "the prompt has no tokens"
+          : bad !== undefined
+          ? `token ${bad} is outside the vocabulary of ${h.vocab}`
+          : tokens.length > context.size
+          ? `the prompt's ${tokens.length} tokens do not fit the context of ${context.size} positions`
+          : undefined
+        return problem === undefined ? Effect.succeed(tokens) : new ModelError({ file, problem })
+      })
+
     const generate: Model["generate"] = (prompt, generateOptions = {}) =>
       Stream.unwrapScoped(Effect.gen(function*() {
         const sampler = yield* Sampler.make(generateOptions)
@@ -173,14 +211,8 @@ export const make = (
         }
         const stops = (generateOptions.stop ?? []).filter((s) => s.length > 0)
         const ends = generateOptions.ignoreEndOfGeneration === true ? new Set<number>() : tokenizer.endOfGeneration
+        const tokens = yield* promptTokens(prompt, generateOptions)
         yield* Effect.acquireRelease(lock.take(1), () => lock.release(1))
-        const tokens = typeof prompt === "string"
-          ? tokenizer.tokenize(prompt, {
-            addSpecial: generateOptions.addSpecial ?? true,
-            parseSpecial: generateOptions.parseSpecial ?? true
-          })
-          : [...prompt]
-        if (tokens.length === 0) return yield* new ModelError({ file, problem: "the prompt has no tokens" })
         // keep the positions the last generation left that this prompt starts with
         let keep = 0
         while (keep < cached.length && keep < tokens.length - 1 && cached[keep] === tokens[keep]) keep++
@@ -250,7 +282,17 @@ export const make = (
         return logits
       }))
 
-    return { file, device, hyperparameters: h, tokenizer, context, bytes: weights.bytes, generate, evaluate }
+    return {
+      file,
+      device,
+      hyperparameters: h,
+      tokenizer,
+      context,
+      bytes: weights.bytes,
+      prompt: promptTokens,
+      generate,
+      evaluate
+    }
   }).pipe(Effect.withSpan("Llm.make", { attributes: { file } }))
 
 /**

@@ -82,6 +82,43 @@ describe("Llm", () => {
       assert.deepStrictEqual(b, alone)
     }).pipe(Effect.provide(layer)))
 
+  it.scoped("a prompt the model refuses fails at once, while another generation holds the model", () =>
+    Effect.gen(function*() {
+      const model = yield* Llm.fromBytes(bytes, { size: 64 })
+      assert.deepStrictEqual(yield* model.prompt(prompt), prompt)
+      const text = yield* model.prompt("hello there")
+      assert.strictEqual(text.length, model.tokenizer.tokenize("hello there", { addSpecial: true }).length)
+      // a generation that has its first token out and waits: it holds the model until its scope closes
+      const first = yield* Deferred.make<void>()
+      const holder = yield* Effect.fork(
+        Stream.runDrain(
+          model.generate(prompt, { ...greedy, maxTokens: 40 }).pipe(
+            Stream.tap(() => Effect.zipRight(Deferred.succeed(first, undefined), Effect.never))
+          )
+        )
+      )
+      yield* Deferred.await(first)
+      for (
+        const [tokens, problem] of [
+          [[], "the prompt has no tokens"],
+          [[1, fixture.options.vocab], `token ${fixture.options.vocab} is outside the vocabulary`],
+          [Array.from({ length: 65 }, () => 1), "65 tokens do not fit the context of 64 positions"]
+        ] as const
+      ) {
+        const refused = yield* Effect.flip(model.prompt(tokens))
+        assert.include(refused.problem, problem)
+        // the stream fails as `prompt` does, without waiting for the generation in progress
+        const failed = yield* Effect.flip(collect(model.generate(tokens, greedy))).pipe(
+          Effect.timeoutFail({ duration: "10 seconds", onTimeout: () => "waited for the model" })
+        )
+        assert.strictEqual(failed._tag, "ModelError")
+        assert.include(String(failed), problem)
+      }
+      yield* Fiber.interrupt(holder)
+      const next = yield* collect(model.generate(prompt, greedy))
+      assert.deepStrictEqual(next.map((g) => g.token), oracle.models[fixture.name].greedy)
+    }).pipe(Effect.provide(layer)))
+
   it.scoped("a file loads as the bytes do; a missing, foreign or cut file fails with ModelError", () =>
     Effect.gen(function*() {
       const folder = mkdtempSync(join(tmpdir(), "llm-"))
