@@ -30,6 +30,7 @@ import * as Stream from "effect/Stream"
 import * as Context from "./Context.js"
 import * as Gguf from "./Gguf.js"
 import * as Hyperparameters from "./Hyperparameters.js"
+import * as LlmMetrics from "./LlmMetrics.js"
 import { ModelError } from "./ModelError.js"
 import * as ModelFile from "./ModelFile.js"
 import * as Sampler from "./Sampler.js"
@@ -212,10 +213,13 @@ export const make = (
         const stops = (generateOptions.stop ?? []).filter((s) => s.length > 0)
         const ends = generateOptions.ignoreEndOfGeneration === true ? new Set<number>() : tokenizer.endOfGeneration
         const tokens = yield* promptTokens(prompt, generateOptions)
+        const asked = performance.now()
         yield* Effect.acquireRelease(lock.take(1), () => lock.release(1))
         // keep the positions the last generation left that this prompt starts with
         let keep = 0
         while (keep < cached.length && keep < tokens.length - 1 && cached[keep] === tokens[keep]) keep++
+        let previous = performance.now()
+        LlmMetrics.recordStart(file, previous - asked, tokens.length - keep, keep)
         yield* context.truncate(keep)
         cached = cached.slice(0, keep)
         const history = [...tokens]
@@ -248,6 +252,9 @@ export const make = (
           const token = greedy !== undefined
             ? yield* greedy.take.pipe(Effect.mapError(Option.some))
             : sampler.sample(logits!, history)
+          const now = performance.now()
+          LlmMetrics.recordToken(file, now - previous, last === undefined)
+          previous = now
           history.push(token)
           last = token
           if (ends.has(token)) {

@@ -46,3 +46,7 @@ export * as ModelFile from "./ModelFile.js"
  * @since 0.1.0
  */
 export * as Llm from "./Llm.js"
+/**
+ * @since 0.1.0
+ */
+export * as LlmMetrics from "./LlmMetrics.js"

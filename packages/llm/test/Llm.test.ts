@@ -1,10 +1,10 @@
 import { Cpu, Registry } from "@effect-gpu/core"
-import { Fixture, Llm } from "@effect-gpu/llm"
+import { Fixture, Llm, LlmMetrics } from "@effect-gpu/llm"
 import { LeakCheck } from "@effect-gpu/testing"
 import { WebGpu } from "@effect-gpu/webgpu"
 import { NodeFileSystem } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Deferred, Effect, Exit, Fiber, Layer, Stream } from "effect"
+import { Chunk, Deferred, Effect, Exit, Fiber, Layer, Metric, Stream } from "effect"
 import { mkdtempSync, writeFileSync } from "node:fs"
 import { readFileSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -117,6 +117,36 @@ describe("Llm", () => {
       yield* Fiber.interrupt(holder)
       const next = yield* collect(model.generate(prompt, greedy))
       assert.deepStrictEqual(next.map((g) => g.token), oracle.models[fixture.name].greedy)
+    }).pipe(Effect.provide(layer)))
+
+  it.scoped("generations update the model's metrics: prompt tokens computed and reused, tokens, latencies", () =>
+    Effect.gen(function*() {
+      const name = "metrics-fixture"
+      const model = yield* Llm.fromBytes(bytes, { size: 64, file: name })
+      const counter = (m: Metric.Metric.Counter<number>) =>
+        Effect.map(Metric.value(Metric.tagged(m, "model", name)), (s) => s.count)
+      const observed = (m: Metric.Metric.Histogram<number>) =>
+        Effect.map(Metric.value(Metric.tagged(m, "model", name)), (s) => [s.count, s.min, s.max])
+      // greedy (tokens taken on the device, a step ahead) and sampled (logits read each token)
+      for (const options of [greedy, { ...greedy, temperature: 0.8, seed: 4, maxTokens: 5 }]) {
+        yield* collect(model.generate(prompt, options))
+      }
+      // the second generation reused the first's prompt positions but the last
+      assert.strictEqual(yield* counter(LlmMetrics.promptTokens), prompt.length + 1)
+      assert.strictEqual(yield* counter(LlmMetrics.reusedTokens), prompt.length - 1)
+      assert.strictEqual(yield* counter(LlmMetrics.generatedTokens), 16 + 5)
+      const [waits] = yield* observed(LlmMetrics.queueWait)
+      const [firsts, firstMin] = yield* observed(LlmMetrics.firstToken)
+      const [gaps, gapMin, gapMax] = yield* observed(LlmMetrics.tokenLatency)
+      assert.deepStrictEqual([waits, firsts, gaps], [2, 2, 15 + 4])
+      assert.isAbove(firstMin, 0)
+      assert.isTrue(gapMin >= 0 && gapMax < 60_000, `${gapMin} ${gapMax}`)
+      // another model's series stay apart
+      const other = yield* Effect.map(
+        Metric.value(Metric.tagged(LlmMetrics.generatedTokens, "model", "none")),
+        (s) => s.count
+      )
+      assert.strictEqual(other, 0)
     }).pipe(Effect.provide(layer)))
 
   it.scoped("a file loads as the bytes do; a missing, foreign or cut file fails with ModelError", () =>
