@@ -3,8 +3,8 @@
  * options answers `text/event-stream`, one `token` event per token ({"token", "text"}) and a `done` event
  * ({"tokens", "text"}); GET /health names the model and its device. A body that is not valid, or a prompt
  * the model refuses (no tokens, ids outside its vocabulary, longer than its context), gets 400 saying what
- * and where, before it waits its turn; a body over BODY_LIMIT bytes 413. Generations run one at a time in the order they
- * came (the model's queue); a client that disconnects stops its generation at the next token.
+ * and where, before it waits its turn; a body over BODY_LIMIT bytes 413. Generations run one at a time in
+ * the order they came (the model's queue); a client that disconnects stops its generation at the next token.
  */
 import { Llm } from "@effect-gpu/llm"
 import type { HttpServerError } from "@effect/platform"
