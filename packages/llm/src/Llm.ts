@@ -129,7 +129,10 @@ export interface Model {
     prompt: string | ReadonlyArray<number>,
     options?: GenerateOptions
   ) => Stream.Stream<Generated, GenerateError>
-  /** the logits of every position of `tokens` from an empty context ([vocab × tokens], token-major) */
+  /**
+   * The logits of every position of `tokens` from an empty context ([vocab × tokens], token-major); tokens
+   * that `prompt` refuses fail at once, as in `generate`.
+   */
   readonly evaluate: (tokens: ReadonlyArray<number>) => Effect.Effect<Float32Array, Context.EvaluateError>
 }
 
@@ -281,13 +284,16 @@ export const make = (
       })).pipe(Stream.withSpan("Llm.generate", { attributes: { file } }))
 
     const evaluate: Model["evaluate"] = (tokens) =>
-      lock.withPermits(1)(Effect.gen(function*() {
-        yield* context.truncate(0)
-        cached = []
-        const logits = yield* context.evaluate(tokens, { allLogits: true })
-        cached = [...tokens]
-        return logits
-      }))
+      Effect.zipRight(
+        promptTokens(tokens),
+        lock.withPermits(1)(Effect.gen(function*() {
+          yield* context.truncate(0)
+          cached = []
+          const logits = yield* context.evaluate(tokens, { allLogits: true })
+          cached = [...tokens]
+          return logits
+        }))
+      )
 
     return {
       file,

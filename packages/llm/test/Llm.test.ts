@@ -82,7 +82,7 @@ describe("Llm", () => {
       assert.deepStrictEqual(b, alone)
     }).pipe(Effect.provide(layer)))
 
-  it.scoped("a prompt the model refuses fails at once, while another generation holds the model", () =>
+  it.scoped("a prompt the model refuses fails generate and evaluate at once, while another generation holds the model", () =>
     Effect.gen(function*() {
       const model = yield* Llm.fromBytes(bytes, { size: 64 })
       assert.deepStrictEqual(yield* model.prompt(prompt), prompt)
@@ -113,6 +113,10 @@ describe("Llm", () => {
         )
         assert.strictEqual(failed._tag, "ModelError")
         assert.include(String(failed), problem)
+        const unevaluated = yield* Effect.flip(model.evaluate(tokens)).pipe(
+          Effect.timeoutFail({ duration: "10 seconds", onTimeout: () => "evaluate waited for the model" })
+        )
+        assert.include(String(unevaluated), problem)
       }
       yield* Fiber.interrupt(holder)
       const next = yield* collect(model.generate(prompt, greedy))
