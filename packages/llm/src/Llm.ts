@@ -18,6 +18,8 @@ import type {
 } from "@effect-gpu/core/GpuError"
 import * as Registry from "@effect-gpu/core/Registry"
 import type * as FileSystem from "@effect/platform/FileSystem"
+import * as Config from "effect/Config"
+import type * as ConfigError from "effect/ConfigError"
 import * as EffectContext from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -391,3 +393,25 @@ export const layer = (
   options: LoadOptions = {}
 ): Layer.Layer<Llm, LoadError | NoAdapter, Registry.Registry | FileSystem.FileSystem> =>
   Layer.scoped(Llm, load(path, options))
+
+/**
+ * `layer`, with the model's path and the context's options read from Config (the device: the registry's
+ * best).
+ *
+ * @example
+ * import { Llm } from "@effect-gpu/llm"
+ * import { Config } from "effect"
+ *
+ * // MODEL=m.gguf CONTEXT=2048
+ * export const model = Llm.layerConfig({
+ *   path: Config.string("MODEL"),
+ *   size: Config.integer("CONTEXT").pipe(Config.withDefault(4096))
+ * })
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerConfig = (
+  config: Config.Config.Wrap<{ readonly path: string } & Context.Options>
+): Layer.Layer<Llm, LoadError | NoAdapter | ConfigError.ConfigError, Registry.Registry | FileSystem.FileSystem> =>
+  Layer.unwrapEffect(Effect.map(Config.unwrap(config), ({ path, ...options }) => layer(path, options)))

@@ -4,7 +4,19 @@ import { LeakCheck } from "@effect-gpu/testing"
 import { WebGpu } from "@effect-gpu/webgpu"
 import { NodeFileSystem } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Deferred, Effect, Exit, Fiber, Layer, Metric, Stream } from "effect"
+import {
+  Chunk,
+  Config,
+  ConfigError,
+  ConfigProvider,
+  Deferred,
+  Effect,
+  Exit,
+  Fiber,
+  Layer,
+  Metric,
+  Stream
+} from "effect"
 import { mkdtempSync, writeFileSync } from "node:fs"
 import { readFileSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -184,6 +196,40 @@ describe("Llm", () => {
         assert.include(String(exit), "ModelError", name)
         assert.include(String(exit), problem, name)
       }
+    }).pipe(Effect.provide(layer)))
+
+  it.scoped("layerConfig: the path and the context's options from Config; a missing path is a ConfigError", () =>
+    Effect.gen(function*() {
+      const folder = mkdtempSync(join(tmpdir(), "llm-"))
+      const path = join(folder, "model.gguf")
+      writeFileSync(path, bytes)
+      const config = {
+        path: Config.string("MODEL"),
+        size: Config.integer("CONTEXT").pipe(Config.withDefault(256)),
+        ubatch: Config.integer("UBATCH").pipe(Config.withDefault(512))
+      }
+      const from = (entries: ReadonlyArray<readonly [string, string]>) =>
+        Llm.layerConfig(config).pipe(Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(entries)))))
+      const [file, size, tokens] = yield* Effect.provide(
+        Effect.flatMap(
+          Llm.Llm,
+          (m) =>
+            Effect.map(
+              collect(m.generate(prompt, greedy)),
+              (out) => [m.file, m.context.size, out.map((g) => g.token)] as const
+            )
+        ),
+        from([["MODEL", path], ["CONTEXT", "48"], ["UBATCH", "5"]])
+      )
+      assert.strictEqual(file, path)
+      assert.strictEqual(size, 48)
+      // a prompt of 16 in micro-batches of 5 gives llama.cpp's continuation
+      assert.deepStrictEqual(tokens, oracle.models[fixture.name].greedy)
+      const missing = yield* Effect.flip(Effect.provide(Llm.Llm, from([["CONTEXT", "48"]])))
+      assert.isTrue(ConfigError.isConfigError(missing), String(missing))
+      assert.include(String(missing), "MODEL")
+      const wrong = yield* Effect.flip(Effect.provide(Llm.Llm, from([["MODEL", path], ["CONTEXT", "many"]])))
+      assert.include(String(wrong), "CONTEXT")
     }).pipe(Effect.provide(layer)))
 
   it.scoped("loading with progress: a Stream that ends when the model is loaded, or fails as the load does", () =>
