@@ -114,6 +114,11 @@ export interface Context {
   readonly greedy: (tokens: ReadonlyArray<number>) => Effect.Effect<Greedy, EvaluateError, Scope.Scope>
   /** forgets the cache from position `n` on (0: all of it) */
   readonly truncate: (n: number) => Effect.Effect<void>
+  /**
+   * Fails with ModelError where `tokens` cannot run after `start` positions (none, one outside the
+   * vocabulary, more than the context holds), as `evaluate`, `next` and `greedy` do; waits for nothing.
+   */
+  readonly check: (tokens: ReadonlyArray<number>, start: number) => Effect.Effect<void, ModelError>
 }
 
 /**
@@ -255,7 +260,9 @@ export const make = (
       if (start + tokens.length > size) {
         return new ModelError({
           file,
-          problem: `${tokens.length} tokens after ${start} do not fit the context of ${size} positions`
+          problem: `${tokens.length} tokens${
+            start > 0 ? ` after ${start}` : ""
+          } do not fit the context of ${size} positions`
         })
       }
       const bad = tokens.find((t) => !Number.isSafeInteger(t) || t < 0 || t >= h.vocab)
@@ -354,6 +361,7 @@ export const make = (
       evaluate,
       next,
       greedy,
-      truncate: (n) => lock.withPermits(1)(Ref.update(position, (p) => Math.max(0, Math.min(p, n))))
+      truncate: (n) => lock.withPermits(1)(Ref.update(position, (p) => Math.max(0, Math.min(p, n)))),
+      check
     }
   })

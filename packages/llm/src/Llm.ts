@@ -193,15 +193,9 @@ export const make = (
             parseSpecial: promptOptions.parseSpecial ?? true
           })
           : [...prompt]
-        const bad = tokens.find((t) => !Number.isSafeInteger(t) || t < 0 || t >= h.vocab)
-        const problem = tokens.length === 0
-          ? "the prompt has no tokens"
-          : bad !== undefined
-          ? `token ${bad} is outside the vocabulary of ${h.vocab}`
-          : tokens.length > context.size
-          ? `the prompt's ${tokens.length} tokens do not fit the context of ${context.size} positions`
-          : undefined
-        return problem === undefined ? Effect.succeed(tokens) : new ModelError({ file, problem })
+        return tokens.length === 0
+          ? new ModelError({ file, problem: "the prompt has no tokens" })
+          : Effect.as(context.check(tokens, 0), tokens)
       })
 
     const generate: Model["generate"] = (prompt, generateOptions = {}) =>
