@@ -320,6 +320,39 @@ export const fromBytes = (
   )
 
 /**
+ * A model from a GGUF file in a Blob: in a browser, a File from a file input or a fetched Response's
+ * blob. Its bytes are read a slice at a time as they go to the device, so the model is never whole in
+ * memory; `file` names it in failures (default: a File's name).
+ *
+ * @example
+ * ```ts
+ * import { Llm } from "@effect-gpu/llm"
+ * import { WebGpu } from "@effect-gpu/webgpu"
+ * import { Effect, Stream } from "effect"
+ *
+ * // file: the File of an <input type="file">
+ * export const run = (file: File) =>
+ *   Effect.gen(function*() {
+ *     const model = yield* Llm.fromBlob(file, { size: 2048 })
+ *     yield* model.generate("Once upon a time", { maxTokens: 32 }).pipe(
+ *       Stream.runForEach((g) => Effect.sync(() => console.log(g.text)))
+ *     )
+ *   }).pipe(Effect.scoped, Effect.provide(WebGpu.layerOrCpu()))
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const fromBlob = (
+  blob: Blob,
+  options: LoadOptions & { readonly file?: string } = {}
+): Effect.Effect<Model, LoadError | NoAdapter, Scope.Scope | Registry.Registry> =>
+  Effect.flatMap(
+    ModelFile.fromBlob(blob, options.file !== undefined ? { file: options.file } : {}),
+    (f) => make(f.path, f.gguf, f.source, options)
+  )
+
+/**
  * A model from a GGUF file, read by offset (a model larger than memory's largest buffer loads).
  *
  * @example

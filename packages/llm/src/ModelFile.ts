@@ -1,6 +1,7 @@
 /**
- * A GGUF file opened through `@effect/platform`'s FileSystem: its header read from the first bytes (more
- * as needed), its tensors read by offset, so that a model larger than one buffer (or than memory) loads.
+ * A GGUF file opened through `@effect/platform`'s FileSystem, or over a Blob in a browser: its header read
+ * from the first bytes (more as needed), its tensors read by offset, so that a model larger than one buffer
+ * (or than memory) loads.
  *
  * @since 0.1.0
  */
@@ -10,7 +11,7 @@ import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import * as Gguf from "./Gguf.js"
 import { ModelError } from "./ModelError.js"
-import type * as Weights from "./Weights.js"
+import * as Weights from "./Weights.js"
 
 /**
  * @since 0.1.0
@@ -55,13 +56,44 @@ export const open = (
         }
         return got
       }))
+    return yield* fromSource(path, { size, read }, options)
+  })
+
+/**
+ * A GGUF file over any source of its bytes: its header read from the first bytes (more as needed); a file
+ * that is not GGUF fails with ModelError naming `file`.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const fromSource = (
+  file: string,
+  source: Weights.Source,
+  options: { readonly headerBytes?: number } = {}
+): Effect.Effect<ModelFile, ModelError> =>
+  Effect.gen(function*() {
     // the header's length is not known before it is read: start with 16 MiB (vocabularies are large)
-    let prefix = Math.min(size, options.headerBytes ?? 16 * 1024 * 1024)
+    let prefix = Math.min(source.size, options.headerBytes ?? 16 * 1024 * 1024)
     for (;;) {
-      const head = yield* read(0, prefix)
-      const parsed = yield* Effect.either(Gguf.parse(head, { file: path, size }))
-      if (parsed._tag === "Right") return { path, gguf: parsed.right, source: { size, read } }
-      if (prefix >= size || !parsed.left.problem.includes(`the file has ${prefix}`)) return yield* parsed.left
-      prefix = Math.min(size, prefix * 4)
+      const head = yield* source.read(0, prefix)
+      const parsed = yield* Effect.either(Gguf.parse(head, { file, size: source.size }))
+      if (parsed._tag === "Right") return { path: file, gguf: parsed.right, source }
+      if (prefix >= source.size || !parsed.left.problem.includes(`the file has ${prefix}`)) return yield* parsed.left
+      prefix = Math.min(source.size, prefix * 4)
     }
   })
+
+/**
+ * A GGUF file in a Blob (a browser's File from a file input, a fetched Response's blob), read a slice at a
+ * time (Weights.fromBlob); `file` names it in failures (default: a File's name).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const fromBlob = (
+  blob: Blob,
+  options: { readonly file?: string; readonly headerBytes?: number } = {}
+): Effect.Effect<ModelFile, ModelError> => {
+  const file = options.file ?? ("name" in blob && typeof blob.name === "string" ? blob.name : "<blob>")
+  return fromSource(file, Weights.fromBlob(blob, file), options)
+}

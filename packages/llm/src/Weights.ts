@@ -60,6 +60,33 @@ export const fromBytes = (bytes: Uint8Array): Source => ({
 })
 
 /**
+ * A source over a Blob (a browser's File from a file input, a fetched Response's blob), read a slice at a
+ * time, so that a model is never whole in memory; a failed or short read fails with ModelError naming
+ * `file`.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const fromBlob = (blob: Blob, file: string): Source => ({
+  size: blob.size,
+  read: (offset, length) =>
+    Effect.tryPromise({
+      try: () => blob.slice(offset, offset + length).arrayBuffer(),
+      catch: (e) => new ModelError({ file, problem: `cannot be read: ${e instanceof Error ? e.message : String(e)}` })
+    }).pipe(
+      Effect.filterOrFail(
+        (bytes) => bytes.byteLength === length,
+        (bytes) =>
+          new ModelError({
+            file,
+            problem: `truncated: ${length} bytes at ${offset} were asked, ${bytes.byteLength} were there`
+          })
+      ),
+      Effect.map((bytes) => new Uint8Array(bytes))
+    )
+})
+
+/**
  * How far a load is: bytes copied of the total, and the tensor just copied.
  *
  * @since 0.1.0

@@ -1,5 +1,5 @@
 import { Cpu, Registry } from "@effect-gpu/core"
-import { Fixture, Llm, LlmMetrics } from "@effect-gpu/llm"
+import { Fixture, Llm, LlmMetrics, ModelFile, Weights } from "@effect-gpu/llm"
 import { LeakCheck } from "@effect-gpu/testing"
 import { WebGpu } from "@effect-gpu/webgpu"
 import { NodeFileSystem } from "@effect/platform-node"
@@ -195,6 +195,43 @@ describe("Llm", () => {
         assert.isTrue(Exit.isFailure(exit), name)
         assert.include(String(exit), "ModelError", name)
         assert.include(String(exit), problem, name)
+      }
+    }).pipe(Effect.provide(layer)))
+
+  it.scoped("a Blob (a browser's File) loads as the bytes do, a slice at a time; a cut or foreign one fails", () =>
+    Effect.gen(function*() {
+      // (a copy over an ArrayBuffer, as a Blob's parts are typed)
+      const copy = new Uint8Array(bytes)
+      const file = new File([copy], "model.gguf")
+      const model = yield* Llm.fromBlob(file, { size: 64 })
+      assert.strictEqual(model.file, "model.gguf")
+      const fromBytes = yield* (yield* Llm.fromBytes(bytes, { size: 64 })).evaluate(prompt)
+      assert.deepStrictEqual(Array.from(yield* model.evaluate(prompt)), Array.from(fromBytes))
+      // read in slices: a small first read of the header grows until the header parses, then each tensor
+      // goes a chunk at a time, so no read takes the whole file
+      const slices: Array<number> = []
+      class Counted extends Blob {
+        override slice(start?: number, end?: number) {
+          slices.push((end ?? this.size) - (start ?? 0))
+          return super.slice(start, end)
+        }
+      }
+      const counted = yield* ModelFile.fromBlob(new Counted([copy]), { file: "counted", headerBytes: 1024 })
+      const weights = yield* Weights.load(yield* Registry.bestDevice, counted.gguf, counted.source, { chunk: 4096 })
+      assert.strictEqual(weights.bytes, model.bytes)
+      assert.isAbove(slices.length, 10)
+      assert.isBelow(Math.max(...slices), bytes.length / 2)
+      for (
+        const [blob, problem] of [
+          [new File([copy.slice(0, copy.length - 100)], "cut.gguf"), "truncated"],
+          [new File(["not a model"], "text.gguf"), "not a GGUF file"],
+          [new Blob([copy.slice(0, 64)]), "<blob>"]
+        ] as const
+      ) {
+        const error = yield* Effect.flip(Llm.fromBlob(blob, { size: 64 }))
+        assert.strictEqual(error._tag, "ModelError", problem)
+        assert.include(error.message, problem)
+        if (blob instanceof File) assert.include(error.message, blob.name)
       }
     }).pipe(Effect.provide(layer)))
 
