@@ -6,7 +6,7 @@ import { Cpu } from "@effect-gpu/core"
 import { WebGpu } from "@effect-gpu/webgpu"
 import { Effect } from "effect"
 import { M, N, quickstart } from "../../quickstart/program.js"
-import { generate } from "./generate.js"
+import { generate, generateFrom } from "./generate.js"
 
 const show = (id: string, text: string) => {
   const el = document.getElementById(id)!
@@ -37,6 +37,47 @@ const tokens = () => {
   )
 }
 
+/** a GGUF file the user picked: loaded with its progress shown, then its tokens streamed onto the page */
+const ownModel = () => {
+  const input = document.getElementById("model") as HTMLInputElement
+  const button = document.getElementById("run") as HTMLButtonElement
+  input.addEventListener("change", () => (button.disabled = input.files?.length !== 1))
+  button.addEventListener("click", () => {
+    const file = input.files?.[0]
+    if (file === undefined) return
+    button.disabled = true
+    const own = show("own", "")
+    const loading = show("loading", `loading ${file.name}`)
+    delete own.dataset.tokens
+    const t0 = performance.now()
+    const text = (document.getElementById("prompt") as HTMLInputElement).value
+    Effect.runPromise(
+      generateFrom(file, text, {
+        maxTokens: 32,
+        onProgress: (
+          loaded,
+          total
+        ) => (loading.textContent = `loading ${file.name}: ${(100 * loaded / total).toFixed(0)}% of ${
+          (total / 2 ** 20).toFixed(1)
+        } MiB`),
+        onToken: (_, piece) => (own.textContent += piece)
+      }).pipe(Effect.either, Effect.provide(devices))
+    ).then((out) => {
+      if (out._tag === "Left") {
+        // a typed failure's message names the file and the problem (a file that is not GGUF, a cut one)
+        loading.textContent = `failed: ${out.left.message}`
+        own.dataset.tokens = "failed"
+        return
+      }
+      own.dataset.tokens = JSON.stringify(out.right.tokens)
+      loading.textContent = `${out.right.file}: ${out.right.tokens.length} tokens on ${out.right.device} in ${
+        (performance.now() - t0).toFixed(0)
+      } ms, loading included`
+    }).finally(() => (button.disabled = false))
+  })
+}
+
+ownModel()
 Effect.runPromise(quickstart.pipe(Effect.provide(devices))).then(
   (outcome) => {
     const ms = performance.now() - started

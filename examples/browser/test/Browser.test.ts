@@ -1,7 +1,9 @@
 import { Cpu } from "@effect-gpu/core"
+import { Fixture, Llm } from "@effect-gpu/llm"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Chunk, Effect, Stream } from "effect"
 import * as fs from "node:fs"
+import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { chromium } from "playwright-core"
@@ -22,8 +24,21 @@ const flags = [
   "--no-sandbox"
 ]
 
-/** the page in headless Chromium with these flags: its state, device line, note, and numbers */
-const open = async (args: ReadonlyArray<string>, screenshot?: string) => {
+/** a GGUF file of the user's: a llama model with a SentencePiece vocabulary, in q8_0 (the page's own is qwen3) */
+const own = Fixture.make({ ...Fixture.demo, architecture: "llama", tokenizer: "llama", dtype: "q8_0", seed: 11 })
+const ownPrompt = "Once upon a time"
+
+/** what the page shows after running a picked file: the loading line and the tokens */
+interface Picked {
+  readonly loading: string
+  readonly tokens: Array<number> | "failed"
+}
+
+/**
+ * the page in headless Chromium with these flags: its state, device line, note, and numbers; then each of
+ * `picks` (files) chosen in the file input and run
+ */
+const open = async (args: ReadonlyArray<string>, screenshot?: string, picks: ReadonlyArray<string> = []) => {
   if (!fs.existsSync(path.join(dist, "index.html"))) await build({ root, configFile: false, logLevel: "warn" })
   const server = await preview({ root, configFile: false, logLevel: "warn", preview: { port: 0, host: "127.0.0.1" } })
   const browser = await chromium.launch({ executablePath: browserPath!, args: [...args] })
@@ -39,8 +54,20 @@ const open = async (args: ReadonlyArray<string>, screenshot?: string) => {
       tokens: JSON.parse((await page.getAttribute("#tokens", "data-tokens")) ?? "[]") as Array<number>,
       speed: (await page.textContent("#speed")) ?? ""
     }
-    if (screenshot !== undefined) await page.screenshot({ path: screenshot })
-    return shown
+    const picked: Array<Picked> = []
+    for (const file of picks) {
+      await page.setInputFiles("#model", file)
+      await page.fill("#prompt", ownPrompt)
+      await page.click("#run")
+      await page.waitForSelector("#own[data-tokens]", { timeout: 90_000 })
+      const tokens = (await page.getAttribute("#own", "data-tokens"))!
+      picked.push({
+        loading: (await page.textContent("#loading")) ?? "",
+        tokens: tokens === "failed" ? "failed" : JSON.parse(tokens) as Array<number>
+      })
+    }
+    if (screenshot !== undefined) await page.screenshot({ path: screenshot, fullPage: true })
+    return { ...shown, picked }
   } finally {
     await browser.close()
     await new Promise((resolve) => server.httpServer.close(resolve))
@@ -61,6 +88,16 @@ const onCpu = () => Effect.runPromise(quickstart.pipe(Effect.provide(Cpu.layer()
 /** the page's model's greedy tokens on the CPU backend in Node */
 const tokensOnCpu = () => Effect.runPromise(generate(() => {}).pipe(Effect.provide(Cpu.layer())))
 
+/** the picked file's greedy continuation of the prompt on the CPU backend in Node, from its bytes */
+const ownOnCpu = () =>
+  Effect.runPromise(
+    Effect.gen(function*() {
+      const model = yield* Llm.fromBytes(own, { size: 512 })
+      const out = yield* Stream.runCollect(model.generate(ownPrompt, { temperature: 0, maxTokens: 32 }))
+      return Chunk.toArray(out).map((g) => g.token)
+    }).pipe(Effect.scoped, Effect.provide(Cpu.layer()))
+  )
+
 describe("the browser example", () => {
   it("builds with vite and no configuration, without Dawn", async () => {
     await build({ root, configFile: false, logLevel: "warn" })
@@ -74,7 +111,11 @@ describe("the browser example", () => {
 
   it("computes on WebGPU in headless Chromium what the CPU backend computes in Node", async () => {
     if (!haveBrowser()) return
-    const shown = await open(flags, path.join(dist, "screenshot.png"))
+    const folder = fs.mkdtempSync(path.join(os.tmpdir(), "browser-"))
+    const picks = [path.join(folder, "notes.gguf"), path.join(folder, "llama-q8_0.gguf")]
+    fs.writeFileSync(picks[0], "not a model")
+    fs.writeFileSync(picks[1], own)
+    const shown = await open(flags, path.join(dist, "screenshot.png"), picks)
     assert.strictEqual(shown.state, "done", shown.device)
     // SwiftShader's adapter: the page ran on WebGPU, not on its CPU fallback
     assert.include(shown.device, "(GPU)")
@@ -85,6 +126,16 @@ describe("the browser example", () => {
     // a model's 16 greedy tokens, generated on the page's WebGPU device, are the CPU backend's
     assert.include(shown.speed, "16 tokens on WebGPU", shown.speed)
     assert.deepStrictEqual(shown.tokens, (await tokensOnCpu()).tokens)
+    // a GGUF file picked in the page, read from its File a slice at a time: the greedy continuation of a
+    // text prompt is the CPU backend's in Node; a file that is not GGUF says so
+    const [foreign, picked] = shown.picked
+    const expected = await ownOnCpu()
+    assert.isAbove(expected.length, 0)
+    assert.include(picked.loading, `llama-q8_0.gguf: ${expected.length} tokens on WebGPU`, picked.loading)
+    assert.deepStrictEqual(picked.tokens, expected)
+    assert.strictEqual(foreign.tokens, "failed")
+    assert.include(foreign.loading, "failed: notes.gguf: not a GGUF file", foreign.loading)
+    assert.notInclude(foreign.loading, "FiberFailure")
   }, 180_000)
 
   it("falls back to the CPU backend with a visible note where the browser gives no adapter", async () => {
