@@ -5,11 +5,14 @@
  * the model refuses (no tokens, ids outside its vocabulary, longer than its context), gets 400 saying what
  * and where, before it waits its turn; a body over BODY_LIMIT bytes 413. Generations run one at a time in
  * the order they came (the model's queue); a client that disconnects stops its generation at the next token.
+ * POST /v1/completions answers OpenAI's completions API as llama.cpp's server does (Completions.ts).
  */
+import type { ModelError } from "@effect-gpu/llm"
 import { Llm } from "@effect-gpu/llm"
 import type { HttpServerError } from "@effect/platform"
 import { HttpRouter, HttpServer, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Config, Effect, Option, ParseResult, Schema, Stream } from "effect"
+import * as Completions from "./Completions.js"
 
 const Probability = Schema.Number.pipe(Schema.between(0, 1))
 
@@ -43,18 +46,20 @@ class TooLarge {
   constructor(readonly limit: number) {}
 }
 
-const body = Effect.gen(function*() {
-  const request = yield* HttpServerRequest.HttpServerRequest
-  const limit = yield* bodyLimit
-  if (Number(request.headers["content-length"] ?? "0") > limit) return yield* Effect.fail(new TooLarge(limit))
-  const text = yield* request.text.pipe(
-    HttpServerRequest.withMaxBodySize(Option.some(limit)),
-    Effect.mapError((e): TooLarge | HttpServerError.RequestError =>
-      String(e.cause).includes("maxBytes") ? new TooLarge(limit) : e
+/** the request's body decoded with `schema` (TooLarge past the body limit) */
+const body = <A, I>(schema: Schema.Schema<A, I>) =>
+  Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const limit = yield* bodyLimit
+    if (Number(request.headers["content-length"] ?? "0") > limit) return yield* Effect.fail(new TooLarge(limit))
+    const text = yield* request.text.pipe(
+      HttpServerRequest.withMaxBodySize(Option.some(limit)),
+      Effect.mapError((e): TooLarge | HttpServerError.RequestError =>
+        String(e.cause).includes("maxBytes") ? new TooLarge(limit) : e
+      )
     )
-  )
-  return yield* Schema.decodeUnknown(Schema.parseJson(GenerateRequest))(text)
-})
+    return yield* Schema.decodeUnknown(Schema.parseJson(schema))(text)
+  })
 
 /** schema failures as `path: message` lines */
 const describe = (e: ParseResult.ParseError) =>
@@ -64,6 +69,16 @@ const describe = (e: ParseResult.ParseError) =>
 
 const encoder = new TextEncoder()
 const event = (name: string, data: unknown) => encoder.encode(`event: ${name}\ndata: ${JSON.stringify(data)}\n\n`)
+const eventStream = { contentType: "text/event-stream", headers: { "cache-control": "no-cache" } }
+
+/** a failed request's answer, `answer` giving its body from a status and a message */
+const refused = (answer: (status: number, message: string) => HttpServerResponse.HttpServerResponse) =>
+  Effect.catchTags({
+    TooLarge: (e: TooLarge) => Effect.succeed(answer(413, `the body is over ${e.limit} bytes`)),
+    ParseError: (e: ParseResult.ParseError) => Effect.succeed(answer(400, describe(e))),
+    ModelError: (e: ModelError.ModelError) => Effect.succeed(answer(400, e.problem)),
+    RequestError: (e: HttpServerError.RequestError) => Effect.succeed(answer(400, `unreadable body: ${e.message}`))
+  })
 
 export const router = HttpRouter.empty.pipe(
   HttpRouter.get(
@@ -78,7 +93,7 @@ export const router = HttpRouter.empty.pipe(
   HttpRouter.post(
     "/generate",
     Effect.gen(function*() {
-      const request = yield* body
+      const request = yield* body(GenerateRequest)
       const model = yield* Llm.Llm
       const { prompt, tokens, ...options } = request
       // checked here, so that a prompt the model refuses is a 400, not an error event after a 200
@@ -94,17 +109,33 @@ export const router = HttpRouter.empty.pipe(
         Stream.concat(Stream.suspend(() => Stream.succeed(event("done", { tokens: generated, text })))),
         Stream.catchAll((e) => Stream.succeed(event("error", { error: e.message })))
       )
-      return HttpServerResponse.stream(events, {
-        contentType: "text/event-stream",
-        headers: { "cache-control": "no-cache" }
-      })
+      return HttpServerResponse.stream(events, eventStream)
+    }).pipe(refused(error))
+  ),
+  HttpRouter.post(
+    "/v1/completions",
+    Effect.gen(function*() {
+      const request = yield* body(Completions.CompletionRequest)
+      const model = yield* Llm.Llm
+      const ids = yield* model.prompt(request.prompt)
+      const { chunks, whole } = Completions.complete(model, ids, request)
+      if (!request.stream) {
+        return yield* whole.pipe(
+          Effect.map((completion) => HttpServerResponse.unsafeJson(completion)),
+          Effect.catchAll((e) =>
+            Effect.succeed(HttpServerResponse.unsafeJson(Completions.errorBody(e.message), { status: 500 }))
+          )
+        )
+      }
+      const data = (value: unknown) => encoder.encode(`data: ${JSON.stringify(value)}\n\n`)
+      const events = chunks.pipe(
+        Stream.map(data),
+        Stream.concat(Stream.succeed(encoder.encode("data: [DONE]\n\n"))),
+        Stream.catchAll((e) => Stream.succeed(data(Completions.errorBody(e.message))))
+      )
+      return HttpServerResponse.stream(events, eventStream)
     }).pipe(
-      Effect.catchTags({
-        TooLarge: (e) => Effect.succeed(error(413, `the body is over ${e.limit} bytes`)),
-        ParseError: (e) => Effect.succeed(error(400, describe(e))),
-        ModelError: (e) => Effect.succeed(error(400, e.problem)),
-        RequestError: (e) => Effect.succeed(error(400, `unreadable body: ${e.message}`))
-      })
+      refused((status, message) => HttpServerResponse.unsafeJson(Completions.errorBody(message), { status }))
     )
   )
 )

@@ -32,10 +32,10 @@ const parse = (text: string) =>
     return [name.replace("event: ", ""), JSON.parse(data.replace("data: ", ""))] as const
   })
 
-const post = (body: unknown) =>
+const post = (body: unknown, path = "/generate") =>
   Effect.gen(function*() {
     const client = yield* HttpClient.HttpClient
-    const res = yield* client.post("/generate", { body: HttpBody.text(JSON.stringify(body), "application/json") })
+    const res = yield* client.post(path, { body: HttpBody.text(JSON.stringify(body), "application/json") })
     return { status: res.status, type: res.headers["content-type"], text: yield* res.text }
   })
 
@@ -86,6 +86,53 @@ describe("llm-server", () => {
       assert.strictEqual(malformed.status, 400)
       const big = yield* post({ prompt: "x".repeat(70 * 1024) })
       assert.strictEqual(big.status, 413)
+    }).pipe(Effect.provide(serve)))
+
+  it.scoped("/v1/completions answers OpenAI's completions API: whole, streamed, stopped, refused", () =>
+    Effect.gen(function*() {
+      const want = yield* direct(greedy)
+      const text = want.map((g) => g.text).join("")
+      const asked = { prompt, max_tokens: 12, temperature: 0, ignore_eos: true, model: "any", user: "u" }
+      // whole: the model's text, the finish reason and the token counts
+      const whole = yield* post(asked, "/v1/completions")
+      assert.strictEqual(whole.status, 200, whole.text)
+      const completion = JSON.parse(whole.text)
+      assert.strictEqual(completion.object, "text_completion")
+      assert.strictEqual(completion.model, "fixture")
+      assert.deepStrictEqual(completion.choices, [{ index: 0, text, logprobs: null, finish_reason: "length" }])
+      assert.deepStrictEqual(completion.usage, { prompt_tokens: 6, completion_tokens: 12, total_tokens: 18 })
+      // streamed: a chunk a token, the last with the finish reason, then [DONE]
+      const streamed = yield* post({ ...asked, stream: true }, "/v1/completions")
+      assert.include(streamed.type, "text/event-stream")
+      const lines = streamed.text.split("\n\n").filter((l) => l.length > 0)
+      assert.isTrue(lines.every((l) => l.startsWith("data: ")), streamed.text)
+      assert.strictEqual(lines[lines.length - 1], "data: [DONE]")
+      const chunks = lines.slice(0, -1).map((l) => JSON.parse(l.slice("data: ".length)))
+      assert.strictEqual(chunks.length, 12 + 1)
+      assert.strictEqual(chunks.map((c) => c.choices[0].text).join(""), text)
+      assert.deepStrictEqual(chunks.map((c) => c.choices[0].finish_reason), [...Array(12).fill(null), "length"])
+      assert.isTrue(chunks.every((c) => c.id === chunks[0].id))
+      // a stop string (a string, as OpenAI allows) cuts the text before it: finish "stop"
+      const stop = text.slice(Math.floor(text.length / 2), Math.floor(text.length / 2) + 2)
+      const stopped = JSON.parse((yield* post({ ...asked, stop }, "/v1/completions")).text)
+      assert.strictEqual(stopped.choices[0].text, text.slice(0, text.indexOf(stop)))
+      assert.strictEqual(stopped.choices[0].finish_reason, "stop")
+      // a text prompt; bad requests get OpenAI's error object
+      assert.strictEqual((yield* post({ prompt: "hello there", max_tokens: 3 }, "/v1/completions")).status, 200)
+      for (
+        const [body, says] of [
+          [{ max_tokens: 3 }, "prompt"],
+          [{ prompt: "a", max_tokens: 0 }, "max_tokens"],
+          [{ prompt: "a", n: 2 }, "n"],
+          [{ prompt: [1, 300] }, "token 300 is outside the vocabulary of 300"]
+        ] as const
+      ) {
+        const { status, text: answer } = yield* post(body, "/v1/completions")
+        assert.strictEqual(status, 400, JSON.stringify(body))
+        const error = JSON.parse(answer).error
+        assert.strictEqual(error.type, "invalid_request_error")
+        assert.include(error.message, says)
+      }
     }).pipe(Effect.provide(serve)))
 
   it.live(
