@@ -4,7 +4,7 @@
  * "stop", "stream", ...} answers one `text_completion` object, or with "stream": true server-sent `data:`
  * chunks ending in `data: [DONE]`. llama.cpp's extensions top_k, min_p, repeat_penalty and ignore_eos are
  * taken too; other fields (model, user, ...) are ignored, as there. A bad body or a prompt the model
- * refuses gets 400 with OpenAI's error object.
+ * refuses gets 400 with OpenAI's error object. GET /v1/models lists the one model.
  */
 import type { Llm } from "@effect-gpu/llm"
 import { Effect, Schema, Stream } from "effect"
@@ -50,6 +50,12 @@ export const generateOptions = (r: CompletionRequest): Llm.GenerateOptions => ({
   ...(r.seed !== undefined ? { seed: r.seed } : {}),
   ...(r.stop !== undefined ? { stop: typeof r.stop === "string" ? [r.stop] : r.stop } : {}),
   ...(r.ignore_eos !== undefined ? { ignoreEndOfGeneration: r.ignore_eos } : {})
+})
+
+/** OpenAI's model list (GET /v1/models, which clients ask first): the one model served */
+export const models = (model: Llm.Model) => ({
+  object: "list",
+  data: [{ id: model.file, object: "model", created: 0, owned_by: "effect-gpu" }]
 })
 
 /** OpenAI's error object */

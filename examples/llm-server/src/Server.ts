@@ -112,6 +112,10 @@ export const router = HttpRouter.empty.pipe(
       return HttpServerResponse.stream(events, eventStream)
     }).pipe(refused(error))
   ),
+  HttpRouter.get(
+    "/v1/models",
+    Effect.map(Llm.Llm, (m) => HttpServerResponse.unsafeJson(Completions.models(m)))
+  ),
   HttpRouter.post(
     "/v1/completions",
     Effect.gen(function*() {

@@ -117,6 +117,14 @@ describe("llm-server", () => {
       const stopped = JSON.parse((yield* post({ ...asked, stop }, "/v1/completions")).text)
       assert.strictEqual(stopped.choices[0].text, text.slice(0, text.indexOf(stop)))
       assert.strictEqual(stopped.choices[0].finish_reason, "stop")
+      // the model list clients ask for first
+      const listed = yield* Effect.flatMap(HttpClient.HttpClient, (c) => c.get("/v1/models"))
+      assert.deepStrictEqual(
+        (yield* listed.json as Effect.Effect<{ data: Array<{ id: string }> }>).data.map((m) => m.id),
+        [
+          "fixture"
+        ]
+      )
       // a text prompt; bad requests get OpenAI's error object
       assert.strictEqual((yield* post({ prompt: "hello there", max_tokens: 3 }, "/v1/completions")).status, 200)
       for (
