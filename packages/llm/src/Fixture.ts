@@ -49,6 +49,8 @@ export interface Options {
    * `output`, `token_embd`, ...): a mix as quantizers make them (llama.cpp's Q4_K_M keeps some in q6_K)
    */
   readonly types?: { readonly [matrix: string]: DType.DType }
+  /** `tokenizer.chat_template` (a Jinja template, as real models ship it); default: none */
+  readonly chatTemplate?: string
 }
 
 /** values of `dtype` as bytes (ggml's layout) */
@@ -275,7 +277,10 @@ const plan = (options: Options, writeOptions: WriteOptions = {}) => {
       ? [["tokenizer.ggml.scores", { type: "array", itemType: "f32", value: vocab.scores }] as const]
       : [["tokenizer.ggml.merges", { type: "array", itemType: "string", value: vocab.merges }] as const]),
     ["tokenizer.ggml.bos_token_id", u32(vocab.bos)],
-    ["tokenizer.ggml.eos_token_id", u32(vocab.eos)]
+    ["tokenizer.ggml.eos_token_id", u32(vocab.eos)],
+    ...(options.chatTemplate !== undefined
+      ? [["tokenizer.chat_template", { type: "string", value: options.chatTemplate }] as const]
+      : [])
   ]
   return { metadata, tensors }
 }

@@ -29,6 +29,7 @@ import * as Mailbox from "effect/Mailbox"
 import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
+import * as ChatTemplate from "./ChatTemplate.js"
 import * as Context from "./Context.js"
 import * as Gguf from "./Gguf.js"
 import * as Hyperparameters from "./Hyperparameters.js"
@@ -74,6 +75,15 @@ export interface GenerateOptions extends Sampler.Options, PromptOptions {
   readonly stop?: ReadonlyArray<string>
   /** go on past end-of-generation tokens (benchmarks) */
   readonly ignoreEndOfGeneration?: boolean
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface ChatOptions extends GenerateOptions {
+  /** the format to write the messages in (default: the model's chat template's) */
+  readonly template?: ChatTemplate.Name
 }
 
 /**
@@ -132,6 +142,25 @@ export interface Model {
     options?: GenerateOptions
   ) => Stream.Stream<Generated, GenerateError>
   /**
+   * The format of the model's chat template (ChatTemplate: ChatML where the file has none); undefined
+   * where its template is none of the formats known here (`chat` then needs `template`).
+   */
+  readonly chatTemplate: ChatTemplate.Name | undefined
+  /**
+   * The tokens `chat` runs for `messages`: written as the model's chat template has them (or as `template`
+   * names), ending with the opening of the assistant's turn, then checked as `prompt` checks. Fails with
+   * ModelError where the model's template is unknown and no `template` is given.
+   */
+  readonly chatPrompt: (
+    messages: ReadonlyArray<ChatTemplate.Message>,
+    options?: PromptOptions & { readonly template?: ChatTemplate.Name }
+  ) => Effect.Effect<ReadonlyArray<number>, ModelError>
+  /** `generate` over chat messages (`chatPrompt`'s tokens): the assistant's reply */
+  readonly chat: (
+    messages: ReadonlyArray<ChatTemplate.Message>,
+    options?: ChatOptions
+  ) => Stream.Stream<Generated, GenerateError>
+  /**
    * The logits of every position of `tokens` from an empty context ([vocab × tokens], token-major); tokens
    * that `prompt` refuses fail at once, as in `generate`.
    */
@@ -175,6 +204,8 @@ export const make = (
   Effect.gen(function*() {
     const h = yield* Hyperparameters.fromGguf(gguf, file)
     const tokenizer = yield* Tokenizer.fromGguf(gguf, file)
+    // (a template of another format does not stop the load: `chat` says so where it is asked for)
+    const template = yield* Effect.either(ChatTemplate.fromGguf(gguf, file))
     const device = options.device ?? (yield* Registry.bestDevice)
     const weights = yield* Weights.load(device, gguf, source, {
       file,
@@ -279,6 +310,15 @@ export const make = (
         return Stream.repeatEffectOption(step)
       })).pipe(Stream.withSpan("Llm.generate", { attributes: { file } }))
 
+    const chatPrompt: Model["chatPrompt"] = (messages, chatOptions = {}) =>
+      Effect.flatMap(
+        chatOptions.template !== undefined ? Effect.succeed(chatOptions.template) : template,
+        (name) => promptTokens(ChatTemplate.apply(name, messages), chatOptions)
+      )
+
+    const chat: Model["chat"] = (messages, chatOptions = {}) =>
+      Stream.unwrap(Effect.map(chatPrompt(messages, chatOptions), (tokens) => generate(tokens, chatOptions)))
+
     const evaluate: Model["evaluate"] = (tokens) =>
       Effect.zipRight(
         promptTokens(tokens),
@@ -300,6 +340,9 @@ export const make = (
       bytes: weights.bytes,
       prompt: promptTokens,
       generate,
+      chatTemplate: template._tag === "Right" ? template.right : undefined,
+      chatPrompt,
+      chat,
       evaluate
     }
   }).pipe(Effect.withSpan("Llm.make", { attributes: { file } }))

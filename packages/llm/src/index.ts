@@ -37,6 +37,10 @@ export * as Tokenizer from "./Tokenizer.js"
 /**
  * @since 0.1.0
  */
+export * as ChatTemplate from "./ChatTemplate.js"
+/**
+ * @since 0.1.0
+ */
 export * as Sampler from "./Sampler.js"
 /**
  * @since 0.1.0
