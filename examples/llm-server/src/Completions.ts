@@ -2,7 +2,8 @@
  * OpenAI's completions API, as llama.cpp's server answers it, so that existing clients can talk to the
  * model: POST /v1/completions with {"prompt": text or token ids, "max_tokens", "temperature", "top_p",
  * "stop", "stream", ...} answers one `text_completion` object, or with "stream": true server-sent `data:`
- * chunks ending in `data: [DONE]`. llama.cpp's extensions top_k, min_p, repeat_penalty and ignore_eos are
+ * chunks ending in `data: [DONE]`; POST /v1/chat/completions takes "messages" instead of "prompt",
+ * written in the model's chat template (ChatTemplate), and answers `chat.completion` objects. llama.cpp's extensions top_k, min_p, repeat_penalty and ignore_eos are
  * taken too; other fields (model, user, ...) are ignored, as there. A bad body or a prompt the model
  * refuses gets 400 with OpenAI's error object. GET /v1/models lists the one model.
  */
@@ -11,11 +12,8 @@ import { Effect, Schema, Stream } from "effect"
 
 const Probability = Schema.Number.pipe(Schema.between(0, 1))
 
-export const CompletionRequest = Schema.Struct({
-  prompt: Schema.Union(
-    Schema.String.pipe(Schema.maxLength(16384)),
-    Schema.Array(Schema.Int.pipe(Schema.nonNegative())).pipe(Schema.maxItems(4096))
-  ),
+/** the sampling fields both requests take */
+const sampling = {
   max_tokens: Schema.optionalWith(Schema.Int.pipe(Schema.between(1, 4096)), { exact: true, default: () => 16 }),
   temperature: Schema.optionalWith(Schema.Number.pipe(Schema.between(0, 2)), { exact: true }),
   top_p: Schema.optionalWith(Probability.pipe(Schema.greaterThan(0)), { exact: true }),
@@ -33,12 +31,33 @@ export const CompletionRequest = Schema.Struct({
   ignore_eos: Schema.optionalWith(Schema.Boolean, { exact: true }),
   // (one choice a request: the model runs one generation at a time)
   n: Schema.optionalWith(Schema.Literal(1), { exact: true })
+}
+
+export const CompletionRequest = Schema.Struct({
+  prompt: Schema.Union(
+    Schema.String.pipe(Schema.maxLength(16384)),
+    Schema.Array(Schema.Int.pipe(Schema.nonNegative())).pipe(Schema.maxItems(4096))
+  ),
+  ...sampling
 })
+
+export const ChatCompletionRequest = Schema.Struct({
+  messages: Schema.Array(
+    Schema.Struct({
+      role: Schema.String.pipe(Schema.maxLength(64)),
+      content: Schema.String.pipe(Schema.maxLength(16384))
+    })
+  ).pipe(Schema.minItems(1), Schema.maxItems(256)),
+  ...sampling
+})
+
+/** the sampling fields of either request */
+export type Sampling = Omit<typeof CompletionRequest.Type, "prompt">
 
 export type CompletionRequest = typeof CompletionRequest.Type
 
 /** the request's sampling options as Llm.generate takes them */
-export const generateOptions = (r: CompletionRequest): Llm.GenerateOptions => ({
+export const generateOptions = (r: Sampling): Llm.GenerateOptions => ({
   maxTokens: r.max_tokens,
   ...(r.temperature !== undefined ? { temperature: r.temperature } : {}),
   ...(r.top_p !== undefined ? { topP: r.top_p } : {}),
@@ -64,29 +83,60 @@ export const errorBody = (message: string) => ({ error: { message, type: "invali
 let served = 0
 
 /**
- * The completion of a checked request as `text_completion` objects: one whole (`stream` false) or the
- * chunks of a stream, a token's text each, the last with the finish reason ("length" where max_tokens
- * ran out, else "stop": an end-of-generation token or a stop string)
+ * The completion of a checked request's tokens, as text completions (`kind` "text") or chat completions
+ * ("chat"): one object whole, or the chunks of a stream, a token's text each, the last with the finish
+ * reason ("length" where max_tokens ran out, else "stop": an end-of-generation token or a stop string)
  */
-export const complete = (model: Llm.Model, ids: ReadonlyArray<number>, request: CompletionRequest) => {
-  const head = { id: `cmpl-${++served}`, object: "text_completion", created: Math.floor(Date.now() / 1000) }
-  const chunk = (text: string, finish: string | null) => ({
-    ...head,
-    model: model.file,
-    choices: [{ index: 0, text, logprobs: null, finish_reason: finish }]
+export const complete = (
+  model: Llm.Model,
+  ids: ReadonlyArray<number>,
+  request: Sampling,
+  kind: "text" | "chat"
+) => {
+  const n = ++served
+  const head = (object: string) => ({
+    id: `${kind === "text" ? "cmpl" : "chatcmpl"}-${n}`,
+    object,
+    created: Math.floor(Date.now() / 1000),
+    model: model.file
   })
   let count = 0
   const finish = () => (count >= request.max_tokens ? "length" : "stop")
-  const tokens = model.generate(ids, generateOptions(request)).pipe(Stream.tap(() => Effect.sync(() => count++)))
   const usage = () => ({ prompt_tokens: ids.length, completion_tokens: count, total_tokens: ids.length + count })
+  const tokens = model.generate(ids, generateOptions(request)).pipe(Stream.tap(() => Effect.sync(() => count++)))
+  const text = (content: string, finish_reason: string | null) => ({
+    ...head("text_completion"),
+    choices: [{ index: 0, text: content, logprobs: null, finish_reason }]
+  })
+  // a chat stream's first chunk names the role, as OpenAI's do
+  const delta = (content: string | undefined, finish_reason: string | null) => ({
+    ...head("chat.completion.chunk"),
+    choices: [{
+      index: 0,
+      delta: content === undefined ? {} : count === 1 ? { role: "assistant", content } : { content },
+      logprobs: null,
+      finish_reason
+    }]
+  })
+  const chunk = kind === "text" ? (t: string) => text(t, null) : (t: string) => delta(t, null)
+  const last = () => ({ ...(kind === "text" ? text("", finish()) : delta(undefined, finish())), usage: usage() })
   return {
-    chunks: Stream.concat(
-      Stream.map(tokens, (g) => chunk(g.text, null)),
-      Stream.suspend(() => Stream.succeed({ ...chunk("", finish()), usage: usage() }))
-    ),
+    chunks: Stream.concat(Stream.map(tokens, (g) => chunk(g.text)), Stream.suspend(() => Stream.succeed(last()))),
     whole: Effect.map(
-      Stream.runFold(tokens, "", (text, g) => text + g.text),
-      (text) => ({ ...chunk(text, finish()), usage: usage() })
+      Stream.runFold(tokens, "", (all, g) => all + g.text),
+      (all) =>
+        kind === "text"
+          ? { ...text(all, finish()), usage: usage() }
+          : {
+            ...head("chat.completion"),
+            choices: [{
+              index: 0,
+              message: { role: "assistant", content: all },
+              logprobs: null,
+              finish_reason: finish()
+            }],
+            usage: usage()
+          }
     )
   }
 }

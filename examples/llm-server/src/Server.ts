@@ -5,7 +5,8 @@
  * the model refuses (no tokens, ids outside its vocabulary, longer than its context), gets 400 saying what
  * and where, before it waits its turn; a body over BODY_LIMIT bytes 413. Generations run one at a time in
  * the order they came (the model's queue); a client that disconnects stops its generation at the next token.
- * POST /v1/completions answers OpenAI's completions API as llama.cpp's server does (Completions.ts).
+ * POST /v1/completions and /v1/chat/completions answer OpenAI's API as llama.cpp's server does
+ * (Completions.ts).
  */
 import type { ModelError } from "@effect-gpu/llm"
 import { Llm } from "@effect-gpu/llm"
@@ -80,6 +81,39 @@ const refused = (answer: (status: number, message: string) => HttpServerResponse
     RequestError: (e: HttpServerError.RequestError) => Effect.succeed(answer(400, `unreadable body: ${e.message}`))
   })
 
+/**
+ * an OpenAI route: the body decoded with `schema`, `start` checking it against the model (a refused
+ * prompt fails with ModelError) and giving its completion, answered whole or streamed as `data:` chunks
+ * ending in [DONE]; failures as OpenAI's error object
+ */
+const openAi = <A extends { readonly stream: boolean }, I, E>(
+  schema: Schema.Schema<A, I>,
+  start: (
+    model: Llm.Model,
+    request: A
+  ) => Effect.Effect<ReturnType<typeof Completions.complete>, ModelError.ModelError | E>
+) =>
+  Effect.gen(function*() {
+    const request = yield* body(schema)
+    const model = yield* Llm.Llm
+    const { chunks, whole } = yield* start(model, request)
+    if (!request.stream) {
+      return yield* whole.pipe(
+        Effect.map((completion) => HttpServerResponse.unsafeJson(completion)),
+        Effect.catchAll((e) =>
+          Effect.succeed(HttpServerResponse.unsafeJson(Completions.errorBody(e.message), { status: 500 }))
+        )
+      )
+    }
+    const data = (value: unknown) => encoder.encode(`data: ${JSON.stringify(value)}\n\n`)
+    const events = chunks.pipe(
+      Stream.map(data),
+      Stream.concat(Stream.succeed(encoder.encode("data: [DONE]\n\n"))),
+      Stream.catchAll((e) => Stream.succeed(data(Completions.errorBody(e.message))))
+    )
+    return HttpServerResponse.stream(events, eventStream)
+  }).pipe(refused((status, message) => HttpServerResponse.unsafeJson(Completions.errorBody(message), { status })))
+
 export const router = HttpRouter.empty.pipe(
   HttpRouter.get(
     "/health",
@@ -118,28 +152,18 @@ export const router = HttpRouter.empty.pipe(
   ),
   HttpRouter.post(
     "/v1/completions",
-    Effect.gen(function*() {
-      const request = yield* body(Completions.CompletionRequest)
-      const model = yield* Llm.Llm
-      const ids = yield* model.prompt(request.prompt)
-      const { chunks, whole } = Completions.complete(model, ids, request)
-      if (!request.stream) {
-        return yield* whole.pipe(
-          Effect.map((completion) => HttpServerResponse.unsafeJson(completion)),
-          Effect.catchAll((e) =>
-            Effect.succeed(HttpServerResponse.unsafeJson(Completions.errorBody(e.message), { status: 500 }))
-          )
-        )
-      }
-      const data = (value: unknown) => encoder.encode(`data: ${JSON.stringify(value)}\n\n`)
-      const events = chunks.pipe(
-        Stream.map(data),
-        Stream.concat(Stream.succeed(encoder.encode("data: [DONE]\n\n"))),
-        Stream.catchAll((e) => Stream.succeed(data(Completions.errorBody(e.message))))
-      )
-      return HttpServerResponse.stream(events, eventStream)
-    }).pipe(
-      refused((status, message) => HttpServerResponse.unsafeJson(Completions.errorBody(message), { status }))
+    openAi(
+      Completions.CompletionRequest,
+      (model, request) =>
+        Effect.map(model.prompt(request.prompt), (ids) => Completions.complete(model, ids, request, "text"))
+    )
+  ),
+  HttpRouter.post(
+    "/v1/chat/completions",
+    openAi(
+      Completions.ChatCompletionRequest,
+      (model, request) =>
+        Effect.map(model.chatPrompt(request.messages), (ids) => Completions.complete(model, ids, request, "chat"))
     )
   )
 )

@@ -1,5 +1,5 @@
 import { Cpu } from "@effect-gpu/core"
-import { Fixture, Llm } from "@effect-gpu/llm"
+import { ChatTemplate, Fixture, Llm } from "@effect-gpu/llm"
 import { HttpBody, HttpClient } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
@@ -140,6 +140,60 @@ describe("llm-server", () => {
         const error = JSON.parse(answer).error
         assert.strictEqual(error.type, "invalid_request_error")
         assert.include(error.message, says)
+      }
+    }).pipe(Effect.provide(serve)))
+
+  it.scoped("/v1/chat/completions writes the messages in the model's template and answers chat completions", () =>
+    Effect.gen(function*() {
+      const m = yield* Llm.Llm
+      const messages = [{ role: "system", content: "be brief" }, { role: "user", content: "hello there" }]
+      const options = { temperature: 0, maxTokens: 10, ignoreEndOfGeneration: true }
+      // the fixture has no template: ChatML, as llama.cpp's server
+      const want = yield* Effect.map(
+        Stream.runCollect(m.generate(ChatTemplate.apply("chatml", messages), options)),
+        Chunk.toArray
+      )
+      const text = want.map((g) => g.text).join("")
+      const asked = { messages, max_tokens: 10, temperature: 0, ignore_eos: true }
+      const whole = yield* post(asked, "/v1/chat/completions")
+      assert.strictEqual(whole.status, 200, whole.text)
+      const completion = JSON.parse(whole.text)
+      assert.strictEqual(completion.object, "chat.completion")
+      assert.deepStrictEqual(completion.choices, [{
+        index: 0,
+        message: { role: "assistant", content: text },
+        logprobs: null,
+        finish_reason: "length"
+      }])
+      const promptTokens = (yield* m.chatPrompt(messages)).length
+      assert.deepStrictEqual(completion.usage, {
+        prompt_tokens: promptTokens,
+        completion_tokens: 10,
+        total_tokens: promptTokens + 10
+      })
+      const streamed = yield* post({ ...asked, stream: true }, "/v1/chat/completions")
+      const lines = streamed.text.split("\n\n").filter((l) => l.length > 0)
+      assert.strictEqual(lines[lines.length - 1], "data: [DONE]")
+      const chunks = lines.slice(0, -1).map((l) => JSON.parse(l.slice("data: ".length)))
+      assert.isTrue(chunks.every((c) => c.object === "chat.completion.chunk"))
+      assert.deepStrictEqual(chunks[0].choices[0].delta.role, "assistant")
+      assert.strictEqual(chunks.map((c) => c.choices[0].delta.content ?? "").join(""), text)
+      assert.deepStrictEqual(chunks[chunks.length - 1].choices[0], {
+        index: 0,
+        delta: {},
+        logprobs: null,
+        finish_reason: "length"
+      })
+      for (
+        const [body, says] of [
+          [{ messages: [] }, "messages"],
+          [{ messages: [{ role: "user" }] }, "content"],
+          [{ prompt: "a" }, "messages"]
+        ] as const
+      ) {
+        const { status, text: answer } = yield* post(body, "/v1/chat/completions")
+        assert.strictEqual(status, 400, JSON.stringify(body))
+        assert.include(JSON.parse(answer).error.message, says)
       }
     }).pipe(Effect.provide(serve)))
 
