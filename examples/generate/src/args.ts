@@ -2,6 +2,7 @@
  * The generate command's arguments: parsed by hand (a dozen flags), failing with UsageError that says
  * which flag and why.
  */
+import { ChatTemplate } from "@effect-gpu/llm"
 import { Data, Effect } from "effect"
 
 export class UsageError extends Data.TaggedError("UsageError")<{ readonly reason: string }> {
@@ -27,6 +28,10 @@ export interface Args {
   readonly context: number | undefined
   readonly ubatch: number | undefined
   readonly ignoreEos: boolean
+  /** the prompt as the user's message in the model's chat template (or `chatTemplate`), after `system` */
+  readonly chat: boolean
+  readonly system: string | undefined
+  readonly chatTemplate: ChatTemplate.Name | undefined
   readonly help: boolean
 }
 
@@ -42,6 +47,9 @@ export const usage = `pnpm generate [--model m.gguf] [--prompt "..."] [options]
   --context N           positions the KV cache holds (default: the model's, at most 4096)
   --ubatch N            the prompt's micro-batch (default 512)
   --ignore-eos          go on past end-of-generation tokens
+  --chat                the prompt as a user's message in the model's chat template: the assistant's reply
+  --system TEXT         with --chat, a system message before it
+  --chat-template NAME  with --chat, this format instead of the model's (${ChatTemplate.names.join(", ")})
   --json                print one JSON object {"tokens","text","prompt_tok_s","gen_tok_s"} and nothing else
   --help                this text`
 
@@ -56,8 +64,16 @@ const numeric = new Set([
   "--context",
   "--ubatch"
 ])
-const valued = new Set([...numeric, "--model", "--prompt", "--prompt-tokens", "--device"])
-const flags = new Set(["--json", "--greedy", "--ignore-eos", "--help"])
+const valued = new Set([
+  ...numeric,
+  "--model",
+  "--prompt",
+  "--prompt-tokens",
+  "--device",
+  "--system",
+  "--chat-template"
+])
+const flags = new Set(["--json", "--greedy", "--ignore-eos", "--chat", "--help"])
 
 export const parse = (argv: ReadonlyArray<string>): Effect.Effect<Args, UsageError> =>
   Effect.gen(function*() {
@@ -98,6 +114,19 @@ export const parse = (argv: ReadonlyArray<string>): Effect.Effect<Args, UsageErr
         return yield* new UsageError({ reason: `--prompt-tokens takes token ids like 1,2,3, not ${tokensText}` })
       }
     }
+    const chat = set.has("--chat")
+    const template = values.get("--chat-template")
+    if (template !== undefined && !(ChatTemplate.names as ReadonlyArray<string>).includes(template)) {
+      return yield* new UsageError({
+        reason: `--chat-template takes one of ${ChatTemplate.names.join(", ")}, not ${template}`
+      })
+    }
+    for (const flag of ["--system", "--chat-template"]) {
+      if (values.has(flag) && !chat) return yield* new UsageError({ reason: `${flag} goes with --chat` })
+    }
+    if (chat && promptTokens !== undefined) {
+      return yield* new UsageError({ reason: "--chat takes a text prompt, not --prompt-tokens" })
+    }
     const maxTokens = (yield* number("--max-tokens")) ?? 64
     if (!Number.isSafeInteger(maxTokens) || maxTokens < 1) {
       return yield* new UsageError({ reason: `--max-tokens takes a whole number from 1, not ${maxTokens}` })
@@ -119,6 +148,9 @@ export const parse = (argv: ReadonlyArray<string>): Effect.Effect<Args, UsageErr
       context: yield* number("--context"),
       ubatch: yield* number("--ubatch"),
       ignoreEos: set.has("--ignore-eos"),
+      chat,
+      system: values.get("--system"),
+      chatTemplate: template as ChatTemplate.Name | undefined,
       help: set.has("--help")
     }
   })

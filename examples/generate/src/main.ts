@@ -4,6 +4,7 @@
  *   pnpm generate --model m.gguf --prompt "Once upon a time"
  *   pnpm generate                                   # no model: a small synthetic one, made in memory
  *   pnpm generate --model m.gguf --prompt-tokens 1,2,3 --greedy --max-tokens 16 --json
+ *   pnpm generate --model m.gguf --chat --prompt "What is a GPU?"   # the reply, in the model's chat template
  */
 import type { Device } from "@effect-gpu/core"
 import { Cpu, Registry } from "@effect-gpu/core"
@@ -100,9 +101,18 @@ const generate = Effect.fn("generate")(function*(args: Args) {
         .map((k) => [k, args[k]])
     )
   }
-  const prompt = args.promptTokens ?? args.prompt
-  const promptLength = args.promptTokens?.length ?? model.tokenizer.tokenize(args.prompt).length
-  if (!args.json && args.promptTokens === undefined) yield* write(process.stdout, args.prompt)
+  // --chat: the prompt as the user's message, written in the model's chat template (only the reply is shown)
+  const prompt = args.chat
+    ? yield* model.chatPrompt(
+      [...(args.system !== undefined ? [{ role: "system", content: args.system }] : []), {
+        role: "user",
+        content: args.prompt
+      }],
+      args.chatTemplate !== undefined ? { template: args.chatTemplate } : {}
+    )
+    : args.promptTokens ?? args.prompt
+  const promptLength = typeof prompt === "string" ? model.tokenizer.tokenize(prompt).length : prompt.length
+  if (!args.json && typeof prompt === "string") yield* write(process.stdout, prompt)
   const tokens: Array<number> = []
   let text = ""
   const start = performance.now()

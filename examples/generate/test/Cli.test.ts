@@ -1,5 +1,7 @@
-import { Fixture } from "@effect-gpu/llm"
+import { Cpu } from "@effect-gpu/core"
+import { type ChatTemplate, Fixture, Llm } from "@effect-gpu/llm"
 import { assert, describe, it } from "@effect/vitest"
+import { Chunk, Effect, Stream } from "effect"
 import { spawnSync } from "node:child_process"
 import { mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -17,19 +19,17 @@ const run = (args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
 
 const folder = mkdtempSync(join(tmpdir(), "generate-"))
 const model = join(folder, "model.gguf")
-writeFileSync(
-  model,
-  Fixture.make({
-    architecture: "llama",
-    dtype: "q8_0",
-    hidden: 128,
-    layers: 2,
-    heads: 4,
-    kvHeads: 2,
-    ffn: 256,
-    vocab: 300
-  })
-)
+const bytes = Fixture.make({
+  architecture: "llama",
+  dtype: "q8_0",
+  hidden: 128,
+  layers: 2,
+  heads: 4,
+  kvHeads: 2,
+  ffn: 256,
+  vocab: 300
+})
+writeFileSync(model, bytes)
 
 describe("pnpm generate", () => {
   it("--json prints one JSON object and nothing else; the same tokens on the CPU as on the best device", () => {
@@ -76,6 +76,37 @@ describe("pnpm generate", () => {
     assert.strictEqual(missing.status, 1)
     assert.include(missing.stderr, "cannot be opened")
     assert.notInclude(missing.stderr, "    at ")
+  }, 120_000)
+
+  it("--chat: the prompt as the user's message in the model's chat template, the reply alone", async () => {
+    const asked = ["--model", model, "--chat", "--system", "be brief", "--prompt", "hello there", "--greedy"]
+    const more = ["--max-tokens", "5", "--ignore-eos", "--device", "cpu", "--json"]
+    const out = run([...asked, ...more])
+    assert.strictEqual(out.status, 0, out.stderr)
+    const messages = [{ role: "system", content: "be brief" }, { role: "user", content: "hello there" }]
+    const options = { temperature: 0, maxTokens: 5, ignoreEndOfGeneration: true }
+    const reply = (template: ChatTemplate.Name) =>
+      Effect.runPromise(
+        Effect.gen(function*() {
+          const m = yield* Llm.fromBytes(bytes, { size: 256 })
+          return Chunk.toArray(yield* Stream.runCollect(m.chat(messages, { ...options, template }))).map((g) => g.token)
+        }).pipe(Effect.scoped, Effect.provide(Cpu.layer()))
+      )
+    // the fixture has no template: ChatML
+    assert.deepStrictEqual((JSON.parse(out.stdout) as { tokens: Array<number> }).tokens, await reply("chatml"))
+    const named = run([...asked, "--chat-template", "llama3", ...more])
+    assert.deepStrictEqual((JSON.parse(named.stdout) as { tokens: Array<number> }).tokens, await reply("llama3"))
+    for (
+      const [args, says] of [
+        [["--system", "x"], "--system goes with --chat"],
+        [["--chat", "--chat-template", "jinja"], "--chat-template takes one of chatml"],
+        [["--chat", "--prompt-tokens", "1,2"], "--chat takes a text prompt"]
+      ] as const
+    ) {
+      const bad = run(args)
+      assert.strictEqual(bad.status, 2, bad.stderr)
+      assert.include(bad.stderr, says)
+    }
   }, 120_000)
 
   it("starts WebGPU only where the run may use it: not for --help, bad flags or --device cpu", () => {
