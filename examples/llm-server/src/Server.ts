@@ -5,6 +5,7 @@
  * the model refuses (no tokens, ids outside its vocabulary, longer than its context), gets 400 saying what
  * and where, before it waits its turn; a body over BODY_LIMIT bytes 413. Generations run one at a time in
  * the order they came (the model's queue); a client that disconnects stops its generation at the next token.
+ * POST /tokenize and /detokenize turn text into token ids and back, as llama.cpp's server does.
  * POST /v1/completions and /v1/chat/completions answer OpenAI's API as llama.cpp's server does
  * (Completions.ts).
  */
@@ -36,6 +37,18 @@ export const GenerateRequest = Schema.Struct({
     (r.prompt === undefined) !== (r.tokens === undefined) || "send either prompt (text) or tokens (ids)"
   )
 )
+
+/** POST /tokenize, as llama.cpp's server takes it: special tokens parsed, BOS not added unless asked */
+export const TokenizeRequest = Schema.Struct({
+  content: Schema.String.pipe(Schema.maxLength(16384)),
+  add_special: Schema.optionalWith(Schema.Boolean, { exact: true, default: () => false }),
+  parse_special: Schema.optionalWith(Schema.Boolean, { exact: true, default: () => true }),
+  with_pieces: Schema.optionalWith(Schema.Boolean, { exact: true, default: () => false })
+})
+
+export const DetokenizeRequest = Schema.Struct({
+  tokens: Schema.Array(Schema.Int.pipe(Schema.nonNegative())).pipe(Schema.maxItems(16384))
+})
 
 /** the largest body accepted, in bytes (default 64 KiB) */
 export const bodyLimit = Config.integer("BODY_LIMIT").pipe(Config.withDefault(64 * 1024))
@@ -144,6 +157,32 @@ export const router = HttpRouter.empty.pipe(
         Stream.catchAll((e) => Stream.succeed(event("error", { error: e.message })))
       )
       return HttpServerResponse.stream(events, eventStream)
+    }).pipe(refused(error))
+  ),
+  HttpRouter.post(
+    "/tokenize",
+    Effect.gen(function*() {
+      const request = yield* body(TokenizeRequest)
+      const { tokenizer } = yield* Llm.Llm
+      const tokens = tokenizer.tokenize(request.content, {
+        addSpecial: request.add_special,
+        parseSpecial: request.parse_special
+      })
+      return HttpServerResponse.unsafeJson({
+        tokens: request.with_pieces ? tokens.map((id) => ({ id, piece: tokenizer.detokenize([id], true) })) : tokens
+      })
+    }).pipe(refused(error))
+  ),
+  HttpRouter.post(
+    "/detokenize",
+    Effect.gen(function*() {
+      const request = yield* body(DetokenizeRequest)
+      const { tokenizer } = yield* Llm.Llm
+      const outside = request.tokens.find((t) => t >= tokenizer.size)
+      if (outside !== undefined) {
+        return error(400, `token ${outside} is outside the vocabulary of ${tokenizer.size}`)
+      }
+      return HttpServerResponse.unsafeJson({ content: tokenizer.detokenize(request.tokens) })
     }).pipe(refused(error))
   ),
   HttpRouter.get(

@@ -197,6 +197,28 @@ describe("llm-server", () => {
       }
     }).pipe(Effect.provide(serve)))
 
+  it.scoped("/tokenize and /detokenize: the model's tokenizer, as llama.cpp's server offers it", () =>
+    Effect.gen(function*() {
+      const { tokenizer } = yield* Llm.Llm
+      const text = "hello there, 42 times"
+      const plain = JSON.parse((yield* post({ content: text }, "/tokenize")).text)
+      assert.deepStrictEqual(plain.tokens, tokenizer.tokenize(text, { addSpecial: false }))
+      const withBos = JSON.parse((yield* post({ content: text, add_special: true }, "/tokenize")).text)
+      assert.deepStrictEqual(withBos.tokens, tokenizer.tokenize(text, { addSpecial: true }))
+      const pieces = JSON.parse((yield* post({ content: text, with_pieces: true }, "/tokenize")).text)
+      assert.deepStrictEqual(pieces.tokens.map((p: { id: number }) => p.id), plain.tokens)
+      assert.strictEqual(
+        pieces.tokens.map((p: { piece: string }) => p.piece).join(""),
+        tokenizer.detokenize(plain.tokens)
+      )
+      const back = JSON.parse((yield* post({ tokens: plain.tokens }, "/detokenize")).text)
+      assert.strictEqual(back.content, tokenizer.detokenize(plain.tokens))
+      const outside = yield* post({ tokens: [1, 300] }, "/detokenize")
+      assert.strictEqual(outside.status, 400)
+      assert.include(outside.text, "token 300 is outside the vocabulary of 300")
+      assert.strictEqual((yield* post({ content: 5 }, "/tokenize")).status, 400)
+    }).pipe(Effect.provide(serve)))
+
   it.live(
     "a client that disconnects stops its generation; requests at once are served in turn, each right",
     () =>
