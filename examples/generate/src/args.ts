@@ -116,7 +116,7 @@ export const parse = (argv: ReadonlyArray<string>): Effect.Effect<Args, UsageErr
     }
     const chat = set.has("--chat")
     const template = values.get("--chat-template")
-    if (template !== undefined && !(ChatTemplate.names as ReadonlyArray<string>).includes(template)) {
+    if (template !== undefined && !ChatTemplate.isName(template)) {
       return yield* new UsageError({
         reason: `--chat-template takes one of ${ChatTemplate.names.join(", ")}, not ${template}`
       })
@@ -150,7 +150,7 @@ export const parse = (argv: ReadonlyArray<string>): Effect.Effect<Args, UsageErr
       ignoreEos: set.has("--ignore-eos"),
       chat,
       system: values.get("--system"),
-      chatTemplate: template as ChatTemplate.Name | undefined,
+      chatTemplate: template,
       help: set.has("--help")
     }
   })

@@ -3,9 +3,10 @@
  * model: POST /v1/completions with {"prompt": text or token ids, "max_tokens", "temperature", "top_p",
  * "stop", "stream", ...} answers one `text_completion` object, or with "stream": true server-sent `data:`
  * chunks ending in `data: [DONE]`; POST /v1/chat/completions takes "messages" instead of "prompt",
- * written in the model's chat template (ChatTemplate), and answers `chat.completion` objects. llama.cpp's extensions top_k, min_p, repeat_penalty and ignore_eos are
- * taken too; other fields (model, user, ...) are ignored, as there. A bad body or a prompt the model
- * refuses gets 400 with OpenAI's error object. GET /v1/models lists the one model.
+ * written in the model's chat template (ChatTemplate), and answers `chat.completion` objects. llama.cpp's
+ * extensions top_k, min_p, repeat_penalty and ignore_eos are taken too; other fields (model, user, ...)
+ * are ignored, as there. A bad body or a prompt the model refuses gets 400 with OpenAI's error object.
+ * GET /v1/models lists the one model.
  */
 import type { Llm } from "@effect-gpu/llm"
 import { Effect, Schema, Stream } from "effect"

@@ -17,24 +17,7 @@ import { ModelError } from "./ModelError.js"
  * @since 0.1.0
  * @category models
  */
-export type Name =
-  | "chatml"
-  | "llama3"
-  | "llama2"
-  | "llama2-sys"
-  | "llama2-sys-bos"
-  | "llama2-sys-strip"
-  | "mistral-v1"
-  | "mistral-v3"
-  | "mistral-v3-tekken"
-  | "mistral-v7"
-  | "mistral-v7-tekken"
-
-/**
- * @since 0.1.0
- * @category models
- */
-export const names: ReadonlyArray<Name> = [
+export const names = [
   "chatml",
   "llama3",
   "llama2",
@@ -46,7 +29,21 @@ export const names: ReadonlyArray<Name> = [
   "mistral-v3-tekken",
   "mistral-v7",
   "mistral-v7-tekken"
-]
+] as const
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type Name = typeof names[number]
+
+/**
+ * Whether `text` is one of the formats' names.
+ *
+ * @since 0.1.0
+ * @category guards
+ */
+export const isName = (text: string): text is Name => (names as ReadonlyArray<string>).includes(text)
 
 /**
  * A message of a chat: its role (`system`, `user`, `assistant`, or another the template writes as given)
@@ -68,7 +65,7 @@ export interface Message {
  * @category constructors
  */
 export const detect = (template: string): Name | undefined => {
-  if ((names as ReadonlyArray<string>).includes(template)) return template as Name
+  if (isName(template)) return template
   const has = (marker: string) => template.includes(marker)
   // (<|im_sep|> is Phi 4's and <end_of_utterance> SmolVLM's: they mark <|im_start|> but are not ChatML)
   if (has("<|im_start|>")) return has("<|im_sep|>") || has("<end_of_utterance>") ? undefined : "chatml"
