@@ -184,6 +184,19 @@ describe("llm-server", () => {
         logprobs: null,
         finish_reason: "length"
       })
+      // a model whose template is none of the formats known: 400 saying so, before it waits its turn
+      const gemmaLike = Layer.scoped(
+        Llm.Llm,
+        Llm.fromBytes(Fixture.make({ ...Fixture.demo, chatTemplate: "{{ '<start_of_turn>' + role }}" }), {
+          file: "gemma-like",
+          size: 64
+        })
+      ).pipe(Layer.provide(Cpu.layer()))
+      const unknown = yield* post(asked, "/v1/chat/completions").pipe(
+        Effect.provide(Server.app.pipe(Layer.provideMerge(gemmaLike), Layer.provideMerge(NodeHttpServer.layerTest)))
+      )
+      assert.strictEqual(unknown.status, 400)
+      assert.include(JSON.parse(unknown.text).error.message, "its chat template is none of the formats known here")
       for (
         const [body, says] of [
           [{ messages: [] }, "messages"],
