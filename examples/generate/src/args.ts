@@ -14,6 +14,8 @@ export class UsageError extends Data.TaggedError("UsageError")<{ readonly reason
 export interface Args {
   readonly model: string | undefined
   readonly prompt: string
+  /** whether --prompt was given (a conversation's first message), not the default */
+  readonly promptGiven: boolean
   readonly promptTokens: ReadonlyArray<number> | undefined
   readonly maxTokens: number
   readonly device: "best" | "cpu" | "webgpu"
@@ -30,6 +32,8 @@ export interface Args {
   readonly ignoreEos: boolean
   /** the prompt as the user's message in the model's chat template (or `chatTemplate`), after `system` */
   readonly chat: boolean
+  /** a conversation: the user's messages read from stdin a line each, every reply in the chat's history */
+  readonly conversation: boolean
   readonly system: string | undefined
   readonly chatTemplate: ChatTemplate.Name | undefined
   readonly help: boolean
@@ -48,6 +52,8 @@ export const usage = `pnpm generate [--model m.gguf] [--prompt "..."] [options]
   --ubatch N            the prompt's micro-batch (default 512)
   --ignore-eos          go on past end-of-generation tokens
   --chat                the prompt as a user's message in the model's chat template: the assistant's reply
+  --conversation        a chat read from stdin, a message a line, each reply kept in its history (with --prompt,
+                        that is the first message); its cached positions are reused from turn to turn
   --system TEXT         with --chat, a system message before it
   --chat-template NAME  with --chat, this format instead of the model's (${ChatTemplate.names.join(", ")})
   --json                print one JSON object {"tokens","text","prompt_tok_s","gen_tok_s"} and nothing else
@@ -73,7 +79,7 @@ const valued = new Set([
   "--system",
   "--chat-template"
 ])
-const flags = new Set(["--json", "--greedy", "--ignore-eos", "--chat", "--help"])
+const flags = new Set(["--json", "--greedy", "--ignore-eos", "--chat", "--conversation", "--help"])
 
 export const parse = (argv: ReadonlyArray<string>): Effect.Effect<Args, UsageError> =>
   Effect.gen(function*() {
@@ -114,7 +120,11 @@ export const parse = (argv: ReadonlyArray<string>): Effect.Effect<Args, UsageErr
         return yield* new UsageError({ reason: `--prompt-tokens takes token ids like 1,2,3, not ${tokensText}` })
       }
     }
-    const chat = set.has("--chat")
+    const conversation = set.has("--conversation")
+    const chat = set.has("--chat") || conversation
+    if (conversation && set.has("--json")) {
+      return yield* new UsageError({ reason: "--conversation prints its replies as they come, not --json" })
+    }
     const template = values.get("--chat-template")
     if (template !== undefined && !ChatTemplate.isName(template)) {
       return yield* new UsageError({
@@ -125,7 +135,9 @@ export const parse = (argv: ReadonlyArray<string>): Effect.Effect<Args, UsageErr
       if (values.has(flag) && !chat) return yield* new UsageError({ reason: `${flag} goes with --chat` })
     }
     if (chat && promptTokens !== undefined) {
-      return yield* new UsageError({ reason: "--chat takes a text prompt, not --prompt-tokens" })
+      return yield* new UsageError({
+        reason: `${conversation ? "--conversation" : "--chat"} takes text, not --prompt-tokens`
+      })
     }
     const maxTokens = (yield* number("--max-tokens")) ?? 64
     if (!Number.isSafeInteger(maxTokens) || maxTokens < 1) {
@@ -134,6 +146,7 @@ export const parse = (argv: ReadonlyArray<string>): Effect.Effect<Args, UsageErr
     return {
       model: values.get("--model"),
       prompt: values.get("--prompt") ?? "Once upon a time",
+      promptGiven: values.has("--prompt"),
       promptTokens,
       maxTokens,
       device,
@@ -149,6 +162,7 @@ export const parse = (argv: ReadonlyArray<string>): Effect.Effect<Args, UsageErr
       ubatch: yield* number("--ubatch"),
       ignoreEos: set.has("--ignore-eos"),
       chat,
+      conversation,
       system: values.get("--system"),
       chatTemplate: template,
       help: set.has("--help")

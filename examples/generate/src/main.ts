@@ -5,13 +5,15 @@
  *   pnpm generate                                   # no model: a small synthetic one, made in memory
  *   pnpm generate --model m.gguf --prompt-tokens 1,2,3 --greedy --max-tokens 16 --json
  *   pnpm generate --model m.gguf --chat --prompt "What is a GPU?"   # the reply, in the model's chat template
+ *   pnpm generate --model m.gguf --conversation                      # a chat, a message a line from stdin
  */
 import type { Device } from "@effect-gpu/core"
 import { Cpu, Registry } from "@effect-gpu/core"
-import { Fixture, Llm } from "@effect-gpu/llm"
+import { type ChatTemplate, Fixture, Llm, LlmMetrics } from "@effect-gpu/llm"
 import { WebGpu } from "@effect-gpu/webgpu"
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
-import { ConfigError, Console, Effect, Stream } from "effect"
+import { ConfigError, Console, Effect, Metric, Stream } from "effect"
+import * as readline from "node:readline"
 import { type Args, parse, usage, UsageError } from "./args.js"
 
 const write = (stream: NodeJS.WriteStream, text: string) => Effect.sync(() => stream.write(text))
@@ -101,6 +103,7 @@ const generate = Effect.fn("generate")(function*(args: Args) {
         .map((k) => [k, args[k]])
     )
   }
+  if (args.conversation) return yield* conversation(args, model, sampling)
   // --chat: the prompt as the user's message, written in the model's chat template (only the reply is shown)
   const prompt = args.chat
     ? yield* model.chatPrompt(
@@ -142,6 +145,52 @@ const generate = Effect.fn("generate")(function*(args: Args) {
     )
   }
 })
+
+/**
+ * --conversation: the user's messages from stdin a line each (the first --prompt's where given), each
+ * reply streamed to stdout and kept in the history the next turn is written from; a turn's prompt starts
+ * as the last one's did, so the model reuses those cached positions and computes only what is new
+ */
+const conversation = (args: Args, model: Llm.Model, sampling: Llm.GenerateOptions) =>
+  Effect.gen(function*() {
+    const history: Array<ChatTemplate.Message> = args.system !== undefined
+      ? [{ role: "system", content: args.system }]
+      : []
+    const ask = process.stdin.isTTY ? write(process.stderr, "> ") : Effect.void
+    // the model's own counts of a turn's prompt tokens, computed and reused from its cache
+    const counted = Effect.all(
+      [LlmMetrics.promptTokens, LlmMetrics.reusedTokens].map((m) =>
+        Effect.map(Metric.value(Metric.tagged(m, "model", model.file)), (s) => s.count)
+      )
+    )
+    const turn = (message: string) =>
+      Effect.gen(function*() {
+        history.push({ role: "user", content: message })
+        let reply = ""
+        let tokens = 0
+        const [computed, reused] = yield* counted
+        yield* model.chat(history, { ...sampling, ...(args.chatTemplate ? { template: args.chatTemplate } : {}) })
+          .pipe(Stream.runForEach((g) => (reply += g.text, tokens++, write(process.stdout, g.text))))
+        history.push({ role: "assistant", content: reply })
+        const [computedAfter, reusedAfter] = yield* counted
+        yield* write(process.stdout, "\n")
+        yield* write(
+          process.stderr,
+          `(prompt: ${computedAfter - computed + reusedAfter - reused} tokens, ${
+            reusedAfter - reused
+          } of them reused; ${tokens} generated)\n`
+        )
+        yield* ask
+      })
+    if (args.promptGiven) yield* turn(args.prompt)
+    else yield* ask
+    const lines = readline.createInterface({ input: process.stdin, terminal: false })
+    yield* Stream.fromAsyncIterable(lines, (e) => new UsageError({ reason: `stdin: ${String(e)}` })).pipe(
+      Stream.filter((line) => line.trim().length > 0),
+      Stream.runForEach(turn),
+      Effect.ensuring(Effect.sync(() => lines.close()))
+    )
+  })
 
 // the arguments first: help and bad flags answer before any device starts
 const program = Effect.gen(function*() {

@@ -10,11 +10,12 @@ import { fileURLToPath } from "node:url"
 
 const main = fileURLToPath(new URL("../src/main.ts", import.meta.url))
 const tsx = fileURLToPath(new URL("../../../node_modules/.bin/tsx", import.meta.url))
-const run = (args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
+const run = (args: ReadonlyArray<string>, env: Record<string, string> = {}, input?: string) =>
   spawnSync(tsx, [main, ...args], {
     encoding: "utf8",
     timeout: 120_000,
-    env: { ...process.env, XDG_RUNTIME_DIR: "/tmp", ...env }
+    env: { ...process.env, XDG_RUNTIME_DIR: "/tmp", ...env },
+    ...(input !== undefined ? { input } : {})
   })
 
 const folder = mkdtempSync(join(tmpdir(), "generate-"))
@@ -96,17 +97,56 @@ describe("pnpm generate", () => {
     assert.deepStrictEqual((JSON.parse(out.stdout) as { tokens: Array<number> }).tokens, await reply("chatml"))
     const named = run([...asked, "--chat-template", "llama3", ...more])
     assert.deepStrictEqual((JSON.parse(named.stdout) as { tokens: Array<number> }).tokens, await reply("llama3"))
+    // (the two formats' replies differ, so the format asked for is the one used)
+    assert.notDeepEqual(await reply("llama3"), await reply("chatml"))
     for (
       const [args, says] of [
         [["--system", "x"], "--system goes with --chat"],
         [["--chat", "--chat-template", "jinja"], "--chat-template takes one of chatml"],
-        [["--chat", "--prompt-tokens", "1,2"], "--chat takes a text prompt"]
+        [["--chat", "--prompt-tokens", "1,2"], "--chat takes text"],
+        [["--conversation", "--json"], "--conversation prints its replies as they come"]
       ] as const
     ) {
       const bad = run(args)
       assert.strictEqual(bad.status, 2, bad.stderr)
       assert.include(bad.stderr, says)
     }
+  }, 120_000)
+
+  it("--conversation: a message a line from stdin, each reply in the history of the next", async () => {
+    const out = run(
+      ["--model", model, "--conversation", "--system", "be brief", "--greedy", "--max-tokens", "4", "--ignore-eos"]
+        .concat(["--device", "cpu"]),
+      {},
+      "hello there\n\nwho are you\n"
+    )
+    assert.strictEqual(out.status, 0, out.stderr)
+    // the same turns in-process: each reply's text kept as the assistant's message
+    const turns = await Effect.runPromise(
+      Effect.gen(function*() {
+        const m = yield* Llm.fromBytes(bytes, { size: 256 })
+        const history: Array<ChatTemplate.Message> = [{ role: "system", content: "be brief" }]
+        const done: Array<{ reply: string; prompt: number }> = []
+        for (const message of ["hello there", "who are you"]) {
+          history.push({ role: "user", content: message })
+          const prompt = (yield* m.chatPrompt(history)).length
+          const reply = Chunk.toArray(
+            yield* Stream.runCollect(m.chat(history, { temperature: 0, maxTokens: 4, ignoreEndOfGeneration: true }))
+          ).map((g) => g.text).join("")
+          history.push({ role: "assistant", content: reply })
+          done.push({ reply, prompt })
+        }
+        return done
+      }).pipe(Effect.scoped, Effect.provide(Cpu.layer()))
+    )
+    assert.strictEqual(out.stdout, turns.map((t) => `${t.reply}\n`).join(""))
+    // each turn's prompt is the whole history's (the second's holding the first turn), the second reusing
+    // the first's cached positions
+    const counts = [...out.stderr.matchAll(/\(prompt: (\d+) tokens, (\d+) of them reused; 4 generated\)/g)]
+      .map((m) => [Number(m[1]), Number(m[2])])
+    assert.deepStrictEqual(counts.map(([prompt]) => prompt), turns.map((t) => t.prompt), out.stderr)
+    assert.strictEqual(counts[0][1], 0)
+    assert.isAbove(counts[1][1], turns[0].prompt / 2)
   }, 120_000)
 
   it("starts WebGPU only where the run may use it: not for --help, bad flags or --device cpu", () => {
