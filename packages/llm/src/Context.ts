@@ -104,6 +104,11 @@ export interface Context {
    */
   readonly next: (tokens: ReadonlyArray<number>) => Effect.Effect<number, EvaluateError>
   /**
+   * Runs `tokens` as `evaluate` does; every token's embedding, its hidden state after the output norm
+   * (what the head multiplies, as llama.cpp's embeddings are), [hidden × tokens], token-major.
+   */
+  readonly embed: (tokens: ReadonlyArray<number>) => Effect.Effect<Float32Array, EvaluateError>
+  /**
    * Greedy decoding with steps run ahead: runs `tokens` as `next` does, then each `take` gives the next
    * greedy token while the device already computes the ones after it (`Options.stepsAhead`). A step reads
    * its token from where the step before left its argmax, so the host's work between steps no longer idles
@@ -188,8 +193,11 @@ export const make = (
     const plans = new Map<string, Compiled>()
     const lock = yield* Effect.makeSemaphore(1)
 
-    /** what a batch reads back: the last token's logits, every token's, or the last token's argmax */
-    type Read = "last" | "all" | "next"
+    /**
+     * what a batch reads back: the last token's logits, every token's, the last token's argmax, or every
+     * token's embedding
+     */
+    type Read = "last" | "all" | "next" | "embeddings"
     const compiled = (n: number, keys: number, read: Read) => {
       const allLogits = read === "all"
       const key = `${n}:${keys}:${read}`
@@ -201,6 +209,7 @@ export const make = (
           cache: { cache, keys },
           allLogits,
           argmax: read === "next",
+          embeddings: read === "embeddings",
           attention,
           ...(options.projections !== undefined ? { projections: options.projections } : {})
         })
@@ -239,7 +248,7 @@ export const make = (
       Effect.gen(function*() {
         const n = tokens.length
         const { forward, plan } = yield* prepare(tokens, start, read)
-        const wanted = forward.next ?? forward.logits
+        const wanted = forward.next ?? forward.embeddings ?? forward.logits
         if (n > 1) {
           // a batch waits for its compute, which an interruption can stop between command buffers
           yield* backend.compute(plan)
@@ -273,7 +282,8 @@ export const make = (
 
     const run = (tokens: ReadonlyArray<number>, read: Read) =>
       lock.withPermits(1)(Effect.gen(function*() {
-        const allLogits = read === "all"
+        // (every batch's rows are read for these)
+        const allLogits = read === "all" || read === "embeddings"
         const start = yield* Ref.get(position)
         yield* check(tokens, start)
         const parts: Array<Float32Array | Int32Array> = []
@@ -288,13 +298,21 @@ export const make = (
         return parts
       }))
 
+    /** the batches' values as one array */
+    const joined = (parts: ReadonlyArray<Float32Array | Int32Array>) => {
+      if (parts.length === 1) return parts[0] as Float32Array
+      const all = new Float32Array(parts.reduce((s, p) => s + p.length, 0))
+      parts.reduce((at, p) => (all.set(p, at), at + p.length), 0)
+      return all
+    }
+
+    const embed: Context["embed"] = (tokens) =>
+      Effect.map(run(tokens, "embeddings"), joined).pipe(
+        Effect.withSpan("Context.embed", { attributes: { tokens: tokens.length } })
+      )
+
     const evaluate: Context["evaluate"] = (tokens, evaluateOptions) =>
-      Effect.map(run(tokens, evaluateOptions?.allLogits === true ? "all" : "last"), (parts) => {
-        if (parts.length === 1) return parts[0] as Float32Array
-        const all = new Float32Array(parts.reduce((s, p) => s + p.length, 0))
-        parts.reduce((at, p) => (all.set(p, at), at + p.length), 0)
-        return all
-      }).pipe(
+      Effect.map(run(tokens, evaluateOptions?.allLogits === true ? "all" : "last"), joined).pipe(
         // a span a token without a stack trace: capturing one costs a visible share of a step's host time
         Effect.withSpan("Context.evaluate", { attributes: { tokens: tokens.length }, captureStackTrace: false })
       )
@@ -360,6 +378,7 @@ export const make = (
       position: Ref.get(position),
       evaluate,
       next,
+      embed,
       greedy,
       truncate: (n) => lock.withPermits(1)(Ref.update(position, (p) => Math.max(0, Math.min(p, n)))),
       check

@@ -51,6 +51,8 @@ export interface Options {
   readonly types?: { readonly [matrix: string]: DType.DType }
   /** `tokenizer.chat_template` (a Jinja template, as real models ship it); default: none */
   readonly chatTemplate?: string
+  /** `{arch}.pooling_type` as an embedding model names it (mean 1, last 3); default: none */
+  readonly pooling?: "mean" | "last"
 }
 
 /** values of `dtype` as bytes (ggml's layout) */
@@ -278,6 +280,9 @@ const plan = (options: Options, writeOptions: WriteOptions = {}) => {
       : [["tokenizer.ggml.merges", { type: "array", itemType: "string", value: vocab.merges }] as const]),
     ["tokenizer.ggml.bos_token_id", u32(vocab.bos)],
     ["tokenizer.ggml.eos_token_id", u32(vocab.eos)],
+    ...(options.pooling !== undefined
+      ? [[`${arch}.pooling_type`, u32(options.pooling === "mean" ? 1 : 3)] as const]
+      : []),
     ...(options.chatTemplate !== undefined
       ? [["tokenizer.chat_template", { type: "string", value: options.chatTemplate }] as const]
       : [])

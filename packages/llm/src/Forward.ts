@@ -33,7 +33,10 @@ export interface Forward {
   readonly tokens: Tensor.Tensor
   readonly positions: Tensor.Tensor
   readonly mask: Tensor.Tensor
+  /** (left out of the graph with `Options.embeddings`) */
   readonly logits: Tensor.Tensor
+  /** with `Options.embeddings`: every token's hidden state after the output norm, [hidden, tokens] */
+  readonly embeddings: Tensor.Tensor | undefined
   /** with `Options.argmax`: the last token's likeliest next token, i32 [1] (the argmax of its logits) */
   readonly next: Tensor.Tensor | undefined
   /**
@@ -54,6 +57,11 @@ export interface Options {
   readonly cache?: { readonly cache: KvCache.KvCache; readonly keys: number }
   /** the logits of every token, not only of the last (default false) */
   readonly allLogits?: boolean
+  /**
+   * every token's hidden state after the output norm (what the head multiplies: llama.cpp's embeddings)
+   * as the graph's output, in place of the logits (default false)
+   */
+  readonly embeddings?: boolean
   /**
    * also the argmax of the last token's logits (`next`): greedy decoding reads 4 bytes a token instead of
    * a vocabulary of logits (default false)
@@ -174,7 +182,7 @@ export const make = (
     let x: Tensor.Tensor = yield* Ops.getRows(yield* tensor("token_embd.weight"), tokens)
     // only the rows whose logits are wanted go through the head, and through the last layer past its
     // attention (its keys and values are every token's; as llama.cpp builds it): the last token's alone
-    const lastOnly = options.allLogits !== true && n > 1
+    const lastOnly = options.allLogits !== true && options.embeddings !== true && n > 1
     const lastColumn = (t: Tensor.Tensor) => Ops.view(t, [t.ne[0], 1], [t.nb[1]], (n - 1) * t.nb[1])
     for (let l = 0; l < h.layers; l++) {
       const b = `blk.${l}`
@@ -239,17 +247,25 @@ export const make = (
       x = yield* Ops.add(x, Ops.mulMat(yield* tensor(`${b}.ffn_down.weight`), Ops.swiglu(gate, up)))
     }
     const head = optional("output.weight") ?? (yield* tensor("token_embd.weight"))
-    const logits = yield* g.output(Ops.mulMat(head, norm(x, yield* tensor("output_norm.weight"))), "logits")
+    const normed = yield* norm(x, yield* tensor("output_norm.weight"))
+    const embeddings = options.embeddings === true ? yield* g.output(normed, "embeddings") : undefined
+    // (with embeddings, the logits are not an output, so the graph leaves the head out)
+    const logits = embeddings === undefined
+      ? yield* g.output(Ops.mulMat(head, normed), "logits")
+      : yield* Ops.mulMat(head, normed)
     const lastLogits = logits.ne[1] === 1
       ? logits
       : yield* Ops.view(logits, [logits.ne[0], 1], [logits.nb[1]], (logits.ne[1] - 1) * logits.nb[1])
-    const next = options.argmax === true ? yield* g.output(Ops.argmax(lastLogits), "next") : undefined
+    const next = options.argmax === true && embeddings === undefined
+      ? yield* g.output(Ops.argmax(lastLogits), "next")
+      : undefined
     return {
       graph: g,
       tokens,
       positions,
       mask,
       logits,
+      embeddings,
       next,
       inputs: (start: number) => ({
         positions: Int32Array.from({ length: n }, (_, i) => start + i),

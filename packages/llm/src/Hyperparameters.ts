@@ -36,6 +36,11 @@ export interface Hyperparameters {
   readonly ropeNeox: boolean
   /** no output.weight: the head reuses token_embd */
   readonly tiedEmbeddings: boolean
+  /**
+   * how the model's embeddings pool its tokens' (`{arch}.pooling_type`, as embedding models such as
+   * Qwen3-Embedding name it: 1 mean, 3 last); "none" where it names none, "unsupported" for another kind
+   */
+  readonly pooling: "none" | "mean" | "last" | "unsupported"
 }
 
 const ARCHITECTURES: ReadonlyArray<Architecture> = ["llama", "qwen2", "qwen3"]
@@ -99,7 +104,8 @@ export const fromGguf = (gguf: Gguf.GgufFile, file = "<bytes>"): Effect.Effect<H
         ropeFreqBase: number(`${arch}.rope.freq_base`, 10000),
         ropeDims: number(`${arch}.rope.dimension_count`, headDim),
         ropeNeox: architecture !== "llama",
-        tiedEmbeddings: !gguf.tensors.some((t) => t.name === "output.weight")
+        tiedEmbeddings: !gguf.tensors.some((t) => t.name === "output.weight"),
+        pooling: (["none", "mean", "unsupported", "last"] as const)[number(`${arch}.pooling_type`, 0)] ?? "unsupported"
       }
     },
     catch: (e) => e instanceof ModelError ? e : new ModelError({ file, problem: String(e) })

@@ -87,6 +87,17 @@ export interface ChatOptions extends GenerateOptions {
 }
 
 /**
+ * @since 0.1.0
+ * @category models
+ */
+export interface EmbedOptions extends PromptOptions {
+  /** how the tokens' embeddings become one (default: as the model names it, else `none`) */
+  readonly pooling?: "none" | "mean" | "last"
+  /** scale each embedding to unit length (default false) */
+  readonly normalize?: boolean
+}
+
+/**
  * A generated token and the text it completes (empty while a character or a possible stop string is
  * incomplete; held text comes out with a later token or the last one).
  *
@@ -160,6 +171,17 @@ export interface Model {
     messages: ReadonlyArray<ChatTemplate.Message>,
     options?: ChatOptions
   ) => Stream.Stream<Generated, GenerateError>
+  /**
+   * The embedding of `input` (text, or token ids used as they are), from an empty context: its tokens'
+   * hidden states after the output norm, as llama.cpp's embeddings, pooled as `pooling` says (default: as
+   * the model names it, `none` where it names none): `mean` or `last` give [hidden], `none` every token's
+   * [hidden × tokens]; `normalize` scales each to unit length (as llama.cpp's server does). Fails with
+   * ModelError for a prompt `prompt` refuses, or a pooling the model names that is not one of these.
+   */
+  readonly embed: (
+    input: string | ReadonlyArray<number>,
+    options?: EmbedOptions
+  ) => Effect.Effect<Float32Array, Context.EvaluateError>
   /**
    * The logits of every position of `tokens` from an empty context ([vocab × tokens], token-major); tokens
    * that `prompt` refuses fail at once, as in `generate`.
@@ -319,6 +341,36 @@ export const make = (
     const chat: Model["chat"] = (messages, chatOptions = {}) =>
       Stream.unwrap(Effect.map(chatPrompt(messages, chatOptions), (tokens) => generate(tokens, chatOptions)))
 
+    const embed: Model["embed"] = (input, embedOptions = {}) =>
+      Effect.gen(function*() {
+        const pooling = embedOptions.pooling ?? h.pooling
+        if (pooling === "unsupported") {
+          return yield* new ModelError({ file, problem: "its pooling_type is none of none, mean and last" })
+        }
+        const tokens = yield* promptTokens(input, embedOptions)
+        const rows = yield* lock.withPermits(1)(Effect.gen(function*() {
+          yield* context.truncate(0)
+          cached = []
+          const all = yield* context.embed(tokens)
+          cached = [...tokens]
+          return all
+        }))
+        const n = h.hidden
+        const pooled = pooling === "none"
+          ? rows
+          : pooling === "last"
+          ? rows.slice((tokens.length - 1) * n)
+          : rows.reduce((sum, v, i) => (sum[i % n] += v / tokens.length, sum), new Float32Array(n))
+        if (embedOptions.normalize === true) {
+          for (let at = 0; at < pooled.length; at += n) {
+            const row = pooled.subarray(at, at + n)
+            const length = Math.sqrt(row.reduce((sum, v) => sum + v * v, 0))
+            if (length > 0) row.forEach((v, i) => (row[i] = v / length))
+          }
+        }
+        return pooled
+      }).pipe(Effect.withSpan("Llm.embed", { attributes: { file } }))
+
     const evaluate: Model["evaluate"] = (tokens) =>
       Effect.zipRight(
         promptTokens(tokens),
@@ -343,6 +395,7 @@ export const make = (
       chatTemplate: template._tag === "Right" ? template.right : undefined,
       chatPrompt,
       chat,
+      embed,
       evaluate
     }
   }).pipe(Effect.withSpan("Llm.make", { attributes: { file } }))

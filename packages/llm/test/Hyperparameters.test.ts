@@ -9,7 +9,12 @@ describe("hyperparameters", () => {
     Effect.gen(function*() {
       for (const architecture of ["llama", "qwen2", "qwen3"] as const) {
         const file = yield* Gguf.parse(
-          Fixture.make({ architecture, ...small, tiedEmbeddings: architecture === "qwen3" })
+          Fixture.make({
+            architecture,
+            ...small,
+            tiedEmbeddings: architecture === "qwen3",
+            ...(architecture === "qwen3" ? { pooling: "last" as const } : {})
+          })
         )
         const h = yield* Hyperparameters.fromGguf(file)
         assert.deepStrictEqual(h, {
@@ -26,7 +31,8 @@ describe("hyperparameters", () => {
           ropeFreqBase: 10000,
           ropeDims: 32,
           ropeNeox: architecture !== "llama",
-          tiedEmbeddings: architecture === "qwen3"
+          tiedEmbeddings: architecture === "qwen3",
+          pooling: architecture === "qwen3" ? "last" : "none"
         })
       }
     }))
