@@ -7,7 +7,7 @@
  * the order they came (the model's queue); a client that disconnects stops its generation at the next token.
  * POST /tokenize and /detokenize turn text into token ids and back, as llama.cpp's server does.
  * POST /v1/completions and /v1/chat/completions answer OpenAI's API as llama.cpp's server does
- * (Completions.ts).
+ * (Completions.ts), and POST /v1/embeddings its embeddings (Embeddings.ts).
  */
 import type { ModelError } from "@effect-gpu/llm"
 import { Llm } from "@effect-gpu/llm"
@@ -15,6 +15,7 @@ import type { HttpServerError } from "@effect/platform"
 import { HttpRouter, HttpServer, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Config, Effect, Option, ParseResult, Schema, Stream } from "effect"
 import * as Completions from "./Completions.js"
+import * as Embeddings from "./Embeddings.js"
 
 const Probability = Schema.Number.pipe(Schema.between(0, 1))
 
@@ -184,6 +185,20 @@ export const router = HttpRouter.empty.pipe(
       }
       return HttpServerResponse.unsafeJson({ content: tokenizer.detokenize(request.tokens) })
     }).pipe(refused(error))
+  ),
+  HttpRouter.post(
+    "/v1/embeddings",
+    Effect.gen(function*() {
+      const request = yield* body(Embeddings.EmbeddingRequest)
+      const model = yield* Llm.Llm
+      return HttpServerResponse.unsafeJson(yield* Embeddings.embed(model, request))
+    }).pipe(
+      refused((status, message) => HttpServerResponse.unsafeJson(Completions.errorBody(message), { status })),
+      // a device's failure, or a POOLING that cannot be read
+      Effect.catchAll((e) =>
+        Effect.succeed(HttpServerResponse.unsafeJson(Completions.errorBody(String(e)), { status: 500 }))
+      )
+    )
   ),
   HttpRouter.get(
     "/v1/models",

@@ -1,7 +1,8 @@
 /**
  * Serves a GGUF model's tokens as server-sent events: `pnpm --filter @effect-gpu/example-llm-server start`.
  * MODEL is the GGUF file (without it, a small synthetic model made in memory, named so in /health); PORT
- * (default 8081) and HOST (default 127.0.0.1) say where it listens; BODY_LIMIT the largest body.
+ * (default 8081) and HOST (default 127.0.0.1) say where it listens; BODY_LIMIT the largest body; POOLING
+ * (mean or last) how embeddings are pooled where the model names no way.
  */
 import { Registry } from "@effect-gpu/core"
 import { Fixture, Llm } from "@effect-gpu/llm"

@@ -3,7 +3,7 @@ import { ChatTemplate, Fixture, Llm } from "@effect-gpu/llm"
 import { HttpBody, HttpClient } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Effect, Fiber, Layer, Stream } from "effect"
+import { Chunk, ConfigProvider, Effect, Fiber, Layer, Stream } from "effect"
 import * as Server from "../src/Server.js"
 
 const bytes = Fixture.make({
@@ -230,6 +230,39 @@ describe("llm-server", () => {
       assert.strictEqual(outside.status, 400)
       assert.include(outside.text, "token 300 is outside the vocabulary of 300")
       assert.strictEqual((yield* post({ content: 5 }, "/tokenize")).status, 400)
+    }).pipe(Effect.provide(serve)))
+
+  it.scoped("/v1/embeddings: the model's embeddings pooled as POOLING says, at unit length; none named: 400", () =>
+    Effect.gen(function*() {
+      const m = yield* Llm.Llm
+      // the fixture names no pooling, and no POOLING is set: llama.cpp's server refuses too
+      const unnamed = yield* post({ input: "hello there" }, "/v1/embeddings")
+      assert.strictEqual(unnamed.status, 400, unnamed.text)
+      assert.include(JSON.parse(unnamed.text).error.message, "set POOLING=mean or last")
+      const pooled = Server.app.pipe(
+        Layer.provideMerge(model),
+        Layer.provideMerge(NodeHttpServer.layerTest),
+        Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["POOLING", "mean"]]))))
+      )
+      const answered = yield* post({ input: ["hello there", [1, 40, 271]], model: "any" }, "/v1/embeddings").pipe(
+        Effect.provide(pooled)
+      )
+      assert.strictEqual(answered.status, 200, answered.text)
+      const list = JSON.parse(answered.text)
+      assert.strictEqual(list.object, "list")
+      assert.deepStrictEqual(list.data.map((d: { index: number }) => d.index), [0, 1])
+      const want = yield* Effect.forEach(
+        ["hello there", [1, 40, 271]] as const,
+        (input) => m.embed(input, { pooling: "mean", normalize: true })
+      )
+      list.data.forEach((d: { embedding: Array<number> }, i: number) => {
+        assert.strictEqual(d.embedding.length, 128)
+        d.embedding.forEach((v, k) => assert.closeTo(v, want[i][k], 1e-6))
+      })
+      const prompt = (yield* m.prompt("hello there")).length + 3
+      assert.deepStrictEqual(list.usage, { prompt_tokens: prompt, total_tokens: prompt })
+      const bad = yield* post({ input: [] }, "/v1/embeddings").pipe(Effect.provide(pooled))
+      assert.strictEqual(bad.status, 400)
     }).pipe(Effect.provide(serve)))
 
   it.live(
