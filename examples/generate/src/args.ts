@@ -54,8 +54,9 @@ export const usage = `pnpm generate [--model m.gguf] [--prompt "..."] [options]
   --chat                the prompt as a user's message in the model's chat template: the assistant's reply
   --conversation        a chat read from stdin, a message a line, each reply kept in its history (with --prompt,
                         that is the first message); its cached positions are reused from turn to turn
-  --system TEXT         with --chat, a system message before it
-  --chat-template NAME  with --chat, this format instead of the model's (${ChatTemplate.names.join(", ")})
+  --system TEXT         with --chat or --conversation, a system message first
+  --chat-template NAME  with --chat or --conversation, this format instead of the model's:
+                        ${ChatTemplate.names.join(", ")}
   --json                print one JSON object {"tokens","text","prompt_tok_s","gen_tok_s"} and nothing else
   --help                this text`
 
@@ -132,7 +133,9 @@ export const parse = (argv: ReadonlyArray<string>): Effect.Effect<Args, UsageErr
       })
     }
     for (const flag of ["--system", "--chat-template"]) {
-      if (values.has(flag) && !chat) return yield* new UsageError({ reason: `${flag} goes with --chat` })
+      if (values.has(flag) && !chat) {
+        return yield* new UsageError({ reason: `${flag} goes with --chat or --conversation` })
+      }
     }
     if (chat && promptTokens !== undefined) {
       return yield* new UsageError({
