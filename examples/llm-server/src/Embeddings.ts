@@ -33,7 +33,11 @@ export const embed = (model: Llm.Model, request: typeof EmbeddingRequest.Type) =
     if (way !== "mean" && way !== "last") {
       return yield* new ModelError({
         file: model.file,
-        problem: `it names no pooling of none, mean or last for its embeddings (${way}): set POOLING=mean or last`
+        problem: `${
+          way === "none"
+            ? "the model names no pooling for its embeddings"
+            : "the model's pooling_type is neither mean nor last"
+        }: set POOLING=mean or last`
       })
     }
     const inputs = inputsOf(request.input)
