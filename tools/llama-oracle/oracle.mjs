@@ -3,7 +3,7 @@
 //   cd tools/llama-oracle && npm ci && node oracle.mjs models ../../packages/llm/test/oracle/llama.cpp.json
 // Flash attention on, as the models run here (flash_attn_ext). Per model: the log-probabilities of the 40 likeliest next tokens at every prompt position, and the
 // greedy continuation with each step's margin (the log-probability between the likeliest and the next). Per tokenizer: each string's tokens (special tokens as text, and parsed), and the
-// text of those tokens again.
+// text of those tokens again. Per model naming its pooling: the prompt's pooled embedding.
 import { getLlama } from "node-llama-cpp"
 import { readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
@@ -17,7 +17,13 @@ const cases = JSON.parse(readFileSync(join(folder, "cases.json"), "utf8"))
 const llama = await getLlama({ gpu: false, build: "never", logLevel: "error" })
 const TOP = 40
 
-const result = { llamaCpp: "node-llama-cpp 3.21.1, CPU", prompt: cases.prompt, models: {}, tokenizers: {} }
+const result = {
+  llamaCpp: "node-llama-cpp 3.21.1, CPU",
+  prompt: cases.prompt,
+  models: {},
+  tokenizers: {},
+  embeddings: {}
+}
 
 for (const name of cases.models) {
   const model = await llama.loadModel({ modelPath: join(folder, `${name}.gguf`) })
@@ -58,6 +64,18 @@ for (const name of cases.tokenizers) {
   const text = plain.map((tokens) => model.detokenize(tokens, false))
   result.tokenizers[name] = { plain, special, text }
   console.log(name, plain.slice(3, 5).map((t) => t.join(",")).join(" | "))
+  await model.dispose()
+}
+
+// models that name their pooling: the prompt's pooled embedding (the hidden state after the output norm,
+// pooled as the model says; not normalized)
+for (const name of cases.embeddings) {
+  const model = await llama.loadModel({ modelPath: join(folder, `${name}.gguf`) })
+  const context = await model.createEmbeddingContext({ contextSize: 256 })
+  const { vector } = await context.getEmbeddingFor(cases.prompt)
+  result.embeddings[name] = Array.from(vector, (v) => Number(v.toPrecision(7)))
+  console.log(name, "embedding", result.embeddings[name].slice(0, 3).join(","))
+  await context.dispose()
   await model.dispose()
 }
 

@@ -22,6 +22,16 @@ export const models: ReadonlyArray<{ readonly name: string; readonly options: Fi
   { name: "llama3-q4_K", options: { architecture: "llama", dtype: "q4_K", ...shape, seed: 5, tokenizer: "gpt2" } }
 ]
 
+/**
+ * models naming how their embeddings pool (as embedding models do: Qwen3-Embedding names last), whose
+ * pooled embedding of the prompt llama.cpp gives
+ */
+export const embeddings: ReadonlyArray<{ readonly name: string; readonly options: Fixture.Options }> = [
+  { name: "qwen3-last-f32", options: { architecture: "qwen3", dtype: "f32", ...shape, seed: 6, pooling: "last" } },
+  { name: "llama-mean-f16", options: { architecture: "llama", dtype: "f16", ...shape, seed: 7, pooling: "mean" } },
+  { name: "qwen2-mean-q8_0", options: { architecture: "qwen2", dtype: "q8_0", ...shape, seed: 8, pooling: "mean" } }
+]
+
 /** the prompt's token ids, used as they are (BOS included) */
 export const prompt = [1, 40, 271, 7, 120, 299, 33, 260, 64, 5, 181, 222, 90, 13, 250, 77]
 

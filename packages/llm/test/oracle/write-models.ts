@@ -5,7 +5,7 @@
 import { Fixture } from "@effect-gpu/llm"
 import { mkdirSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
-import { continuation, models, prompt, specialStrings, strings, tokenizers } from "./cases.js"
+import { continuation, embeddings, models, prompt, specialStrings, strings, tokenizers } from "./cases.js"
 
 const folder = process.argv[2]
 if (folder === undefined) {
@@ -13,16 +13,18 @@ if (folder === undefined) {
   process.exit(2)
 }
 mkdirSync(folder, { recursive: true })
-for (const m of [...models, ...tokenizers]) writeFileSync(join(folder, `${m.name}.gguf`), Fixture.make(m.options))
+const all = [...models, ...tokenizers, ...embeddings]
+for (const m of all) writeFileSync(join(folder, `${m.name}.gguf`), Fixture.make(m.options))
 writeFileSync(
   join(folder, "cases.json"),
   JSON.stringify({
     models: models.map((m) => m.name),
     tokenizers: tokenizers.map((t) => t.name),
+    embeddings: embeddings.map((e) => e.name),
     prompt,
     continuation,
     strings,
     specialStrings
   })
 )
-console.log(`wrote ${models.length + tokenizers.length} models to ${folder}`)
+console.log(`wrote ${all.length} models to ${folder}`)
