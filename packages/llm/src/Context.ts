@@ -23,6 +23,8 @@ import * as Ops from "@effect-gpu/core/Ops"
 import * as Plan from "@effect-gpu/core/Plan"
 import * as Tensor from "@effect-gpu/core/Tensor"
 import * as Effect from "effect/Effect"
+import * as ExecutionStrategy from "effect/ExecutionStrategy"
+import * as Exit from "effect/Exit"
 import * as Ref from "effect/Ref"
 import * as Scope from "effect/Scope"
 import * as Forward from "./Forward.js"
@@ -58,6 +60,12 @@ export interface Options {
    * pauses (a completion seen late) at the cost of as many steps computed past where a generation stops
    */
   readonly stepsAhead?: number
+  /**
+   * plans kept (default 8, at least 4): each batch size and cache window a context meets compiles one,
+   * with its own intermediates; past this many the least recently used is released with its memory, so
+   * that a server's prompts of ever other lengths do not pile plans up
+   */
+  readonly plans?: number
 }
 
 /**
@@ -170,6 +178,7 @@ export const make = (
     const ubatch = options.ubatch ?? 512
     const keyPadding = options.keyPadding ?? 256
     const stepsAhead = options.stepsAhead ?? 1
+    const maxPlans = options.plans ?? 8
     for (const [name, value] of Object.entries({ size, ubatch, keyPadding, stepsAhead })) {
       if (!Number.isSafeInteger(value) || value < 1) {
         return yield* new ModelError({
@@ -177,6 +186,10 @@ export const make = (
           problem: `context option ${name} must be a positive integer, not ${value}`
         })
       }
+    }
+    // (a prompt's last batch and the decoding steps queued behind it each hold a plan in use)
+    if (!Number.isSafeInteger(maxPlans) || maxPlans < 4) {
+      return yield* new ModelError({ file, problem: `context option plans must be an integer from 4, not ${maxPlans}` })
     }
     const scope = yield* Effect.scope
     const backend = yield* device.makeBackend()
@@ -190,7 +203,8 @@ export const make = (
     const [fed] = yield* Plan.bind(device.bufferType, [feed], { usage: "compute" })
     const bindings = [...weights.bindings, ...cache.bindings]
     const position = yield* Ref.make(0)
-    const plans = new Map<string, Compiled>()
+    // by key, least recently used first; each plan in a scope of its own, closed when it is let go
+    const plans = new Map<string, { readonly made: Compiled; readonly scope: Scope.CloseableScope }>()
     const lock = yield* Effect.makeSemaphore(1)
 
     /**
@@ -202,7 +216,11 @@ export const make = (
       const allLogits = read === "all"
       const key = `${n}:${keys}:${read}`
       const known = plans.get(key)
-      if (known !== undefined) return Effect.succeed(known)
+      if (known !== undefined) {
+        plans.delete(key)
+        plans.set(key, known)
+        return Effect.succeed(known.made)
+      }
       return Effect.gen(function*() {
         const forward = yield* Forward.make(h, weights, n, {
           file,
@@ -223,11 +241,21 @@ export const make = (
             ...fed,
             tensor: Graph.resolve(graph, t)
           }))
-        const plan = yield* backend.allocate(graph, { bindings: [...bindings, ...feeds] })
+        const planScope = yield* Scope.fork(scope, ExecutionStrategy.sequential)
+        const plan = yield* backend.allocate(graph, { bindings: [...bindings, ...feeds] }).pipe(
+          Scope.extend(planScope),
+          Effect.onError((cause) => Scope.close(planScope, Exit.failCause(cause)))
+        )
         const made = { forward, plan }
-        plans.set(key, made)
+        plans.set(key, { made, scope: planScope })
+        // (the least recently used: not a plan of the batch in hand, nor of a step queued just before it)
+        for (const [old, entry] of plans) {
+          if (plans.size <= maxPlans) break
+          plans.delete(old)
+          yield* Scope.close(entry.scope, Exit.void)
+        }
         return made
-      }).pipe(Scope.extend(scope))
+      })
     }
 
     /** sets a batch's inputs (its tokens, or "fed": one token, the argmax the step before left) */
