@@ -104,7 +104,8 @@ const generate = Effect.fn("generate")(function*(args: Args) {
     )
   }
   if (args.conversation) return yield* conversation(args, model, sampling)
-  // --chat: the prompt as the user's message, written in the model's chat template (only the reply is shown)
+  // the prompt's tokens, made once (a text's checked as generate would): --chat writes the prompt as the
+  // user's message in the model's chat template, and only the reply is shown
   const prompt = args.chat
     ? yield* model.chatPrompt(
       [...(args.system !== undefined ? [{ role: "system", content: args.system }] : []), {
@@ -113,9 +114,9 @@ const generate = Effect.fn("generate")(function*(args: Args) {
       }],
       args.chatTemplate !== undefined ? { template: args.chatTemplate } : {}
     )
-    : args.promptTokens ?? args.prompt
-  const promptLength = typeof prompt === "string" ? model.tokenizer.tokenize(prompt).length : prompt.length
-  if (!args.json && typeof prompt === "string") yield* write(process.stdout, prompt)
+    : args.promptTokens ?? (yield* model.prompt(args.prompt))
+  const promptLength = prompt.length
+  if (!args.json && !args.chat && args.promptTokens === undefined) yield* write(process.stdout, args.prompt)
   const tokens: Array<number> = []
   let text = ""
   const start = performance.now()

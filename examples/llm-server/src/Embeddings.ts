@@ -44,8 +44,10 @@ export const embed = (model: Llm.Model, request: typeof EmbeddingRequest.Type) =
     let tokens = 0
     const data = yield* Effect.forEach(inputs, (input, index) =>
       Effect.gen(function*() {
-        tokens += (yield* model.prompt(input)).length
-        const embedding = yield* model.embed(input, { pooling: way, normalize: true })
+        // (the tokens, made once: embed takes ids as they are)
+        const ids = yield* model.prompt(input)
+        tokens += ids.length
+        const embedding = yield* model.embed(ids, { pooling: way, normalize: true })
         return { object: "embedding", index, embedding: Array.from(embedding) }
       }))
     return { object: "list", data, model: model.file, usage: { prompt_tokens: tokens, total_tokens: tokens } }

@@ -311,17 +311,17 @@ export const make = (
     const run = (tokens: ReadonlyArray<number>, read: Read) =>
       lock.withPermits(1)(Effect.gen(function*() {
         // (every batch's rows are read for these)
-        const allLogits = read === "all" || read === "embeddings"
+        const everyBatch = read === "all" || read === "embeddings"
         const start = yield* Ref.get(position)
         yield* check(tokens, start)
         const parts: Array<Float32Array | Int32Array> = []
         for (let at = 0; at < tokens.length; at += ubatch) {
           const piece = tokens.slice(at, at + ubatch)
           const last = at + ubatch >= tokens.length
-          // only the last batch reads what was asked for (its argmax, its logits), every one for "all"
-          const values = yield* batch(piece, start + at, last || allLogits ? read : "last")
+          // only the last batch reads what was asked for (its argmax, its logits), every one for "all" and "embeddings"
+          const values = yield* batch(piece, start + at, last || everyBatch ? read : "last")
           yield* Ref.set(position, start + at + piece.length)
-          if (allLogits || last) parts.push(values as Float32Array | Int32Array)
+          if (everyBatch || last) parts.push(values as Float32Array | Int32Array)
         }
         return parts
       }))

@@ -33,6 +33,14 @@ const bytes = Fixture.make(fixture.options)
 const greedy = { temperature: 0, maxTokens: 16, ignoreEndOfGeneration: true } as const
 const layer = Layer.merge(Cpu.layer(), NodeFileSystem.layer)
 
+/** the fixture written as model.gguf in a folder of its own */
+const written = () => {
+  const folder = mkdtempSync(join(tmpdir(), "llm-"))
+  const path = join(folder, "model.gguf")
+  writeFileSync(path, bytes)
+  return { folder, path }
+}
+
 const collect = <A, E>(stream: Stream.Stream<A, E>) => Effect.map(Stream.runCollect(stream), Chunk.toArray)
 
 describe("Llm", () => {
@@ -167,9 +175,7 @@ describe("Llm", () => {
 
   it.scoped("a file loads as the bytes do; a missing, foreign or cut file fails with ModelError", () =>
     Effect.gen(function*() {
-      const folder = mkdtempSync(join(tmpdir(), "llm-"))
-      const path = join(folder, "model.gguf")
-      writeFileSync(path, bytes)
+      const { folder, path } = written()
       const progress: Array<number> = []
       const model = yield* Llm.load(path, { size: 64, onProgress: (p) => Effect.sync(() => progress.push(p.bytes)) })
       assert.strictEqual(progress[progress.length - 1], model.bytes)
@@ -237,9 +243,7 @@ describe("Llm", () => {
 
   it.scoped("layerConfig: the path and the context's options from Config; a missing path is a ConfigError", () =>
     Effect.gen(function*() {
-      const folder = mkdtempSync(join(tmpdir(), "llm-"))
-      const path = join(folder, "model.gguf")
-      writeFileSync(path, bytes)
+      const { path } = written()
       const config = {
         path: Config.string("MODEL"),
         size: Config.integer("CONTEXT").pipe(Config.withDefault(256)),
@@ -271,9 +275,7 @@ describe("Llm", () => {
 
   it.scoped("loading with progress: a Stream that ends when the model is loaded, or fails as the load does", () =>
     Effect.gen(function*() {
-      const folder = mkdtempSync(join(tmpdir(), "llm-"))
-      const path = join(folder, "model.gguf")
-      writeFileSync(path, bytes)
+      const { folder, path } = written()
       const loading = yield* Llm.loadWithProgress(path, { size: 64 })
       const progress = yield* collect(loading.progress)
       const model = yield* loading.model
